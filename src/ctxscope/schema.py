@@ -1,0 +1,507 @@
+"""The ctxscope contract (``shared/SPEC.md``, version 1) as code.
+
+Every name that leaves the process is defined here once: categories, stages,
+bases, coverage, change types, attribute keys, metric names and units. Code,
+dashboards and tests import these values instead of retyping them.
+
+This module is pure: it imports neither OpenTelemetry nor a provider SDK.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any, Iterable, Mapping, Sequence
+
+SPEC_VERSION = 1
+PREFIX = "llm.context."
+
+
+class _StrEnum(str, Enum):
+    """A string enum whose ``str()`` is its value (as ``enum.StrEnum`` in 3.11)."""
+
+    def __str__(self) -> str:
+        return self.value
+
+
+class Category(_StrEnum):
+    """Mutually exclusive context categories (SPEC section 2), in report order."""
+
+    SYSTEM = "system"
+    RULES = "rules"
+    SKILLS = "skills"
+    TOOLS = "tools"
+    ENVIRONMENT = "environment"
+    PROMPTS = "prompts"
+    ASSISTANT = "assistant"
+    RESULTS = "results"
+    SUMMARIES = "summaries"
+    OVERHEAD = "overhead"
+    MESSAGES = "messages"
+    UNATTRIBUTED = "unattributed"
+
+
+CATEGORIES: tuple[Category, ...] = tuple(Category)
+
+
+class Stage(_StrEnum):
+    REQUEST_INPUT = "request-input"
+    CAPTURE_START = "capture-start"
+    POST_COMPACTION = "post-compaction"
+    TRANSCRIPT_OBSERVED = "transcript-observed"
+
+
+class Coverage(_StrEnum):
+    COMPLETE = "complete"
+    PARTIAL = "partial"
+
+
+class ChangeType(_StrEnum):
+    BASELINE = "baseline"
+    ADDITION = "addition"
+    REPLACEMENT = "replacement"
+    REMOVAL = "removal"
+
+
+class WasteKind(_StrEnum):
+    DUPLICATE = "duplicate"
+    STALE = "stale"
+    BLOAT = "bloat"
+    TOOL_DEFINITION_OVERAGE = "tool_definition_overage"
+
+
+class CompactionTrigger(_StrEnum):
+    AUTO = "auto"
+    MANUAL = "manual"
+
+
+class LimitKind(_StrEnum):
+    """Values of the ``llm.context.limit`` metric attribute."""
+
+    WINDOW = "window"
+    EFFECTIVE_WINDOW = "effective_window"
+    COMPACT_THRESHOLD = "compact_threshold"
+
+
+# Counting bases (SPEC section 3). ``tiktoken/<encoding>`` is open-ended.
+BASIS_CHARS = "chars/4"
+BASIS_BYTES = "native-bytes/4"
+BASIS_NATIVE = "native-summary"
+TIKTOKEN_BASIS_PREFIX = "tiktoken/"
+
+
+def tiktoken_basis(encoding: str) -> str:
+    return TIKTOKEN_BASIS_PREFIX + encoding
+
+
+def is_valid_basis(basis: str) -> bool:
+    if basis in (BASIS_CHARS, BASIS_BYTES, BASIS_NATIVE):
+        return True
+    return basis.startswith(TIKTOKEN_BASIS_PREFIX) and len(basis) > len(TIKTOKEN_BASIS_PREFIX)
+
+
+# Part paths (SPEC section 2). A part path starts with its category's value.
+MAX_PARTS_PER_SESSION = 256
+MAX_CHANGES_PER_SPAN = 64
+OTHER_PART_SUFFIX = "/other"
+
+
+def part_category(part: str) -> Category:
+    """The category a part path belongs to (its first path segment)."""
+    return Category(part.split("/", 1)[0])
+
+
+def other_part(category: Category) -> str:
+    """Where parts past the session cap are counted."""
+    return category.value + OTHER_PART_SUFFIX
+
+
+# ---------------------------------------------------------------------------
+# Attribute keys
+# ---------------------------------------------------------------------------
+
+class Attr:
+    """Span attribute keys of the annotation (SPEC section 4)."""
+
+    VERSION = PREFIX + "version"
+    STAGE = PREFIX + "stage"
+    ITEM_STAGE = PREFIX + "item_stage"
+    BASIS = PREFIX + "basis"
+    COVERAGE = PREFIX + "coverage"
+    BASELINE = PREFIX + "baseline"
+    SAMPLE_OFFSET_NS = PREFIX + "sample_offset_ns"
+    CATEGORIES_PREFIX = PREFIX + "categories."
+    ESTIMATED_TOKENS = PREFIX + "estimated_tokens"
+    REPORTED_TOKENS = PREFIX + "reported_tokens"
+    WINDOW_TOKENS = PREFIX + "window_tokens"
+    EFFECTIVE_WINDOW_TOKENS = PREFIX + "effective_window_tokens"
+    COMPACT_THRESHOLD_TOKENS = PREFIX + "compact_threshold_tokens"
+    MODEL = PREFIX + "model"
+    CALIBRATION_FACTOR = PREFIX + "calibration_factor"
+    OMITTED_CHANGES = PREFIX + "omitted_changes"
+    # Extensions beyond SPEC section 4 (documented in docs/telemetry.md):
+    # waste per kind, so that the span processor can record the waste gauge
+    # from the span alone, and the compaction trigger on post-compaction spans.
+    WASTE_PREFIX = PREFIX + "waste."
+    COMPACTION_TRIGGER = PREFIX + "compaction.trigger"
+    SESSION_ENDED = PREFIX + "session_ended"
+
+    @staticmethod
+    def category(category: Category | str) -> str:
+        return Attr.CATEGORIES_PREFIX + str(category)
+
+    @staticmethod
+    def waste(kind: WasteKind | str) -> str:
+        return Attr.WASTE_PREFIX + str(kind)
+
+
+CHANGE_EVENT_NAME = PREFIX + "change"
+
+
+class ChangeAttr:
+    """Attribute keys of an ``llm.context.change`` event (unprefixed, as SPEC says)."""
+
+    ID = "id"
+    CATEGORY = "category"
+    ESTIMATED_TOKENS = "estimated_tokens"
+    DELTA_TOKENS = "delta_tokens"
+    CHANGE_TYPE = "change_type"
+    CHARS = "chars"
+    LABEL = "label"
+    SOURCE_KIND = "source_kind"
+    SOURCE_CALL_ID = "source_call_id"
+
+
+class GenAI:
+    """OpenTelemetry GenAI semantic convention keys that ctxscope reads or writes."""
+
+    OPERATION_NAME = "gen_ai.operation.name"
+    PROVIDER_NAME = "gen_ai.provider.name"
+    SYSTEM = "gen_ai.system"  # older conventions, still written by many instrumentations
+    REQUEST_MODEL = "gen_ai.request.model"
+    RESPONSE_MODEL = "gen_ai.response.model"
+    RESPONSE_ID = "gen_ai.response.id"
+    RESPONSE_FINISH_REASONS = "gen_ai.response.finish_reasons"
+    CONVERSATION_ID = "gen_ai.conversation.id"
+    USAGE_INPUT_TOKENS = "gen_ai.usage.input_tokens"
+    USAGE_OUTPUT_TOKENS = "gen_ai.usage.output_tokens"
+    USAGE_CACHE_READ_INPUT_TOKENS = "gen_ai.usage.cache_read.input_tokens"
+    USAGE_CACHE_CREATION_INPUT_TOKENS = "gen_ai.usage.cache_creation.input_tokens"
+    REQUEST_MAX_TOKENS = "gen_ai.request.max_tokens"
+    REQUEST_TEMPERATURE = "gen_ai.request.temperature"
+    SYSTEM_INSTRUCTIONS = "gen_ai.system_instructions"
+    INPUT_MESSAGES = "gen_ai.input.messages"
+    OUTPUT_MESSAGES = "gen_ai.output.messages"
+    TOOL_DEFINITIONS = "gen_ai.tool.definitions"
+
+
+# ---------------------------------------------------------------------------
+# Metrics (SPEC section 6)
+# ---------------------------------------------------------------------------
+
+INSTRUMENTATION_SCOPE = "ctxscope"
+
+
+class MetricAttr:
+    CATEGORY = PREFIX + "category"
+    LIMIT = PREFIX + "limit"
+    WASTE_KIND = PREFIX + "waste.kind"
+    COMPACTION_TRIGGER = PREFIX + "compaction.trigger"
+    CONVERSATION_ID = GenAI.CONVERSATION_ID
+    REQUEST_MODEL = GenAI.REQUEST_MODEL
+    PROVIDER_NAME = GenAI.PROVIDER_NAME
+
+
+@dataclass(frozen=True)
+class InstrumentSpec:
+    name: str
+    kind: str  # "gauge" or "counter"
+    unit: str
+    description: str
+    prometheus_name: str  # as the Collector's prometheus exporter names it
+    prometheus_sdk_name: str  # as the SDK's own PrometheusMetricReader names it
+
+
+def _instrument(name: str, kind: str, unit: str, description: str, *, collector: str | None = None) -> InstrumentSpec:
+    base = name.replace(".", "_")
+    sdk = base + ("_total" if kind == "counter" else "")
+    return InstrumentSpec(name, kind, unit, description, collector or sdk, sdk)
+
+
+class Metric:
+    TOKENS = _instrument(
+        "llm.context.tokens", "gauge", "{token}",
+        "Latest tokens of a context category in a session")
+    LIMIT_TOKENS = _instrument(
+        "llm.context.limit.tokens", "gauge", "{token}",
+        "Context limits of a session: window, effective window, compaction threshold")
+    REPORTED_TOKENS = _instrument(
+        "llm.context.reported.tokens", "gauge", "{token}",
+        "Latest provider-reported input tokens of a session")
+    UTILIZATION = _instrument(
+        "llm.context.utilization", "gauge", "1",
+        "Used context over the lowest known limit",
+        collector="llm_context_utilization_ratio")
+    WASTE_TOKENS = _instrument(
+        "llm.context.waste.tokens", "gauge", "{token}",
+        "Wasted context tokens of a session by kind")
+    COMPACTIONS = _instrument(
+        "llm.context.compactions", "counter", "{compaction}",
+        "Context compactions of a session")
+
+    ALL: tuple[InstrumentSpec, ...] = ()
+
+
+Metric.ALL = (Metric.TOKENS, Metric.LIMIT_TOKENS, Metric.REPORTED_TOKENS,
+              Metric.UTILIZATION, Metric.WASTE_TOKENS, Metric.COMPACTIONS)
+
+
+# ---------------------------------------------------------------------------
+# Items
+# ---------------------------------------------------------------------------
+
+@dataclass(slots=True)
+class Item:
+    """One unit of context (SPEC section 1).
+
+    ``text`` is what is counted; it stays in the process and is never exported
+    (SPEC section 7). ``fixed_tokens`` is set where the count does not come
+    from text (an image by its size, provider framing).
+    """
+
+    id: str
+    category: Category
+    part: str
+    chars: int
+    text: str = field(default="", repr=False)
+    fixed_tokens: int | None = None
+    label: str | None = None
+    source_kind: str | None = None
+    source_call_id: str | None = None
+    # Normalised reference for waste analysis, e.g. ``Read:file_path=src/app.py``.
+    reference: str | None = field(default=None, repr=False)
+    # Digest of the content, so that a persistent id with new content is a replacement.
+    digest: str = ""
+    tokens: int = 0
+
+
+# ---------------------------------------------------------------------------
+# The annotation
+# ---------------------------------------------------------------------------
+
+@dataclass(slots=True)
+class Change:
+    """One ``llm.context.change`` event."""
+
+    id: str
+    category: Category
+    estimated_tokens: int
+    delta_tokens: int
+    change_type: ChangeType
+    chars: int | None = None
+    label: str | None = None
+    source_kind: str | None = None
+    source_call_id: str | None = None
+
+    def to_attributes(self) -> dict[str, Any]:
+        attrs: dict[str, Any] = {
+            ChangeAttr.ID: self.id,
+            ChangeAttr.CATEGORY: self.category.value,
+            ChangeAttr.ESTIMATED_TOKENS: self.estimated_tokens,
+            ChangeAttr.DELTA_TOKENS: self.delta_tokens,
+            ChangeAttr.CHANGE_TYPE: self.change_type.value,
+        }
+        for key, value in ((ChangeAttr.CHARS, self.chars), (ChangeAttr.LABEL, self.label),
+                           (ChangeAttr.SOURCE_KIND, self.source_kind),
+                           (ChangeAttr.SOURCE_CALL_ID, self.source_call_id)):
+            if value is not None:
+                attrs[key] = value
+        return attrs
+
+    @classmethod
+    def from_attributes(cls, attrs: Mapping[str, Any]) -> "Change":
+        chars = attrs.get(ChangeAttr.CHARS)
+        return cls(
+            id=str(attrs[ChangeAttr.ID]),
+            category=Category(attrs[ChangeAttr.CATEGORY]),
+            estimated_tokens=int(attrs[ChangeAttr.ESTIMATED_TOKENS]),
+            delta_tokens=int(attrs[ChangeAttr.DELTA_TOKENS]),
+            change_type=ChangeType(attrs[ChangeAttr.CHANGE_TYPE]),
+            chars=int(chars) if chars is not None else None,
+            label=attrs.get(ChangeAttr.LABEL),
+            source_kind=attrs.get(ChangeAttr.SOURCE_KIND),
+            source_call_id=attrs.get(ChangeAttr.SOURCE_CALL_ID),
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        return self.to_attributes()
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> "Change":
+        return cls.from_attributes(data)
+
+
+# Optional scalar fields of the annotation, in SPEC order: (field, attribute key, type).
+_OPTIONAL_FIELDS: tuple[tuple[str, str, type], ...] = (
+    ("item_stage", Attr.ITEM_STAGE, Stage),
+    ("sample_offset_ns", Attr.SAMPLE_OFFSET_NS, int),
+    ("reported_tokens", Attr.REPORTED_TOKENS, int),
+    ("window_tokens", Attr.WINDOW_TOKENS, int),
+    ("effective_window_tokens", Attr.EFFECTIVE_WINDOW_TOKENS, int),
+    ("compact_threshold_tokens", Attr.COMPACT_THRESHOLD_TOKENS, int),
+    ("model", Attr.MODEL, str),
+    ("calibration_factor", Attr.CALIBRATION_FACTOR, float),
+)
+
+
+@dataclass(slots=True)
+class Annotation:
+    """The context annotation of one span (SPEC section 4).
+
+    ``categories`` holds the categories present (zero-valued ones may be
+    omitted); ``estimated_tokens`` is their sum, ``unattributed`` excluded
+    (unattributed is derived from the reported input, not estimated).
+    """
+
+    stage: Stage
+    basis: str
+    coverage: Coverage
+    baseline: bool
+    categories: dict[Category, int]
+    estimated_tokens: int
+    item_stage: Stage | None = None
+    sample_offset_ns: int | None = None
+    reported_tokens: int | None = None
+    window_tokens: int | None = None
+    effective_window_tokens: int | None = None
+    compact_threshold_tokens: int | None = None
+    model: str | None = None
+    calibration_factor: float | None = None
+    omitted_changes: int = 0
+    changes: list[Change] = field(default_factory=list)
+    waste: dict[WasteKind, int] = field(default_factory=dict)
+    compaction_trigger: CompactionTrigger | None = None
+    version: int = SPEC_VERSION
+
+    def __post_init__(self) -> None:
+        if not is_valid_basis(self.basis):
+            raise ValueError(f"unknown basis {self.basis!r}")
+        if len(self.changes) > MAX_CHANGES_PER_SPAN:
+            raise ValueError(f"at most {MAX_CHANGES_PER_SPAN} changes a span, got {len(self.changes)}")
+
+    # -- span attributes ---------------------------------------------------
+
+    def to_attributes(self) -> dict[str, Any]:
+        """Span attributes (changes go to events: see :meth:`change_events`)."""
+        attrs: dict[str, Any] = {
+            Attr.VERSION: self.version,
+            Attr.STAGE: self.stage.value,
+            Attr.BASIS: self.basis,
+            Attr.COVERAGE: self.coverage.value,
+            Attr.BASELINE: self.baseline,
+        }
+        for category in CATEGORIES:
+            if category in self.categories:
+                attrs[Attr.category(category)] = int(self.categories[category])
+        attrs[Attr.ESTIMATED_TOKENS] = self.estimated_tokens
+        for name, key, kind in _OPTIONAL_FIELDS:
+            value = getattr(self, name)
+            if value is not None:
+                attrs[key] = value.value if isinstance(value, Enum) else kind(value)
+        attrs[Attr.OMITTED_CHANGES] = self.omitted_changes
+        for kind in WasteKind:
+            if kind in self.waste:
+                attrs[Attr.waste(kind)] = int(self.waste[kind])
+        if self.compaction_trigger is not None:
+            attrs[Attr.COMPACTION_TRIGGER] = self.compaction_trigger.value
+        return attrs
+
+    def change_events(self) -> list[tuple[str, dict[str, Any]]]:
+        """``(name, attributes)`` of each change event, largest first."""
+        return [(CHANGE_EVENT_NAME, change.to_attributes()) for change in self.changes]
+
+    @classmethod
+    def from_attributes(
+        cls,
+        attrs: Mapping[str, Any],
+        events: Iterable[tuple[str, Mapping[str, Any]]] = (),
+    ) -> "Annotation":
+        """Rebuild an annotation from span attributes and ``(name, attributes)`` events."""
+        categories: dict[Category, int] = {}
+        for category in CATEGORIES:
+            value = attrs.get(Attr.category(category))
+            if value is not None:
+                categories[category] = int(value)
+        waste: dict[WasteKind, int] = {}
+        for kind in WasteKind:
+            value = attrs.get(Attr.waste(kind))
+            if value is not None:
+                waste[kind] = int(value)
+        optional: dict[str, Any] = {}
+        for name, key, kind in _OPTIONAL_FIELDS:
+            value = attrs.get(key)
+            if value is not None:
+                optional[name] = kind(value)
+        trigger = attrs.get(Attr.COMPACTION_TRIGGER)
+        return cls(
+            version=int(attrs.get(Attr.VERSION, SPEC_VERSION)),
+            stage=Stage(attrs[Attr.STAGE]),
+            basis=str(attrs[Attr.BASIS]),
+            coverage=Coverage(attrs[Attr.COVERAGE]),
+            baseline=bool(attrs[Attr.BASELINE]),
+            categories=categories,
+            estimated_tokens=int(attrs[Attr.ESTIMATED_TOKENS]),
+            omitted_changes=int(attrs.get(Attr.OMITTED_CHANGES, 0)),
+            changes=[Change.from_attributes(a) for name, a in events if name == CHANGE_EVENT_NAME],
+            waste=waste,
+            compaction_trigger=CompactionTrigger(trigger) if trigger is not None else None,
+            **optional,
+        )
+
+    @staticmethod
+    def present_in(attrs: Mapping[str, Any]) -> bool:
+        """Whether a span's attributes carry an annotation."""
+        return Attr.STAGE in attrs and Attr.ESTIMATED_TOKENS in attrs
+
+    # -- JSON ----------------------------------------------------------------
+
+    def to_json(self) -> dict[str, Any]:
+        """SPEC section 4 fields without the prefix, categories as an object."""
+        out: dict[str, Any] = {}
+        for key, value in self.to_attributes().items():
+            name = key[len(PREFIX):]
+            if name.startswith("categories.") or name.startswith("waste."):
+                continue
+            out[name] = value
+        out["categories"] = {c.value: int(v) for c, v in self.categories.items()}
+        if self.waste:
+            out["waste"] = {k.value: int(v) for k, v in self.waste.items()}
+        out["changes"] = [c.to_json() for c in self.changes]
+        return out
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> "Annotation":
+        attrs: dict[str, Any] = {}
+        for name, value in data.items():
+            if name in ("categories", "changes", "waste"):
+                continue
+            attrs[PREFIX + name] = value
+        for name, value in (data.get("categories") or {}).items():
+            attrs[Attr.category(name)] = value
+        for name, value in (data.get("waste") or {}).items():
+            attrs[Attr.waste(name)] = value
+        events = [(CHANGE_EVENT_NAME, c) for c in data.get("changes") or ()]
+        return cls.from_attributes(attrs, events)
+
+    def dumps(self) -> str:
+        return json.dumps(self.to_json(), sort_keys=False)
+
+
+def sum_categories(categories: Mapping[Category, int], *, include_unattributed: bool = False) -> int:
+    return sum(v for c, v in categories.items() if include_unattributed or c is not Category.UNATTRIBUTED)
+
+
+def ordered(categories: Mapping[Category, int]) -> Sequence[tuple[Category, int]]:
+    """Categories in report order."""
+    return [(c, categories[c]) for c in CATEGORIES if c in categories]

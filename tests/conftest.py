@@ -1,0 +1,35 @@
+"""Shared test set-up: the offline tiktoken cache and the shared corpus, where present."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+DATA = Path(__file__).resolve().parent / "data"
+SHARED = ROOT.parent / "shared"
+CORPUS = SHARED / "corpus"
+TIKTOKEN_CACHE = SHARED / "tiktoken"
+
+# Point tiktoken at the shared offline cache before anything loads an encoding.
+if TIKTOKEN_CACHE.is_dir() and "TIKTOKEN_CACHE_DIR" not in os.environ:
+    os.environ["TIKTOKEN_CACHE_DIR"] = str(TIKTOKEN_CACHE)
+
+
+def _tiktoken_available() -> bool:
+    from ctxscope.tokens import load_encoding
+
+    return load_encoding("o200k_base") is not None
+
+
+requires_corpus = pytest.mark.skipif(
+    not CORPUS.is_dir(), reason="../shared/corpus is not here (runs in CI, where it exists)")
+
+
+@pytest.fixture(scope="session")
+def tiktoken_ready() -> None:
+    """Skip a test that needs exact tiktoken counts where no encoding can be loaded."""
+    if not _tiktoken_available():
+        pytest.skip("tiktoken o200k_base cannot be loaded here (no network, no ../shared/tiktoken)")
