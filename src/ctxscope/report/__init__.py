@@ -1,0 +1,1 @@
+"""Renderers of reports: terminal, JSON and HTML."""
