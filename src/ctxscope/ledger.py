@@ -1,0 +1,495 @@
+"""A session's context over time: snapshots, diffs, compaction, the parts cap.
+
+:class:`SessionLedger` takes the items of each observed request (or transcript
+call) and returns a :class:`Snapshot`: the raw annotation of SPEC section 4
+(categories, estimated tokens, basis, baseline) and the changes against the
+previous snapshot. Work grows with what changed: items the previous request
+already held are neither counted nor visited again when the new list shares
+them by identity (``items.RequestExtractor`` hands back the same objects), and
+the totals per category and per part are running sums updated by deltas.
+
+The rules where SPEC is silent (replacement, compaction inference, the parts
+cap, baseline deltas) are written down in ``docs/accounting.md``.
+
+Pure: no OpenTelemetry, no provider SDK.
+"""
+
+from __future__ import annotations
+
+import heapq
+import threading
+from dataclasses import dataclass, field, replace
+from itertools import compress, count, islice
+from operator import is_not
+from typing import Callable, Iterable, Sequence
+
+from .calibration import apportion, calibrate, free_tokens, used_tokens
+from .schema import (
+    CATEGORIES,
+    MAX_CHANGES_PER_SPAN,
+    MAX_PARTS_PER_SESSION,
+    Annotation,
+    Category,
+    Change,
+    ChangeType,
+    CompactionTrigger,
+    Coverage,
+    Item,
+    Stage,
+    other_part,
+)
+from .tokens import Counter, counter_for
+
+__all__ = [
+    "CONVERSATION_CATEGORIES",
+    "NAMED_PARTS_CAP",
+    "Compaction",
+    "SessionLedger",
+    "Snapshot",
+]
+
+# Named parts a session keeps before new ones go to ``<category>/other``. One
+# slot per category is held back for those overflow parts (and ``unattributed``
+# in the apportioned view), so a session never shows more than 256 parts.
+NAMED_PARTS_CAP = MAX_PARTS_PER_SESSION - len(CATEGORIES)
+
+# Categories that make up the conversation history, the part a compaction rewrites.
+CONVERSATION_CATEGORIES = frozenset({
+    Category.PROMPTS, Category.ASSISTANT, Category.RESULTS, Category.MESSAGES, Category.SUMMARIES,
+})
+
+
+@dataclass(slots=True)
+class Compaction:
+    """One compaction: declared by the caller or inferred from a rewritten history."""
+
+    trigger: CompactionTrigger
+    declared: bool
+    tokens_before: int | None  # estimated tokens of the previous snapshot (None: none seen)
+    tokens_after: int
+    removed: list[Item]
+    added: list[Item]
+    annotation: Annotation  # for the ``post-compaction`` span
+
+
+@dataclass(slots=True)
+class Snapshot:
+    """A session's composition at one observation (raw estimates in ``annotation``)."""
+
+    annotation: Annotation
+    parts: dict[str, int]
+    items: list[Item]
+    compaction: Compaction | None = None
+    timestamp_ns: int | None = None
+    first: bool = False  # the session's first observation: emit a capture-start span
+    session_id: str = ""
+
+    @property
+    def measured(self) -> bool:
+        """Whether a provider-reported input exists for this snapshot."""
+        return self.annotation.reported_tokens is not None
+
+    @property
+    def apportioned_label(self) -> str:
+        """``apportioned`` when :meth:`apportioned` splits a measurement, else ``estimated``."""
+        return "apportioned" if self.measured else "estimated"
+
+    @property
+    def used(self) -> int:
+        """Tokens in use: reported where measured, else the estimate."""
+        return used_tokens(self.annotation.categories, self.annotation.reported_tokens)
+
+    def free(self) -> int | None:
+        """``max(0, window - used)``, or None without a known window."""
+        return free_tokens(self.annotation.window_tokens, self.used)
+
+    def calibrated(self) -> dict[Category, int]:
+        """SPEC section 5 per category; holds ``unattributed`` once measured."""
+        return calibrate(self.annotation.categories, self.annotation.reported_tokens)[0]
+
+    def apportioned(self) -> dict[str, int]:
+        """SPEC section 5 per part: each category's calibrated tokens split among its parts.
+
+        Parts of a category share that category's calibrated value by their
+        estimates (largest remainder, parts in path order), so the parts add
+        up to the calibrated categories and so to the measurement exactly; the
+        shortfall of the estimates appears as the part ``unattributed``.
+        Without a measurement the parts keep their estimates
+        (:attr:`apportioned_label` says ``estimated``).
+        """
+        if not self.measured:
+            return dict(self.parts)
+        calibrated = self.calibrated()
+        by_category: dict[Category, dict[str, int]] = {}
+        for part in sorted(self.parts):
+            by_category.setdefault(_category_of(part), {})[part] = self.parts[part]
+        out: dict[str, int] = {}
+        for category, parts in by_category.items():
+            out.update(apportion(parts, calibrated.get(category, 0)))
+        unattributed = calibrated.get(Category.UNATTRIBUTED, 0)
+        if unattributed:
+            out[Category.UNATTRIBUTED.value] = unattributed
+        return out
+
+    def annotation_for(self, stage: Stage) -> Annotation:
+        """A copy of the annotation for another span, e.g. ``capture-start``.
+
+        ``item_stage`` records the stage the items were attributed at when it
+        differs from the new span's stage.
+        """
+        ann = self.annotation
+        item_stage = ann.item_stage or (ann.stage if ann.stage is not stage else None)
+        return replace(ann, stage=stage, item_stage=item_stage,
+                       categories=dict(ann.categories), changes=list(ann.changes))
+
+
+def _category_of(part: str) -> Category:
+    return Category(part.split("/", 1)[0])
+
+
+def _first_not_identical(old: Sequence[Item], new: Sequence[Item], start: int, stop: int) -> int:
+    """The first index in ``[start, stop)`` where the lists hold different objects, else ``stop``."""
+    # compress/map/islice keep the scan of a long shared prefix in C.
+    differs = map(is_not, islice(old, start, stop), islice(new, start, stop))
+    return next(compress(count(start), differs), stop)
+
+
+def _first_not_identical_from_end(old: Sequence[Item], new: Sequence[Item], start: int, stop: int) -> int:
+    """How many trailing positions in ``[start, stop)`` hold the same object in both lists."""
+    differs = map(is_not, islice(reversed(old), start, stop), islice(reversed(new), start, stop))
+    return next(compress(count(start), differs), stop)
+
+
+@dataclass(slots=True)
+class _Diff:
+    removed: list[Item] = field(default_factory=list)
+    added: list[Item] = field(default_factory=list)
+    replaced: list[tuple[Item, Item]] = field(default_factory=list)
+
+
+class SessionLedger:
+    """The snapshots of one session. Thread-safe: observations are serialised."""
+
+    def __init__(self, session_id: str, *, counter: Counter | None = None, tokenizer: str = "auto") -> None:
+        self.session_id = session_id
+        self._fixed_counter = counter
+        self._tokenizer = tokenizer
+        self._counters: dict[str | None, Counter] = {}
+        self._lock = threading.Lock()
+        self._latest: Snapshot | None = None
+        self._items: list[Item] = []
+        self._basis: str | None = None
+        self._model: str | None = None
+        # (item id, digest) -> tokens under the current basis; an entry never
+        # changes while an item with its key is in context, so totals added
+        # and later subtracted always agree.
+        self._cache: dict[tuple[str, str], int] = {}
+        self._part_map: dict[tuple[Category, str], str] = {}
+        self._named_parts: set[str] = set()
+        self._cat_tokens: dict[Category, int] = {}
+        self._cat_items: dict[Category, int] = {}
+        self._part_tokens: dict[str, int] = {}
+        self._part_items: dict[str, int] = {}
+        self.compactions = 0
+
+    @property
+    def latest(self) -> Snapshot | None:
+        return self._latest
+
+    # -- public ------------------------------------------------------------
+
+    def observe(
+        self,
+        items: Iterable[Item],
+        *,
+        model: str | None = None,
+        stage: Stage = Stage.REQUEST_INPUT,
+        coverage: Coverage = Coverage.COMPLETE,
+        compaction: CompactionTrigger | None = None,
+        window_tokens: int | None = None,
+        effective_window_tokens: int | None = None,
+        compact_threshold_tokens: int | None = None,
+        timestamp_ns: int | None = None,
+        sample_offset_ns: int | None = None,
+        item_stage: Stage | None = None,
+    ) -> Snapshot:
+        """Count, diff and annotate the items of one observation (sets ``item.tokens``)."""
+        with self._lock:
+            return self._observe(
+                list(items), model, stage, coverage, compaction, window_tokens,
+                effective_window_tokens, compact_threshold_tokens, timestamp_ns,
+                sample_offset_ns, item_stage)
+
+    def report(self, snapshot: Snapshot, reported_tokens: int | None) -> Snapshot:
+        """Attach the provider-reported input and the calibration factor (raw estimates stay)."""
+        if reported_tokens is None:
+            return snapshot
+        _, factor = calibrate(snapshot.annotation.categories, reported_tokens)
+        for ann in (snapshot.annotation,
+                    snapshot.compaction.annotation if snapshot.compaction else None):
+            if ann is not None:
+                ann.reported_tokens = int(reported_tokens)
+                ann.calibration_factor = factor
+        return snapshot
+
+    # -- observation ---------------------------------------------------------
+
+    def _counter(self, model: str | None) -> Counter:
+        if self._fixed_counter is not None:
+            return self._fixed_counter
+        counter = self._counters.get(model)
+        if counter is None:
+            counter = counter_for(model, self._tokenizer)
+            self._counters[model] = counter
+        return counter
+
+    def _observe(self, items: list[Item], model: str | None, stage: Stage, coverage: Coverage,
+                 declared: CompactionTrigger | None, window_tokens: int | None,
+                 effective_window_tokens: int | None, compact_threshold_tokens: int | None,
+                 timestamp_ns: int | None, sample_offset_ns: int | None,
+                 item_stage: Stage | None) -> Snapshot:
+        prev = self._latest
+        counter = self._counter(model)
+        first = prev is None
+        basis_changed = not first and counter.basis != self._basis
+        model_changed = (not first and model is not None and self._model is not None
+                         and model != self._model)
+        conversation_before = self._conversation_tokens()
+        tokens_before = prev.annotation.estimated_tokens if prev is not None else None
+
+        diff = self._diff(self._items, items)
+        if first or basis_changed:
+            self._basis = counter.basis
+            self._rebuild(items, counter)
+        else:
+            self._apply(diff, counter)
+        if model is not None:
+            self._model = model
+
+        trigger, inferred = declared, False
+        if declared is None and not first and self._looks_compacted(diff, conversation_before):
+            trigger, inferred = CompactionTrigger.AUTO, True
+        baseline = first or model_changed or basis_changed or trigger is not None
+
+        categories = {c: self._cat_tokens[c] for c in CATEGORIES if self._cat_items.get(c)}
+        estimated = sum(categories.values())
+        common = dict(
+            basis=counter.basis, coverage=coverage, categories=categories,
+            estimated_tokens=estimated, window_tokens=window_tokens,
+            effective_window_tokens=effective_window_tokens,
+            compact_threshold_tokens=compact_threshold_tokens, model=model)
+        if baseline:
+            changes, omitted = self._baseline_changes(items)
+        else:
+            changes, omitted = self._diff_changes(diff)
+        annotation = Annotation(stage=stage, baseline=baseline, item_stage=item_stage,
+                                sample_offset_ns=sample_offset_ns, changes=changes,
+                                omitted_changes=omitted, **common)  # type: ignore[arg-type]
+        record = None
+        if trigger is not None:
+            self.compactions += 1
+            post_changes, post_omitted = self._diff_changes(diff)
+            post = Annotation(stage=Stage.POST_COMPACTION, baseline=False, item_stage=item_stage,
+                              changes=post_changes, omitted_changes=post_omitted,
+                              compaction_trigger=trigger, categories=dict(categories),
+                              **{k: v for k, v in common.items() if k != "categories"})  # type: ignore[arg-type]
+            record = Compaction(
+                trigger=trigger, declared=not inferred, tokens_before=tokens_before,
+                tokens_after=estimated,
+                removed=diff.removed + [old for old, _ in diff.replaced],
+                added=diff.added + [new for _, new in diff.replaced],
+                annotation=post)
+        if baseline:
+            self._prune_cache(items)
+        self._items = items
+        snapshot = Snapshot(annotation=annotation, parts=dict(self._part_tokens), items=items,
+                            compaction=record, timestamp_ns=timestamp_ns, first=first,
+                            session_id=self.session_id)
+        self._latest = snapshot
+        return snapshot
+
+    # -- counting and totals -------------------------------------------------
+
+    def _tokens(self, item: Item, counter: Counter) -> int:
+        key = (item.id, item.digest)
+        tokens = self._cache.get(key)
+        if tokens is None:
+            tokens = item.fixed_tokens if item.fixed_tokens is not None else counter.count(item.text)
+            self._cache[key] = tokens
+        item.tokens = tokens
+        return tokens
+
+    def _part(self, item: Item) -> str:
+        key = (item.category, item.part)
+        part = self._part_map.get(key)
+        if part is None:
+            part = self._admit(item.category, item.part)
+            self._part_map[key] = part
+        return part
+
+    def _admit(self, category: Category, part: str) -> str:
+        # A part path starts with its category (SPEC section 2); one that does
+        # not is placed under it, so every part maps back to one category.
+        name = category.value
+        if part != name and not part.startswith(name + "/"):
+            part = f"{name}/{part}" if part else name
+        if part in self._named_parts or len(self._named_parts) < NAMED_PARTS_CAP:
+            self._named_parts.add(part)
+            return part
+        return other_part(category)
+
+    def _add(self, item: Item, tokens: int, sign: int) -> None:
+        category = item.category
+        part = self._part(item)
+        self._cat_tokens[category] = self._cat_tokens.get(category, 0) + sign * tokens
+        self._cat_items[category] = self._cat_items.get(category, 0) + sign
+        self._part_tokens[part] = self._part_tokens.get(part, 0) + sign * tokens
+        left = self._part_items.get(part, 0) + sign
+        if left:
+            self._part_items[part] = left
+        else:
+            del self._part_items[part]
+            del self._part_tokens[part]
+
+    def _rebuild(self, items: list[Item], counter: Counter) -> None:
+        self._cache = {}
+        self._cat_tokens, self._cat_items = {}, {}
+        self._part_tokens, self._part_items = {}, {}
+        for item in items:
+            self._add(item, self._tokens(item, counter), 1)
+
+    def _apply(self, diff: _Diff, counter: Counter) -> None:
+        cache = self._cache
+        for item in diff.removed:
+            self._add(item, cache.get((item.id, item.digest), item.tokens), -1)
+        for old, new in diff.replaced:
+            self._add(old, cache.get((old.id, old.digest), old.tokens), -1)
+            self._add(new, self._tokens(new, counter), 1)
+        for item in diff.added:
+            self._add(item, self._tokens(item, counter), 1)
+
+    def _prune_cache(self, items: list[Item]) -> None:
+        # After a baseline only the items in context matter: forget the rest.
+        if len(self._cache) > 2 * len(items):
+            keep = {(i.id, i.digest) for i in items}
+            self._cache = {k: v for k, v in self._cache.items() if k in keep}
+
+    def _conversation_tokens(self) -> int:
+        return sum(self._cat_tokens.get(c, 0) for c in CONVERSATION_CATEGORIES)
+
+    # -- diff ------------------------------------------------------------------
+
+    def _diff(self, old: list[Item], new: list[Item]) -> _Diff:
+        """Removed, added and replaced items between two lists (multisets by id and digest)."""
+        diff = _Diff()
+        n_old, n_new = len(old), len(new)
+        shortest = min(n_old, n_new)
+        cache = self._cache
+        # Common prefix: the same objects, or equal (id, digest) keys.
+        p = _first_not_identical(old, new, 0, shortest)
+        while p < shortest:
+            a, b = old[p], new[p]
+            if a.id != b.id or a.digest != b.digest:
+                break
+            b.tokens = cache.get((b.id, b.digest), b.tokens)
+            p = _first_not_identical(old, new, p + 1, shortest)
+        # Common suffix of what is left.
+        room = shortest - p
+        s = _first_not_identical_from_end(old, new, 0, room)
+        while s < room:
+            a, b = old[n_old - 1 - s], new[n_new - 1 - s]
+            if a.id != b.id or a.digest != b.digest:
+                break
+            b.tokens = cache.get((b.id, b.digest), b.tokens)
+            s = _first_not_identical_from_end(old, new, s + 1, room)
+        old_mid = old[p:n_old - s]
+        new_mid = new[p:n_new - s]
+        if not old_mid:
+            diff.added = new_mid
+            return diff
+        if not new_mid:
+            diff.removed = old_mid
+            return diff
+        # Middle: match equal keys first (moved items are unchanged), then the
+        # same id with another digest (a replacement), in list order.
+        by_key: dict[tuple[str, str], list[int]] = {}
+        for index, item in enumerate(old_mid):
+            by_key.setdefault((item.id, item.digest), []).append(index)
+        matched = [False] * len(old_mid)
+        unmatched: list[Item] = []
+        for item in new_mid:
+            slots = by_key.get((item.id, item.digest))
+            if slots:
+                matched[slots.pop(0)] = True
+                item.tokens = cache.get((item.id, item.digest), item.tokens)
+            else:
+                unmatched.append(item)
+        by_id: dict[str, list[int]] = {}
+        for index, item in enumerate(old_mid):
+            if not matched[index]:
+                by_id.setdefault(item.id, []).append(index)
+        for item in unmatched:
+            slots = by_id.get(item.id)
+            if slots:
+                index = slots.pop(0)
+                matched[index] = True
+                diff.replaced.append((old_mid[index], item))
+            else:
+                diff.added.append(item)
+        diff.removed = [item for index, item in enumerate(old_mid) if not matched[index]]
+        return diff
+
+    def _looks_compacted(self, diff: _Diff, conversation_before: int) -> bool:
+        """The inference rule of docs/accounting.md: a rewritten conversation history."""
+        cache = self._cache
+        rewritten = sum(1 for i in diff.removed if i.category in CONVERSATION_CATEGORIES)
+        rewritten += sum(1 for old, new in diff.replaced
+                         if old.category in CONVERSATION_CATEGORIES
+                         and new.tokens < cache.get((old.id, old.digest), old.tokens))
+        if not rewritten:
+            return False
+        summary_added = any(i.category is Category.SUMMARIES for i in diff.added) or any(
+            new.category is Category.SUMMARIES for _, new in diff.replaced)
+        if summary_added:
+            return True
+        return rewritten >= 2 and 2 * self._conversation_tokens() < conversation_before
+
+    # -- changes ---------------------------------------------------------------
+
+    def _baseline_changes(self, items: list[Item]) -> tuple[list[Change], int]:
+        # A baseline change's delta is the item's whole size: it ranks the
+        # largest items first, and change_type baseline says it is not growth.
+        order = _largest(len(items), lambda i: (-items[i].tokens, i))
+        changes = [_change(items[i], ChangeType.BASELINE, items[i].tokens, items[i].tokens)
+                   for i in order]
+        return changes, len(items) - len(changes)
+
+    def _diff_changes(self, diff: _Diff) -> tuple[list[Change], int]:
+        cache = self._cache
+        # (delta, item, tokens, change type), in a fixed order: removals in the
+        # previous list's order, then replacements and additions in the new one's.
+        rows: list[tuple[int, Item, int, ChangeType]] = []
+        for item in diff.removed:
+            tokens = cache.get((item.id, item.digest), item.tokens)
+            rows.append((-tokens, item, tokens, ChangeType.REMOVAL))
+        for old, new in diff.replaced:
+            before = cache.get((old.id, old.digest), old.tokens)
+            rows.append((new.tokens - before, new, new.tokens, ChangeType.REPLACEMENT))
+        for item in diff.added:
+            rows.append((item.tokens, item, item.tokens, ChangeType.ADDITION))
+        order = _largest(len(rows), lambda i: (-abs(rows[i][0]), i))
+        changes = [_change(rows[i][1], rows[i][3], rows[i][2], rows[i][0]) for i in order]
+        return changes, len(rows) - len(changes)
+
+
+def _largest(n: int, key: Callable[[int], tuple[int, int]]) -> list[int]:
+    """Indices of the (at most 64) first rows by ``key``: only these are sorted in full."""
+    if n > MAX_CHANGES_PER_SPAN:
+        return heapq.nsmallest(MAX_CHANGES_PER_SPAN, range(n), key=key)
+    return sorted(range(n), key=key)
+
+
+def _change(item: Item, change_type: ChangeType, tokens: int, delta: int) -> Change:
+    return Change(id=item.id, category=item.category, estimated_tokens=tokens, delta_tokens=delta,
+                  change_type=change_type, chars=item.chars, label=item.label,
+                  source_kind=item.source_kind, source_call_id=item.source_call_id)
