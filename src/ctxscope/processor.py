@@ -1,0 +1,407 @@
+"""ContextSpanProcessor: annotated spans -> the metrics of SPEC section 6.
+
+``on_end`` reads the context annotation back from a finished span (its
+attributes and ``llm.context.change`` events) and keeps each session's latest
+state; the observable instruments of :mod:`ctxscope.metrics` report that state
+at every collection. So anything that writes the annotation (the
+instrumentors, a transcript replay, a companion span) gets the metrics.
+
+Semantics (docs/telemetry.md):
+
+- ``llm.context.tokens`` per category in the calibrated view (SPEC section 5),
+  ``unattributed`` included; a series a session produced before and missing
+  from its newest snapshot reports 0 for as long as the session lives.
+- When a recording ends (``stop()``, ``shutdown()``, ``end_session(id)``, a
+  span with ``llm.context.session_ended``, or LRU eviction past
+  ``max_sessions``), every gauge series of the session reports 0 once per
+  metric reader and then leaves later exports. The compaction counter never
+  goes down: it reports its final total once more, then leaves.
+- Every body (``on_end``, callbacks) is guarded: an error is logged, never
+  raised into the user's program.
+"""
+
+from __future__ import annotations
+
+import atexit
+import logging
+import threading
+import weakref
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Iterator, Mapping
+
+from opentelemetry import metrics as otel_metrics
+from opentelemetry import trace as otel_trace
+from opentelemetry.metrics import CallbackOptions, MeterProvider, Observation
+from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor
+from opentelemetry.sdk.trace import TracerProvider as SdkTracerProvider
+
+from . import metrics as ctx_metrics
+from .calibration import calibrate
+from .schema import (
+    Annotation,
+    Attr,
+    Category,
+    CompactionTrigger,
+    GenAI,
+    InstrumentSpec,
+    LimitKind,
+    Metric,
+    MetricAttr,
+    Stage,
+    WasteKind,
+)
+
+_log = logging.getLogger(__name__)
+
+DEFAULT_MAX_SESSIONS = 256
+# A session whose spans carry no gen_ai.conversation.id (an instrumentation
+# other than ours, or a replay without one) is keyed by this id.
+UNKNOWN_SESSION = "unknown"
+
+_Key = tuple[tuple[str, Any], ...]  # sorted attribute items: hashable series identity
+
+
+def calibrated_view(categories: Mapping[Category, int], reported: int | None) -> dict[Category, int]:
+    """SPEC section 5 calibrated categories (``unattributed`` included once measured)."""
+    return {Category(c): int(v) for c, v in calibrate(categories, reported)[0].items()}
+
+
+@dataclass
+class _Session:
+    """The latest state of one live session."""
+
+    session_id: str
+    model: str | None = None
+    provider: str | None = None
+    observed_ns: int = -1
+    tokens: dict[Category, int] = field(default_factory=dict)
+    limits: dict[LimitKind, int] = field(default_factory=dict)
+    reported: int | None = None
+    waste: dict[WasteKind, int] = field(default_factory=dict)
+    compactions: dict[CompactionTrigger, int] = field(default_factory=dict)
+    # Every gauge series this session produced, per instrument: they report 0
+    # while missing from the newest state, and 0 once more when the session ends.
+    produced: dict[InstrumentSpec, set[_Key]] = field(default_factory=dict)
+
+    def base(self) -> dict[str, Any]:
+        attrs: dict[str, Any] = {MetricAttr.CONVERSATION_ID: self.session_id}
+        if self.model:
+            attrs[MetricAttr.REQUEST_MODEL] = self.model
+        if self.provider:
+            attrs[MetricAttr.PROVIDER_NAME] = self.provider
+        return attrs
+
+    def current(self, spec: InstrumentSpec) -> list[tuple[dict[str, Any], float]]:
+        """The series of one instrument in the newest state."""
+        base = self.base()
+        if spec is Metric.TOKENS:
+            return [({**base, MetricAttr.CATEGORY: c.value}, v) for c, v in self.tokens.items()]
+        if spec is Metric.LIMIT_TOKENS:
+            return [({**base, MetricAttr.LIMIT: k.value}, v) for k, v in self.limits.items()]
+        if spec is Metric.REPORTED_TOKENS:
+            return [(base, self.reported)] if self.reported is not None else []
+        if spec is Metric.UTILIZATION:
+            limit = min(self.limits.values(), default=0)
+            if limit <= 0:
+                return []
+            return [(base, sum(self.tokens.values()) / limit)]
+        if spec is Metric.WASTE_TOKENS:
+            return [({**base, MetricAttr.WASTE_KIND: k.value}, v) for k, v in self.waste.items()]
+        if spec is Metric.COMPACTIONS:
+            return [({**base, MetricAttr.COMPACTION_TRIGGER: t.value}, n) for t, n in self.compactions.items()]
+        return []
+
+    def observe(self, spec: InstrumentSpec) -> list[tuple[dict[str, Any], float]]:
+        """Newest series plus 0 for every earlier gauge series missing from it."""
+        series = self.current(spec)
+        if spec.kind != "gauge":
+            return series
+        seen = self.produced.setdefault(spec, set())
+        now = {_key(a) for a, _ in series}
+        zeros = [(dict(k), 0) for k in seen - now]
+        seen |= now
+        return zeros + series
+
+    def final(self, spec: InstrumentSpec) -> list[tuple[dict[str, Any], float]]:
+        """What the session reports once when it ends."""
+        if spec.kind != "gauge":
+            return self.current(spec)  # a counter never goes down: its final total
+        keys = self.produced.get(spec, set()) | {_key(a) for a, _ in self.current(spec)}
+        return [(dict(k), 0) for k in keys]
+
+
+@dataclass
+class _Ending:
+    """An ended session's final series, reported once to each metric reader."""
+
+    series: dict[InstrumentSpec, list[tuple[dict[str, Any], float]]]
+    remaining: dict[InstrumentSpec, int]
+
+
+def _key(attrs: Mapping[str, Any]) -> _Key:
+    return tuple(sorted(attrs.items()))
+
+
+def _reader_count(meter_provider: Any) -> int:
+    """How many metric readers will call our callbacks (each must see the final zeros)."""
+    try:
+        storages = meter_provider._measurement_consumer._reader_storages  # noqa: SLF001
+        return max(1, len(storages))
+    except AttributeError:
+        pass
+    try:
+        return max(1, len(meter_provider._sdk_config.metric_readers))  # noqa: SLF001
+    except AttributeError:
+        return 1
+
+
+class ContextSpanProcessor(SpanProcessor):
+    """Annotated spans -> the ``llm.context.*`` metrics of each live session."""
+
+    def __init__(self, meter_provider: MeterProvider | None = None, *,
+                 max_sessions: int = DEFAULT_MAX_SESSIONS) -> None:
+        if max_sessions < 1:
+            raise ValueError(f"max_sessions must be at least 1, got {max_sessions}")
+        self._meter_provider = meter_provider
+        self._max_sessions = max_sessions
+        self._lock = threading.RLock()
+        self._sessions: OrderedDict[str, _Session] = OrderedDict()
+        self._endings: list[_Ending] = []
+        self._shutdown = False
+        callbacks = {spec: self._callback(spec) for spec in Metric.ALL}
+        self.instruments = ctx_metrics.create_instruments(ctx_metrics.get_meter(meter_provider), callbacks)
+        self._hook_meter_shutdown()
+        # atexit runs handlers last-registered first: registered after the SDK
+        # providers' own handlers, this ends the recording and flushes the final
+        # zeros before either provider shuts down, whichever order they go in.
+        atexit.register(_stop_at_exit, weakref.ref(self))
+
+    # -- SpanProcessor -------------------------------------------------------
+
+    def on_start(self, span: Any, parent_context: Any = None) -> None:
+        return None
+
+    def on_end(self, span: ReadableSpan) -> None:
+        try:
+            self._on_end(span)
+        except Exception:  # noqa: BLE001 - never break the user's program
+            _log.warning("ctxscope: could not read the context annotation of a span", exc_info=True)
+
+    def shutdown(self) -> None:
+        """End the recording: final zeros are collected and exported now."""
+        if self._shutdown:
+            return
+        self._shutdown = True
+        self.stop()
+
+    def force_flush(self, timeout_millis: int = 30000) -> bool:
+        return True
+
+    # -- recording control -----------------------------------------------------
+
+    def stop(self, timeout_millis: int = 10000) -> None:
+        """End every live session (a recording's end) and flush the final series."""
+        try:
+            with self._lock:
+                for session_id in list(self._sessions):
+                    self._end_locked(session_id)
+            self._flush(timeout_millis)
+        except Exception:  # noqa: BLE001
+            _log.warning("ctxscope: could not end the recording", exc_info=True)
+
+    def end_session(self, session_id: str) -> bool:
+        """End one session: its series report 0 once, then leave. False if not live."""
+        try:
+            with self._lock:
+                return self._end_locked(session_id)
+        except Exception:  # noqa: BLE001
+            _log.warning("ctxscope: could not end session %s", session_id, exc_info=True)
+            return False
+
+    def sessions(self) -> list[str]:
+        """Ids of the live sessions, least recently used first."""
+        with self._lock:
+            return list(self._sessions)
+
+    # -- internals -------------------------------------------------------------
+
+    def _on_end(self, span: ReadableSpan) -> None:
+        attrs = span.attributes or {}
+        session_id = str(attrs.get(GenAI.CONVERSATION_ID) or UNKNOWN_SESSION)
+        if attrs.get(Attr.SESSION_ENDED):
+            self.end_session(session_id)
+            return
+        if not Annotation.present_in(attrs):
+            return
+        events = [(e.name, e.attributes or {}) for e in (span.events or ())]
+        annotation = Annotation.from_attributes(attrs, events)
+        model = attrs.get(GenAI.REQUEST_MODEL) or annotation.model
+        provider = attrs.get(GenAI.PROVIDER_NAME) or attrs.get(GenAI.SYSTEM)
+        observed = (span.start_time or 0) + (annotation.sample_offset_ns or 0)
+        with self._lock:
+            if self._shutdown:
+                return
+            self._update(session_id, annotation, str(model) if model else None,
+                         str(provider) if provider else None, observed)
+
+    def _update(self, session_id: str, annotation: Annotation, model: str | None,
+                provider: str | None, observed_ns: int) -> None:
+        session = self._sessions.get(session_id)
+        if session is None:
+            session = self._sessions[session_id] = _Session(session_id)
+        self._sessions.move_to_end(session_id)
+        if annotation.stage is Stage.POST_COMPACTION:
+            trigger = annotation.compaction_trigger or CompactionTrigger.AUTO
+            session.compactions[trigger] = session.compactions.get(trigger, 0) + 1
+        # Spans of concurrent calls may end out of order: keep the newest state.
+        if observed_ns >= session.observed_ns:
+            if model != session.model:
+                session.limits = {}  # limits belong to a model
+                session.reported = None
+            session.observed_ns = observed_ns
+            session.model = model
+            session.provider = provider
+            session.tokens = calibrated_view(annotation.categories, annotation.reported_tokens)
+            for kind, value in ((LimitKind.WINDOW, annotation.window_tokens),
+                                (LimitKind.EFFECTIVE_WINDOW, annotation.effective_window_tokens),
+                                (LimitKind.COMPACT_THRESHOLD, annotation.compact_threshold_tokens)):
+                if value is not None and value > 0:
+                    session.limits[kind] = int(value)
+            if annotation.reported_tokens is not None:
+                session.reported = int(annotation.reported_tokens)
+            session.waste = {k: int(v) for k, v in annotation.waste.items()}
+        while len(self._sessions) > self._max_sessions:
+            oldest = next(iter(self._sessions))
+            _log.debug("ctxscope: more than %d live sessions, ending %s", self._max_sessions, oldest)
+            self._end_locked(oldest)
+
+    def _end_locked(self, session_id: str) -> bool:
+        session = self._sessions.pop(session_id, None)
+        if session is None:
+            return False
+        readers = _reader_count(self._resolved_meter_provider())
+        series = {spec: session.final(spec) for spec in Metric.ALL}
+        self._endings.append(_Ending(series, {spec: readers for spec in Metric.ALL}))
+        # Without a collecting reader (no SDK meter provider) endings would pile up.
+        del self._endings[:-max(self._max_sessions, 1)]
+        return True
+
+    def _callback(self, spec: InstrumentSpec):
+        def callback(options: CallbackOptions) -> Iterable[Observation]:
+            try:
+                return list(self._observe(spec))
+            except Exception:  # noqa: BLE001 - a callback that raises loses every series
+                _log.warning("ctxscope: could not report %s", spec.name, exc_info=True)
+                return []
+        return callback
+
+    def _observe(self, spec: InstrumentSpec) -> Iterator[Observation]:
+        with self._lock:
+            out: list[tuple[dict[str, Any], float]] = []
+            # Final series first, so that a session that restarted with the same
+            # id reports its new value (the last observation of a series wins).
+            for ending in self._endings:
+                if ending.remaining.get(spec, 0) > 0:
+                    ending.remaining[spec] -= 1
+                    out.extend(ending.series.get(spec, ()))
+            self._endings = [e for e in self._endings if any(n > 0 for n in e.remaining.values())]
+            for session in self._sessions.values():
+                out.extend(session.observe(spec))
+        for attrs, value in out:
+            yield Observation(value, attrs)
+
+    def _resolved_meter_provider(self) -> Any:
+        return self._meter_provider if self._meter_provider is not None else otel_metrics.get_meter_provider()
+
+    def _flush(self, timeout_millis: int) -> None:
+        provider = self._resolved_meter_provider()
+        if getattr(provider, "_shutdown", False) or not hasattr(provider, "force_flush"):
+            return
+        try:
+            provider.force_flush(timeout_millis)
+        except Exception:  # noqa: BLE001 - an unreachable backend costs the data only
+            _log.warning("ctxscope: could not flush the final context metrics", exc_info=True)
+
+    def _hook_meter_shutdown(self) -> None:
+        """Make the meter provider's own final collection carry the zeros.
+
+        When the application shuts the meter provider down before the tracer
+        provider, the final export happens inside ``MeterProvider.shutdown``:
+        end the recording just before it.
+        """
+        provider = self._meter_provider
+        original = getattr(provider, "shutdown", None)
+        if provider is None or original is None or getattr(original, "_ctxscope_hooked", False):
+            return
+        this = weakref.ref(self)
+
+        def shutdown(*args: Any, **kwargs: Any) -> Any:
+            processor = this()
+            if processor is not None:
+                try:
+                    with processor._lock:
+                        for session_id in list(processor._sessions):
+                            processor._end_locked(session_id)
+                except Exception:  # noqa: BLE001
+                    _log.warning("ctxscope: could not end the recording", exc_info=True)
+                # A reader without a periodic thread does no final collection
+                # of its own on shutdown: flush so the zeros go out regardless.
+                processor._flush(10000)
+            return original(*args, **kwargs)
+
+        shutdown._ctxscope_hooked = True  # type: ignore[attr-defined]
+        try:
+            provider.shutdown = shutdown  # type: ignore[method-assign]
+        except (AttributeError, TypeError):
+            pass
+
+
+def _stop_at_exit(ref: "weakref.ref[ContextSpanProcessor]") -> None:
+    processor = ref()
+    if processor is not None and not processor._shutdown:  # noqa: SLF001
+        processor.stop()
+
+
+# ---------------------------------------------------------------------------
+# Installing one processor on a tracer provider
+# ---------------------------------------------------------------------------
+
+_installed: "weakref.WeakKeyDictionary[Any, ContextSpanProcessor]" = weakref.WeakKeyDictionary()
+_install_lock = threading.Lock()
+
+
+def ensure_processor(tracer_provider: Any = None, meter_provider: MeterProvider | None = None,
+                     *, max_sessions: int = DEFAULT_MAX_SESSIONS) -> ContextSpanProcessor | None:
+    """Install one :class:`ContextSpanProcessor` on an SDK tracer provider (idempotent).
+
+    ``tracer_provider`` defaults to the global one. Returns the processor, or
+    None when the provider is not the SDK's (no-op or proxy: nothing to attach
+    to yet) or the installation failed (logged).
+    """
+    try:
+        provider = tracer_provider if tracer_provider is not None else otel_trace.get_tracer_provider()
+        if not isinstance(provider, SdkTracerProvider):
+            _log.debug("ctxscope: %s is not an SDK TracerProvider; no context metrics",
+                       type(provider).__name__)
+            return None
+        with _install_lock:
+            existing = _installed.get(provider)
+            if existing is not None:
+                return existing
+            processor = ContextSpanProcessor(meter_provider, max_sessions=max_sessions)
+            provider.add_span_processor(processor)
+            _installed[provider] = processor
+            return processor
+    except Exception:  # noqa: BLE001
+        _log.warning("ctxscope: could not install the context span processor", exc_info=True)
+        return None
+
+
+def installed_processor(tracer_provider: Any = None) -> ContextSpanProcessor | None:
+    """The processor :func:`ensure_processor` installed on a provider, if any."""
+    provider = tracer_provider if tracer_provider is not None else otel_trace.get_tracer_provider()
+    try:
+        return _installed.get(provider)
+    except TypeError:
+        return None
