@@ -15,3 +15,18 @@ CTXSCOPE_HASH_KEY = "CTXSCOPE_HASH_KEY"
 
 CTXSCOPE_CAPTURE_LABELS = "CTXSCOPE_CAPTURE_LABELS"
 """``true`` lets file paths and commands into change labels (default: tool names only)."""
+
+CTXSCOPE_WINDOW_TOKENS = "CTXSCOPE_WINDOW_TOKENS"
+"""Context window override: tokens for every model, or ``pattern=tokens`` pairs (``claude-*=200000,gpt-4o*=128000``)."""
+
+CTXSCOPE_EFFECTIVE_WINDOW_TOKENS = "CTXSCOPE_EFFECTIVE_WINDOW_TOKENS"
+"""The harness's effective (compaction) window, when smaller than the model's; same syntax as the window."""
+
+CTXSCOPE_COMPACT_THRESHOLD_TOKENS = "CTXSCOPE_COMPACT_THRESHOLD_TOKENS"
+"""The automatic compaction threshold: tokens or a percentage (``80%``) of the effective window, else the window."""
+
+CTXSCOPE_MAX_SESSIONS = "CTXSCOPE_MAX_SESSIONS"
+"""Live sessions the instrumentation tracks at once (default 64); the least recently used is dropped past it."""
+
+CTXSCOPE_INSTRUMENT_DISABLED = "CTXSCOPE_INSTRUMENT_DISABLED"
+"""``true`` makes the ctxscope instrumentors do nothing (for comparing with an uninstrumented run)."""

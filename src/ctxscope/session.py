@@ -1,0 +1,202 @@
+"""The application's session id, and compactions it declares.
+
+A session is one agent conversation (SPEC section 1). Its key, first match wins:
+
+1. an explicit argument (``session_id=`` where an API takes one);
+2. ``with ctxscope.session("my-id"):`` around the calls (a contextvar, so it
+   follows threads started with ``contextvars.copy_context`` and asyncio tasks);
+3. ``gen_ai.conversation.id`` already set on the current span, or in baggage;
+4. the SPEC fingerprint: a keyed hash of the system prompt and the first user
+   message of the request (:func:`fingerprint`).
+
+A compaction is declared with :func:`mark_compaction` (the next request of the
+session is its first after the compaction) or with the :func:`compacting`
+context manager around the summariser call: requests inside it belong to a
+session of their own (``<id>/compaction``), so the summariser's prompt is not
+taken for growth of the conversation, and the next request after the block
+is marked as post-compaction.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import hashlib
+import json
+import os
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any, Iterator, Mapping
+
+from .environment_variables import CTXSCOPE_HASH_KEY
+from .schema import CompactionTrigger, GenAI
+
+__all__ = [
+    "COMPACTION_SUFFIX",
+    "compacting",
+    "current_session_id",
+    "fingerprint",
+    "mark_compaction",
+    "session",
+]
+
+COMPACTION_SUFFIX = "/compaction"
+_DEFAULT_HASH_KEY = b"ctxscope-v1"
+_HASH_KEY = (os.environ.get(CTXSCOPE_HASH_KEY) or "").encode() or _DEFAULT_HASH_KEY
+
+_session_id: contextvars.ContextVar[str | None] = contextvars.ContextVar("ctxscope_session_id", default=None)
+_compacting: contextvars.ContextVar[bool] = contextvars.ContextVar("ctxscope_compacting", default=False)
+
+
+@dataclass
+class _PendingCompactions:
+    """Compactions declared but not yet seen on a request, keyed by session id.
+
+    ``None`` holds one declared with no session known yet: the next request of
+    any session takes it.
+    """
+
+    by_session: dict[str | None, CompactionTrigger] = field(default_factory=dict)
+
+
+_pending = _PendingCompactions()
+
+
+@contextmanager
+def session(session_id: str) -> Iterator[str]:
+    """Calls inside the block belong to the session ``session_id``."""
+    if not isinstance(session_id, str) or not session_id:
+        raise ValueError("a session id is a non-empty string")
+    token = _session_id.set(session_id)
+    try:
+        yield session_id
+    finally:
+        _session_id.reset(token)
+
+
+def current_session_id() -> str | None:
+    """The session id the application set for this context (argument 2 above), if any."""
+    return _session_id.get()
+
+
+def mark_compaction(trigger: CompactionTrigger | str = CompactionTrigger.MANUAL,
+                    session_id: str | None = None) -> None:
+    """Declare that the session's context was just compacted.
+
+    The next request observed for the session records the compaction on a
+    ``post-compaction`` span. ``trigger`` is ``auto`` or ``manual``.
+    """
+    trigger = CompactionTrigger(trigger)
+    key = session_id or _session_id.get()
+    _pending.by_session[key] = trigger
+
+
+@contextmanager
+def compacting(trigger: CompactionTrigger | str = CompactionTrigger.AUTO,
+               session_id: str | None = None) -> Iterator[None]:
+    """Wrap the summariser call of a compaction; the next request is post-compaction."""
+    trigger = CompactionTrigger(trigger)
+    token = _compacting.set(True)
+    try:
+        yield
+    finally:
+        _compacting.reset(token)
+    mark_compaction(trigger, session_id)
+
+
+def take_compaction(session_id: str) -> CompactionTrigger | None:
+    """The compaction declared for a session (or for whichever comes next), once."""
+    trigger = _pending.by_session.pop(session_id, None)
+    if trigger is None and None in _pending.by_session:
+        trigger = _pending.by_session.pop(None, None)
+    return trigger
+
+
+def in_compaction() -> bool:
+    return _compacting.get()
+
+
+def conversation_id_from_context() -> str | None:
+    """``gen_ai.conversation.id`` on the current span or in baggage (OpenTelemetry API only)."""
+    try:
+        from opentelemetry import baggage, trace
+    except ImportError:  # pragma: no cover - the API is a core dependency
+        return None
+    span = trace.get_current_span()
+    attributes = getattr(span, "attributes", None)
+    if attributes:
+        value = attributes.get(GenAI.CONVERSATION_ID)
+        if isinstance(value, str) and value:
+            return value
+    value = baggage.get_baggage(GenAI.CONVERSATION_ID)
+    if isinstance(value, str) and value:
+        return value
+    return None
+
+
+def resolve(body: Mapping[str, Any], api: str, session_id: str | None = None) -> str:
+    """The session key of a request, by the order in the module docstring."""
+    key = session_id or _session_id.get() or conversation_id_from_context() or fingerprint(body, api)
+    if _compacting.get():
+        key += COMPACTION_SUFFIX
+    return key
+
+
+# ---------------------------------------------------------------------------
+# The fingerprint
+# ---------------------------------------------------------------------------
+
+def _text(value: Any) -> str:
+    """The text of a content value: a string, or the text parts of a list of blocks."""
+    if value is None:
+        return ""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, list):
+        parts = []
+        for block in value:
+            if isinstance(block, str):
+                parts.append(block)
+            elif isinstance(block, Mapping):
+                text = block.get("text")
+                if isinstance(text, str):
+                    parts.append(text)
+                elif block.get("type") in ("image", "image_url", "input_image", "document", "input_file"):
+                    # Media are identified by their type only: a fingerprint over base64 would be costly.
+                    parts.append(f"<{block.get('type')}>")
+        return "\n".join(parts)
+    return json.dumps(value, sort_keys=True, default=str)
+
+
+def _system_and_first_user(body: Mapping[str, Any], api: str) -> tuple[str, str]:
+    system: list[str] = []
+    first_user = ""
+    if api == "anthropic.messages":
+        system.append(_text(body.get("system")))
+        messages = body.get("messages") or []
+    elif api == "openai.responses":
+        system.append(_text(body.get("instructions")))
+        messages = body.get("input") or []
+        if isinstance(messages, str):
+            return "\n".join(system), messages
+    else:
+        messages = body.get("messages") or []
+    for message in messages:
+        if not isinstance(message, Mapping):
+            continue
+        role = message.get("role")
+        if role in ("system", "developer"):
+            system.append(_text(message.get("content")))
+        elif role == "user" and not first_user:
+            first_user = _text(message.get("content"))
+            break
+    return "\n".join(s for s in system if s), first_user
+
+
+def fingerprint(body: Mapping[str, Any], api: str) -> str:
+    """SPEC session fingerprint: keyed BLAKE2b of the system prompt and the first user message."""
+    system, first_user = _system_and_first_user(body, api)
+    digest = hashlib.blake2b(key=_HASH_KEY, digest_size=8)
+    digest.update(system.encode("utf-8", "surrogatepass"))
+    digest.update(b"\x00")
+    digest.update(first_user.encode("utf-8", "surrogatepass"))
+    return "fp-" + digest.hexdigest()
