@@ -30,3 +30,9 @@ CTXSCOPE_MAX_SESSIONS = "CTXSCOPE_MAX_SESSIONS"
 
 CTXSCOPE_INSTRUMENT_DISABLED = "CTXSCOPE_INSTRUMENT_DISABLED"
 """``true`` makes the ctxscope instrumentors do nothing (for comparing with an uninstrumented run)."""
+
+CTXSCOPE_DATA_DIR = "CTXSCOPE_DATA_DIR"
+"""Directory of the local store (default ``$XDG_DATA_HOME/ctxscope``, else ``~/.local/share/ctxscope``)."""
+
+CTXSCOPE_STORE = "CTXSCOPE_STORE"
+"""``auto`` (default: keep the local store when no OTLP endpoint is configured), ``on`` or ``off``."""
