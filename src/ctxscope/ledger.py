@@ -352,11 +352,35 @@ class SessionLedger:
             del self._part_tokens[part]
 
     def _rebuild(self, items: list[Item], counter: Counter) -> None:
-        self._cache = {}
-        self._cat_tokens, self._cat_items = {}, {}
-        self._part_tokens, self._part_items = {}, {}
+        # The cold path (first observation, new basis): _tokens and _add
+        # inlined, since it runs per item and must stay near tiktoken's own speed.
+        cache: dict[tuple[str, str], int] = {}
+        cat_tokens: dict[Category, int] = {}
+        cat_items: dict[Category, int] = {}
+        part_tokens: dict[str, int] = {}
+        part_items: dict[str, int] = {}
+        part_map = self._part_map
+        count_text = counter.count
         for item in items:
-            self._add(item, self._tokens(item, counter), 1)
+            key = (item.id, item.digest)
+            tokens = cache.get(key)
+            if tokens is None:
+                fixed = item.fixed_tokens
+                tokens = fixed if fixed is not None else count_text(item.text)
+                cache[key] = tokens
+            item.tokens = tokens
+            category = item.category
+            part_key = (category, item.part)
+            part = part_map.get(part_key)
+            if part is None:
+                part = part_map[part_key] = self._admit(category, item.part)
+            cat_tokens[category] = cat_tokens.get(category, 0) + tokens
+            cat_items[category] = cat_items.get(category, 0) + 1
+            part_tokens[part] = part_tokens.get(part, 0) + tokens
+            part_items[part] = part_items.get(part, 0) + 1
+        self._cache = cache
+        self._cat_tokens, self._cat_items = cat_tokens, cat_items
+        self._part_tokens, self._part_items = part_tokens, part_items
 
     def _apply(self, diff: _Diff, counter: Counter) -> None:
         cache = self._cache
