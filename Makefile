@@ -22,3 +22,8 @@ bench: $(STAMP)
 
 clean:
 	rm -rf $(VENV) build dist src/*.egg-info .pytest_cache .hypothesis
+
+# The Docker stack of compose.yaml: Collector, Prometheus, Grafana, Jaeger (docs/dashboards.md).
+COMPOSE ?= docker compose
+stack:
+	$(COMPOSE) -f compose.yaml up
