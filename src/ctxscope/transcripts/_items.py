@@ -1,0 +1,166 @@
+"""Building :class:`~ctxscope.schema.Item` objects from transcript content blocks.
+
+Shared by the readers. Categories of free text come from
+:mod:`ctxscope.classify` when it is installed in this tree (rules, skills,
+environment, summaries); references for waste from
+``classify.tool_reference(tool, args)``. Until then (and as a floor) a text
+is a prompt and a reference is the tool with its arguments sorted.
+"""
+
+from __future__ import annotations
+
+import base64
+from typing import Any, Callable, Mapping
+
+from ..schema import Category, Item
+from ..tokens import DEFAULT_IMAGE_TOKENS, image_size, image_tokens
+from .model import content_digest, dumps
+
+try:  # A's classifier; the fall-backs below keep the readers usable without it.
+    from .. import classify as _classify  # type: ignore[attr-defined]
+except ImportError:  # pragma: no cover - depends on the tree
+    _classify = None  # type: ignore[assignment]
+
+_tool_reference: Callable[[str, Mapping[str, Any]], str | None] | None = getattr(
+    _classify, "tool_reference", None)
+_classify_text: Callable[..., Any] | None = getattr(_classify, "classify_text", None)
+
+
+def reference(tool: str, args: Any) -> str | None:
+    """The normalised reference of a tool call (``Read:file_path=src/app.py``), never a call id."""
+    if not isinstance(args, Mapping):
+        args = {"input": args} if args not in (None, "", {}) else {}
+    if _tool_reference is not None:
+        try:
+            return _tool_reference(tool, args)
+        except Exception:  # noqa: BLE001 - a classifier bug must not stop reading
+            pass
+    parts = []
+    for key in sorted(args):
+        value = args[key]
+        if isinstance(value, str):
+            value = " ".join(value.split())
+        elif value is None or isinstance(value, (bool, int, float)):
+            value = str(value)
+        else:
+            value = dumps(value)
+        parts.append(f"{key}={value}")
+    return f"{tool}:" + ",".join(parts)
+
+
+def text_item(item_id: str, text: str, role: str, *, summary: bool = False,
+              label: str | None = None) -> Item:
+    """A text block: a prompt, assistant text, or what the classifier says it is."""
+    if summary:
+        category, part = Category.SUMMARIES, "summaries"
+    elif role == "assistant":
+        category, part = Category.ASSISTANT, "assistant/text"
+    elif role in ("system", "developer"):
+        category, part = Category.SYSTEM, "system"
+    else:
+        category, part = Category.PROMPTS, "prompts/text"
+        if _classify_text is not None:
+            try:
+                found = _classify_text(text)
+                if found is not None:
+                    category, part = found[0], found[1]
+            except Exception:  # noqa: BLE001
+                pass
+    return Item(id=item_id, category=category, part=part, chars=len(text), text=text,
+                label=label or part.rsplit("/", 1)[-1], source_kind=role,
+                digest=content_digest(text))
+
+
+def thinking_item(item_id: str, text: str) -> Item:
+    return Item(id=item_id, category=Category.ASSISTANT, part="assistant/thinking",
+                chars=len(text), text=text, label="thinking", source_kind="assistant",
+                digest=content_digest(text))
+
+
+def call_item(call_id: str, tool: str, args: Any) -> tuple[Item, str | None]:
+    """A tool call (its arguments are context) and its reference."""
+    text = args if isinstance(args, str) else dumps(args)
+    ref = reference(tool, _maybe_json(args))
+    item = Item(id=call_id, category=Category.ASSISTANT, part=f"assistant/calls/{_name(tool)}",
+                chars=len(text), text=text, label=_name(tool), source_kind="tool_call",
+                source_call_id=call_id, reference=ref, digest=content_digest(text))
+    return item, ref
+
+
+def result_item(item_id: str, tool: str | None, text: str, call_id: str | None,
+                ref: str | None) -> Item:
+    name = _name(tool or "unknown")
+    return Item(id=item_id, category=Category.RESULTS, part=f"results/{name}", chars=len(text),
+                text=text, label=name, source_kind="tool_result", source_call_id=call_id,
+                reference=ref, digest=content_digest(text))
+
+
+def tool_definition_item(name: str, definition: Any) -> Item:
+    text = dumps(definition)
+    return Item(id=f"tool:{name}", category=Category.TOOLS, part=f"tools/{_name(name)}",
+                chars=len(text), text=text, label=_name(name), source_kind="tool_definition",
+                digest=content_digest(text))
+
+
+def image_item(item_id: str, source: Any, provider: str, role: str, kind: str = "image") -> Item:
+    """An image or document, counted by its pixel size where the header gives it, never its base64."""
+    tokens = DEFAULT_IMAGE_TOKENS
+    data = None
+    if isinstance(source, Mapping):
+        data = source.get("data")
+        if data is None and isinstance(source.get("url"), str):
+            data = source["url"].partition("base64,")[2] or None
+    elif isinstance(source, str):
+        data = source.partition("base64,")[2] or None
+    if isinstance(data, str) and kind == "image":
+        try:
+            head = base64.b64decode(data[:65536] + "=" * (-len(data[:65536]) % 4), validate=False)
+            size = image_size(head)
+        except (ValueError, TypeError):
+            size = None
+        if size:
+            tokens = image_tokens(provider, size[0], size[1])
+    category = Category.RESULTS if role == "tool" else Category.PROMPTS
+    part = "results/media" if role == "tool" else f"prompts/media/{kind}"
+    digest = content_digest(data[:4096] + str(len(data))) if isinstance(data, str) else content_digest(item_id)
+    return Item(id=item_id, category=category, part=part, chars=0, fixed_tokens=tokens,
+                label=kind, source_kind=role, digest=digest)
+
+
+def block_text(content: Any) -> str:
+    """The text of a tool result's content: a string, or the text blocks of a list."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        out = []
+        for block in content:
+            if isinstance(block, str):
+                out.append(block)
+            elif isinstance(block, Mapping):
+                text = block.get("text")
+                if isinstance(text, str):
+                    out.append(text)
+        return "\n".join(out)
+    if content is None:
+        return ""
+    return dumps(content)
+
+
+def _maybe_json(args: Any) -> Any:
+    if isinstance(args, str) and args[:1] == "{":
+        from .model import loads
+
+        try:
+            return loads(args)
+        except ValueError:
+            return args
+    return args
+
+
+def _name(tool: str) -> str:
+    # Part paths use "/" as a separator: a tool name must not add levels, except MCP's.
+    if tool.startswith("mcp__"):
+        pieces = tool.split("__", 2)
+        if len(pieces) == 3:
+            return f"mcp/{pieces[1]}/{pieces[2]}".replace(" ", "_")
+    return tool.replace("/", "_").replace(" ", "_")[:80] or "unknown"

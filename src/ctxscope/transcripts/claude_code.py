@@ -1,0 +1,299 @@
+"""Claude Code session JSONL (``~/.claude/projects/<cwd>/<session>.jsonl``) -> calls.
+
+The facts this reader follows (``shared/corpus/README.md``):
+
+- One API response is written as several lines, one per content block,
+  sharing ``message.id`` and ``requestId``: one call, emitted at its first
+  line; the later lines are context for the next call.
+- ``parentUuid`` forms a tree (rewinds, edits): a call's context is the chain
+  walked back from its first line's parent. Only the nodes walked since the
+  previous call are visited, so the work follows what is new.
+- A ``compact_boundary`` system line has ``parentUuid: null``: the chain
+  stops there, and the ``isCompactSummary`` user line after it is a summary.
+- Lines with ``isSidechain: true`` (subagents, old in-file sidechains) belong
+  to a session of their own, keyed by ``agentId``: never added to the parent.
+- Reported input = ``input_tokens + cache_creation_input_tokens +
+  cache_read_input_tokens``. ``<synthetic>`` messages are not provider calls.
+- The system prompt and tool schemas are not in the file: coverage is partial.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+from ..observation import Usage
+from ..schema import CompactionTrigger, Item
+from . import _items
+from .model import (FORMAT_CLAUDE_CODE, Compaction, Problem, TranscriptCall, as_int,
+                    dumps, parse_timestamp_ns)
+
+PROVIDER = "anthropic"
+_SKIPPED_TYPES = {"progress", "file-history-snapshot", "queue-operation", "summary",
+                  "permission-mode", "last-prompt", "custom-title", "ai-title", "agent-name",
+                  "mode", "frame-link", "pr-link", "started", "result", "relocated",
+                  "worktree-state", "bridge-session", "atis-latch"}
+# Attachment types injected into context as reminders, and where they count.
+_ATTACHMENT_PARTS = {"skill_listing": "skills", "invoked_skills": "skills", "dynamic_skill": "skills",
+                     "nested_memory": "rules", "deferred_tools_delta": "tools",
+                     "mcp_instructions_delta": "system"}
+
+
+@dataclass(slots=True)
+class _Node:
+    parent: str | None
+    items: tuple[Item, ...]
+    compaction: Compaction | None = None
+
+
+@dataclass(slots=True)
+class _Session:
+    session_id: str
+    parent_session_id: str | None
+    nodes: dict[str, _Node] = field(default_factory=dict)
+    chain: list[str] = field(default_factory=list)  # uuids from the root to the tip
+    position: dict[str, int] = field(default_factory=dict)  # uuid -> index in chain
+    counts: list[int] = field(default_factory=list)  # items before chain[i] (cumulative)
+    items: list[Item] = field(default_factory=list)  # the live context along the chain
+    calls: int = 0
+    last_root_compaction: Compaction | None = None
+
+
+class ClaudeCodeReader:
+    """Incremental reader: ``feed(record, line)`` returns the calls a record starts."""
+
+    format = FORMAT_CLAUDE_CODE
+
+    def __init__(self, name: str = "") -> None:
+        self.name = name
+        self.records = 0
+        self.problems: list[Problem] = []
+        self._sessions: dict[str, _Session] = {}
+        self._seen_calls: set[tuple[str, str]] = set()
+        self._tools: dict[str, tuple[str, str | None]] = {}  # tool_use id -> (name, reference)
+        self._unknown_types: set[str] = set()
+
+    # -- public -------------------------------------------------------------
+
+    def feed(self, record: Mapping[str, Any], line: int) -> list[TranscriptCall]:
+        kind = record.get("type")
+        if not isinstance(kind, str):
+            self.problems.append(Problem(line, "record without a type, skipped"))
+            return []
+        self.records += 1
+        if kind in _SKIPPED_TYPES:
+            return []
+        uuid = record.get("uuid")
+        if kind not in ("user", "assistant", "system", "attachment"):
+            if kind not in self._unknown_types:  # new record types come with new versions
+                self._unknown_types.add(kind)
+            return []
+        if not isinstance(uuid, str):
+            return []
+        session = self._session(record)
+        parent = record.get("parentUuid")
+        parent = parent if isinstance(parent, str) else None
+        if kind == "system":
+            compaction = None
+            if record.get("subtype") == "compact_boundary":
+                meta = record.get("compactMetadata") or {}
+                trigger = meta.get("trigger") if isinstance(meta, Mapping) else None
+                compaction = Compaction(
+                    trigger=CompactionTrigger(trigger) if trigger in ("auto", "manual") else CompactionTrigger.AUTO,
+                    pre_tokens=as_int(meta.get("preTokens")) if isinstance(meta, Mapping) else None,
+                    line=line)
+            session.nodes[uuid] = _Node(parent, (), compaction)
+            return []
+        if kind == "attachment":
+            session.nodes[uuid] = _Node(parent, self._attachment_items(uuid, record.get("attachment")))
+            return []
+        message = record.get("message")
+        if not isinstance(message, Mapping):
+            session.nodes[uuid] = _Node(parent, ())
+            return []
+        calls: list[TranscriptCall] = []
+        if kind == "assistant":
+            call = self._maybe_call(session, record, message, parent, line)
+            if call is not None:
+                calls.append(call)
+            items = self._assistant_items(uuid, message)
+        else:
+            items = self._user_items(uuid, record, message)
+        session.nodes[uuid] = _Node(parent, items)
+        return calls
+
+    def finish(self) -> list[TranscriptCall]:
+        return []
+
+    # -- calls ------------------------------------------------------------------
+
+    def _maybe_call(self, session: _Session, record: Mapping[str, Any], message: Mapping[str, Any],
+                    parent: str | None, line: int) -> TranscriptCall | None:
+        model = message.get("model")
+        if model == "<synthetic>":
+            return None
+        message_id = message.get("id")
+        request_id = record.get("requestId")
+        key = (str(message_id), str(request_id))
+        if message_id is None and request_id is None:
+            key = ("uuid", str(record.get("uuid")))
+        if key in self._seen_calls:
+            return None
+        self._seen_calls.add(key)
+        added, reset, compaction = self._advance(session, parent)
+        usage_data = message.get("usage")
+        usage = None
+        if isinstance(usage_data, Mapping):
+            uncached = as_int(usage_data.get("input_tokens"))
+            created = as_int(usage_data.get("cache_creation_input_tokens"))
+            read = as_int(usage_data.get("cache_read_input_tokens"))
+            usage = Usage(input_tokens=uncached, output_tokens=as_int(usage_data.get("output_tokens")),
+                          cache_read_input_tokens=read, cache_creation_input_tokens=created,
+                          reported_input=uncached + created + read)
+        call = TranscriptCall(
+            session_id=session.session_id, index=session.calls, items=list(session.items),
+            added=added, reset=reset, provider=PROVIDER,
+            model=model if isinstance(model, str) else None, usage=usage, compaction=compaction,
+            timestamp_ns=parse_timestamp_ns(record.get("timestamp")), line=line,
+            parent_session_id=session.parent_session_id)
+        session.calls += 1
+        return call
+
+    def _advance(self, session: _Session, tip: str | None) -> tuple[list[Item], bool, Compaction | None]:
+        """Move the live chain to end at ``tip``: the items added, whether it was reset, a compaction."""
+        walked: list[str] = []
+        nodes, position = session.nodes, session.position
+        current = tip
+        seen: set[str] = set()
+        while current is not None and current not in position and current in nodes and current not in seen:
+            seen.add(current)  # a cycle in a corrupt file must not loop forever
+            walked.append(current)
+            current = nodes[current].parent
+        reset = session.calls == 0
+        if current is not None and current in position:
+            keep = position[current] + 1
+        else:
+            keep = 0
+        if keep < len(session.chain):
+            reset = True  # a rewind or a new root: items after the fork leave the context
+            for uuid in session.chain[keep:]:
+                del position[uuid]
+            del session.chain[keep:]
+            cut = session.counts[keep] if keep < len(session.counts) else len(session.items)
+            del session.counts[keep:]
+            del session.items[cut:]
+        added: list[Item] = []
+        compaction = None
+        for uuid in reversed(walked):
+            node = nodes[uuid]
+            position[uuid] = len(session.chain)
+            session.chain.append(uuid)
+            session.counts.append(len(session.items))
+            if node.compaction is not None:
+                compaction = node.compaction
+            if node.items:
+                session.items.extend(node.items)
+                added.extend(node.items)
+        if compaction is not None:
+            reset = True
+        return (list(session.items) if reset else added), reset, compaction
+
+    # -- sessions -----------------------------------------------------------------
+
+    def _session(self, record: Mapping[str, Any]) -> _Session:
+        base = record.get("sessionId")
+        base = base if isinstance(base, str) and base else (self.name.rsplit(".", 1)[0] or "session")
+        key, parent = base, None
+        if record.get("isSidechain") is True:
+            agent = record.get("agentId")
+            key = f"{base}/agent-{agent}" if isinstance(agent, str) and agent else f"{base}/sidechain"
+            parent = base
+        session = self._sessions.get(key)
+        if session is None:
+            session = self._sessions[key] = _Session(key, parent)
+        return session
+
+    # -- items ------------------------------------------------------------------
+
+    def _assistant_items(self, uuid: str, message: Mapping[str, Any]) -> tuple[Item, ...]:
+        content = message.get("content")
+        if isinstance(content, str):
+            return (_items.text_item(f"{uuid}:0", content, "assistant"),) if content else ()
+        if not isinstance(content, list):
+            return ()
+        out: list[Item] = []
+        for index, block in enumerate(content):
+            if not isinstance(block, Mapping):
+                continue
+            kind = block.get("type")
+            item_id = f"{uuid}:{index}"
+            if kind == "text":
+                text = block.get("text")
+                if isinstance(text, str) and text:
+                    out.append(_items.text_item(item_id, text, "assistant"))
+            elif kind == "thinking":
+                text = block.get("thinking")
+                if isinstance(text, str) and text:
+                    out.append(_items.thinking_item(item_id, text))
+            elif kind in ("tool_use", "server_tool_use"):
+                name = str(block.get("name") or "unknown")
+                call_id = block.get("id")
+                call_id = call_id if isinstance(call_id, str) else item_id
+                item, ref = _items.call_item(call_id, name, block.get("input") or {})
+                self._tools[call_id] = (name, ref)
+                out.append(item)
+        return tuple(out)
+
+    def _user_items(self, uuid: str, record: Mapping[str, Any], message: Mapping[str, Any]) -> tuple[Item, ...]:
+        content = message.get("content")
+        summary = record.get("isCompactSummary") is True
+        if isinstance(content, str):
+            return (_items.text_item(f"{uuid}:0", content, "user", summary=summary),) if content else ()
+        if not isinstance(content, list):
+            return ()
+        out: list[Item] = []
+        for index, block in enumerate(content):
+            if not isinstance(block, Mapping):
+                continue
+            kind = block.get("type")
+            item_id = f"{uuid}:{index}"
+            if kind == "text":
+                text = block.get("text")
+                if isinstance(text, str) and text:
+                    out.append(_items.text_item(item_id, text, "user", summary=summary))
+            elif kind in ("image", "document"):
+                out.append(_items.image_item(item_id, block.get("source"), PROVIDER, "user", kind))
+            elif kind == "tool_result":
+                call_id = block.get("tool_use_id")
+                name, ref = self._tools.get(call_id, ("unknown", None)) if isinstance(call_id, str) else ("unknown", None)
+                body = block.get("content")
+                text = _items.block_text(body)
+                out.append(_items.result_item(f"result:{call_id}" if isinstance(call_id, str) else item_id,
+                                              name, text, call_id if isinstance(call_id, str) else None, ref))
+                if isinstance(body, list):
+                    for sub, part in enumerate(body):
+                        if isinstance(part, Mapping) and part.get("type") == "image":
+                            out.append(_items.image_item(f"{item_id}:{sub}", part.get("source"), PROVIDER, "tool"))
+        return tuple(out)
+
+    def _attachment_items(self, uuid: str, attachment: Any) -> tuple[Item, ...]:
+        if not isinstance(attachment, Mapping):
+            return ()
+        kind = str(attachment.get("type") or "attachment")
+        pieces = []
+        for key in ("content", "snippet", "addedLines", "prompt", "text"):
+            value = attachment.get(key)
+            if isinstance(value, str) and value:
+                pieces.append(value)
+            elif isinstance(value, list) and value:
+                pieces.append("\n".join(v if isinstance(v, str) else dumps(v) for v in value))
+        if not pieces:
+            return ()
+        text = "\n".join(pieces)
+        item = _items.text_item(f"{uuid}:0", text, "user", label=kind)
+        category = _ATTACHMENT_PARTS.get(kind, "environment")
+        from ..schema import Category
+
+        item.category = Category(category)
+        item.part = category
+        return (item,)

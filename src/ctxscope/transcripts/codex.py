@@ -1,0 +1,237 @@
+"""Codex rollout JSONL (``~/.codex/sessions/YYYY/MM/DD/rollout-*.jsonl``) -> calls.
+
+Each line is ``{timestamp, type, payload}``. ``session_meta`` carries the base
+instructions (the system prompt, so Codex transcripts show it),
+``turn_context`` the model, ``response_item`` the conversation items,
+``event_msg`` ``token_count`` the usage, ``compacted`` a compaction with its
+``replacement_history`` (the new context).
+
+A call is the run of output items (reasoning, assistant message, tool calls)
+that follows input items: its context is every item before the run. The
+``token_count`` after it gives its reported input (``last_token_usage.
+input_tokens``, cached tokens included); some CLI versions write each
+``token_count`` twice, so one whose ``total_token_usage`` did not change is
+dropped. Without ``token_count`` (some versions) calls have no reported input.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+from ..observation import Usage
+from ..schema import Category, CompactionTrigger, Item
+from . import _items
+from .model import (FORMAT_CODEX, Compaction, Problem, TranscriptCall, as_int, dumps,
+                    parse_timestamp_ns)
+
+PROVIDER = "openai"
+_OUTPUT_TYPES = {"reasoning", "function_call", "custom_tool_call", "local_shell_call",
+                 "web_search_call", "tool_search_call", "image_generation_call"}
+_RESULT_TYPES = {"function_call_output", "custom_tool_call_output", "tool_search_output",
+                 "local_shell_call_output"}
+
+
+class CodexReader:
+    """Incremental reader of one rollout file (one session)."""
+
+    format = FORMAT_CODEX
+
+    def __init__(self, name: str = "") -> None:
+        self.name = name
+        self.records = 0
+        self.problems: list[Problem] = []
+        self.session_id = name.rsplit(".", 1)[0] or "codex"
+        self._model: str | None = None
+        self._window: int | None = None
+        self._items: list[Item] = []
+        self._since_call: list[Item] = []  # items added since the previous call's context
+        self._reset = True
+        self._in_output = False
+        self._pending: TranscriptCall | None = None
+        self._last_total: Any = None
+        self._compaction: Compaction | None = None
+        self._tools: dict[str, tuple[str, str | None]] = {}
+        self._calls = 0
+        self._counter = 0
+
+    def feed(self, record: Mapping[str, Any], line: int) -> list[TranscriptCall]:
+        kind = record.get("type")
+        payload = record.get("payload")
+        if not isinstance(kind, str):
+            self.problems.append(Problem(line, "record without a type, skipped"))
+            return []
+        self.records += 1
+        if payload is None and kind in _OUTPUT_TYPES | _RESULT_TYPES | {"message"}:
+            payload, kind = record, "response_item"  # the older rollout: items at top level
+        if not isinstance(payload, Mapping):
+            return []
+        timestamp = parse_timestamp_ns(record.get("timestamp"))
+        if kind == "session_meta":
+            return self._session_meta(payload)
+        if kind == "turn_context":
+            model = payload.get("model")
+            if isinstance(model, str):
+                self._model = model
+            return []
+        if kind == "response_item":
+            return self._response_item(payload, line, timestamp)
+        if kind == "event_msg":
+            if payload.get("type") == "token_count":
+                return self._token_count(payload)
+            return []
+        if kind == "compacted":
+            return self._compacted(payload, line)
+        return []  # unknown record types come with new versions: skipped
+
+    def finish(self) -> list[TranscriptCall]:
+        out = [self._pending] if self._pending is not None else []
+        self._pending = None
+        return out
+
+    # -- records ---------------------------------------------------------------
+
+    def _session_meta(self, payload: Mapping[str, Any]) -> list[TranscriptCall]:
+        if self._calls or self._items:
+            return []  # a later meta (a resumed or forked thread) keeps the first identity
+        session_id = payload.get("id")
+        if isinstance(session_id, str) and session_id:
+            self.session_id = session_id
+        base = payload.get("base_instructions")
+        text = base.get("text") if isinstance(base, Mapping) else base if isinstance(base, str) else None
+        if isinstance(text, str) and text:
+            self._add(_items.text_item("base_instructions", text, "system", label="base_instructions"))
+        return []
+
+    def _response_item(self, payload: Mapping[str, Any], line: int, timestamp: int | None) -> list[TranscriptCall]:
+        kind = payload.get("type")
+        role = payload.get("role")
+        is_output = kind in _OUTPUT_TYPES or (kind == "message" and role == "assistant")
+        out: list[TranscriptCall] = []
+        if is_output and not self._in_output:
+            out.extend(self._start_call(line, timestamp))
+        self._in_output = is_output
+        for item in self._convert(payload):
+            self._add(item)
+        return out
+
+    def _start_call(self, line: int, timestamp: int | None) -> list[TranscriptCall]:
+        out = self.finish()
+        reset = self._reset or self._calls == 0
+        self._pending = TranscriptCall(
+            session_id=self.session_id, index=self._calls, items=list(self._items),
+            added=list(self._items) if reset else self._since_call, reset=reset, provider=PROVIDER,
+            model=self._model, compaction=self._compaction, timestamp_ns=timestamp, line=line,
+            window_tokens=self._window)
+        self._calls += 1
+        self._since_call = []
+        self._reset = False
+        self._compaction = None
+        return out
+
+    def _token_count(self, payload: Mapping[str, Any]) -> list[TranscriptCall]:
+        info = payload.get("info")
+        if not isinstance(info, Mapping):
+            return []
+        window = info.get("model_context_window")
+        if isinstance(window, int) and window > 0:
+            self._window = window
+        total = info.get("total_token_usage")
+        last = info.get("last_token_usage")
+        if not isinstance(last, Mapping) or total == self._last_total:
+            return []  # the same count written twice
+        self._last_total = total
+        if self._pending is None:
+            return []
+        inputs = as_int(last.get("input_tokens"))
+        self._pending.usage = Usage(input_tokens=inputs, output_tokens=as_int(last.get("output_tokens")),
+                                    cache_read_input_tokens=as_int(last.get("cached_input_tokens")),
+                                    reported_input=inputs)
+        if self._window is not None:
+            self._pending.window_tokens = self._window
+        return self.finish()
+
+    def _compacted(self, payload: Mapping[str, Any], line: int) -> list[TranscriptCall]:
+        out = self.finish()
+        history = payload.get("replacement_history")
+        kept = [i for i in self._items if i.category is Category.SYSTEM and i.id == "base_instructions"]
+        self._items = kept
+        self._since_call = []
+        if isinstance(history, list):
+            for entry in history:
+                if isinstance(entry, Mapping):
+                    for item in self._convert(entry, summary=True):
+                        self._add(item)
+        message = payload.get("message")
+        if isinstance(message, str) and message:
+            self._add(_items.text_item(self._next_id("summary"), message, "user", summary=True))
+        self._reset = True
+        self._in_output = False
+        self._compaction = Compaction(trigger=CompactionTrigger.AUTO, line=line)
+        return out
+
+    # -- items -------------------------------------------------------------------
+
+    def _add(self, item: Item) -> None:
+        self._items.append(item)
+        self._since_call.append(item)
+
+    def _next_id(self, prefix: str) -> str:
+        self._counter += 1
+        return f"{prefix}:{self._counter}"
+
+    def _convert(self, payload: Mapping[str, Any], summary: bool = False) -> list[Item]:
+        kind = payload.get("type")
+        if kind == "message":
+            role = payload.get("role")
+            role = role if isinstance(role, str) else "user"
+            content = payload.get("content")
+            out: list[Item] = []
+            if isinstance(content, str):
+                content = [{"type": "input_text", "text": content}]
+            if not isinstance(content, list):
+                return []
+            for block in content:
+                if not isinstance(block, Mapping):
+                    continue
+                btype = block.get("type")
+                text = block.get("text")
+                if isinstance(text, str) and text:
+                    # A summary in a replacement history is the user message Codex wrote for it.
+                    is_summary = summary and role == "user" and text.lstrip().startswith(("Another language model", "<summary"))
+                    out.append(_items.text_item(self._next_id(role), text, role, summary=is_summary))
+                elif btype in ("input_image", "image"):
+                    out.append(_items.image_item(self._next_id("image"), block.get("image_url"), PROVIDER, "user"))
+            return out
+        if kind == "reasoning":
+            texts = []
+            for key in ("summary", "content"):
+                value = payload.get(key)
+                if isinstance(value, list):
+                    texts.extend(v.get("text", "") for v in value if isinstance(v, Mapping) and isinstance(v.get("text"), str))
+            text = "\n".join(t for t in texts if t)
+            return [_items.thinking_item(self._next_id("reasoning"), text)] if text else []
+        if kind in ("function_call", "custom_tool_call", "local_shell_call"):
+            name = str(payload.get("name") or ("shell" if kind == "local_shell_call" else "unknown"))
+            args = payload.get("arguments", payload.get("input", payload.get("action")))
+            call_id = payload.get("call_id") or payload.get("id")
+            call_id = call_id if isinstance(call_id, str) else self._next_id("call")
+            item, ref = _items.call_item(call_id, name, args if args is not None else {})
+            self._tools[call_id] = (name, ref)
+            return [item]
+        if kind in _RESULT_TYPES:
+            call_id = payload.get("call_id")
+            name, ref = self._tools.get(call_id, ("unknown", None)) if isinstance(call_id, str) else ("unknown", None)
+            output = payload.get("output")
+            if isinstance(output, Mapping):
+                output = output.get("content", output)
+            text = _items.block_text(output)
+            item_id = f"result:{call_id}" if isinstance(call_id, str) else self._next_id("result")
+            return [_items.result_item(item_id, name, text, call_id if isinstance(call_id, str) else None, ref)]
+        if kind in ("web_search_call", "tool_search_call", "image_generation_call"):
+            action = payload.get("action")
+            text = dumps(action) if action is not None else ""
+            if not text:
+                return []
+            item, _ = _items.call_item(self._next_id(kind), kind, action)
+            return [item]
+        return []

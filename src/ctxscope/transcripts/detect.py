@@ -1,0 +1,89 @@
+"""Which transcript format a file holds, by sniffing its first record.
+
+- Claude Code session JSONL: objects with ``type`` user/assistant/summary/...
+  and ``uuid``/``parentUuid``/``sessionId``.
+- Codex rollout JSONL: ``{timestamp, type, payload}`` with type session_meta,
+  turn_context, response_item, event_msg or compacted (and the older rollout
+  shape whose records are the response items themselves).
+- Messages: an OpenAI chat or Anthropic message array, a request body, an
+  exported history, or JSONL of request bodies or ``{request, response}`` pairs.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .model import FORMAT_CLAUDE_CODE, FORMAT_CODEX, FORMAT_MESSAGES, FORMATS, Reader, loads
+
+_CLAUDE_TYPES = {"user", "assistant", "summary", "system", "progress", "attachment",
+                 "file-history-snapshot", "queue-operation", "permission-mode"}
+_CODEX_TYPES = {"session_meta", "turn_context", "response_item", "event_msg", "compacted"}
+_CODEX_LEGACY_TYPES = {"message", "reasoning", "function_call", "function_call_output",
+                       "local_shell_call", "custom_tool_call", "custom_tool_call_output"}
+
+
+class UnknownFormat(ValueError):
+    """The first record matches no known transcript format."""
+
+
+def detect_format(head: bytes, forced: str | None = None) -> tuple[str, bool]:
+    """``(format, is_document)`` for a file starting with ``head``.
+
+    ``is_document`` is True when the file is one JSON document (parsed whole)
+    rather than JSONL. ``forced`` skips sniffing the format (not the layout).
+    """
+    if forced is not None and forced not in FORMATS:
+        raise UnknownFormat(f"unknown format {forced!r}: choose one of {', '.join(FORMATS)}")
+    text = head.lstrip()
+    if text.startswith(b"\xef\xbb\xbf"):
+        text = text[3:].lstrip()
+    first = text.split(b"\n", 1)[0].strip()
+    record: Any = None
+    try:
+        record = loads(first)
+    except ValueError:
+        record = None
+    if isinstance(record, list) or (record is None and text[:1] in (b"[", b"{")):
+        # A JSON document (array, or an object spread over lines).
+        return forced or FORMAT_MESSAGES, True
+    if not isinstance(record, dict):
+        raise UnknownFormat("not a JSON or JSONL transcript (the first line is not a JSON object)")
+    if forced is not None:
+        return forced, False
+    return _sniff(record), False
+
+
+def _sniff(record: dict[str, Any]) -> str:
+    kind = record.get("type")
+    if kind in _CODEX_TYPES and "payload" in record:
+        return FORMAT_CODEX
+    if "parentUuid" in record or "sessionId" in record or "leafUuid" in record:
+        return FORMAT_CLAUDE_CODE
+    if kind in _CLAUDE_TYPES and ("uuid" in record or "message" in record or kind == "summary"):
+        return FORMAT_CLAUDE_CODE
+    if "messages" in record or "request" in record or "history" in record or "input" in record:
+        return FORMAT_MESSAGES
+    # The older Codex rollout: a header {id, timestamp, instructions}, then the items themselves.
+    if kind in _CODEX_LEGACY_TYPES or ("instructions" in record and "id" in record):
+        return FORMAT_CODEX
+    if kind in _CLAUDE_TYPES:
+        return FORMAT_CLAUDE_CODE
+    raise UnknownFormat("unrecognised transcript format (first record has type "
+                        f"{str(kind)[:40]!r}); pass --format {'/'.join(FORMATS)}")
+
+
+def make_reader(fmt: str, name: str, path: str | None = None) -> Reader:
+    """A fresh reader for a format; ``name`` (the file name) seeds session ids."""
+    if fmt == FORMAT_CLAUDE_CODE:
+        from .claude_code import ClaudeCodeReader
+
+        return ClaudeCodeReader(name)
+    if fmt == FORMAT_CODEX:
+        from .codex import CodexReader
+
+        return CodexReader(name)
+    if fmt == FORMAT_MESSAGES:
+        from .messages import MessagesReader
+
+        return MessagesReader(name)
+    raise UnknownFormat(f"unknown format {fmt!r}: choose one of {', '.join(FORMATS)}")

@@ -1,0 +1,141 @@
+"""The common model of a transcript: one :class:`TranscriptCall` per provider call.
+
+Every reader (Claude Code, Codex, message arrays and request bodies) turns
+records into calls. A call holds the live context that was sent to the
+provider, as :class:`ctxscope.schema.Item` objects, and what the provider
+reported about it. Readers are incremental: ``feed(record, line)`` returns
+the calls that record completes, ``finish()`` the calls still pending.
+
+Pure: no OpenTelemetry, no provider SDK.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import hashlib
+import json
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from ..observation import Usage
+from ..schema import CompactionTrigger, Item
+
+try:  # orjson is an optional speed-up (extra "fast"); stdlib json is the fallback.
+    import orjson as _orjson
+
+    def loads(data: bytes | str) -> Any:
+        return _orjson.loads(data)
+
+    def dumps(value: Any) -> str:
+        try:
+            return _orjson.dumps(value).decode("utf-8")
+        except TypeError:  # e.g. integers over 64 bits: orjson refuses, json does not
+            return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+except ImportError:  # pragma: no cover - exercised where orjson is absent
+    def loads(data: bytes | str) -> Any:
+        return json.loads(data)
+
+    def dumps(value: Any) -> str:
+        return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+FORMAT_CLAUDE_CODE = "claude-code"
+FORMAT_CODEX = "codex"
+FORMAT_MESSAGES = "messages"
+FORMATS = (FORMAT_CLAUDE_CODE, FORMAT_CODEX, FORMAT_MESSAGES)
+
+
+@dataclass(slots=True)
+class Compaction:
+    """A compaction that happened before a call (its context starts anew)."""
+
+    trigger: CompactionTrigger | None
+    pre_tokens: int | None = None  # as the agent declared it, when it did
+    line: int | None = None
+
+
+@dataclass(slots=True)
+class TranscriptCall:
+    """One provider call seen in a transcript.
+
+    ``items`` is the whole live context sent with the call. ``added`` are the
+    items new since the session's previous call when ``reset`` is False, so
+    that a consumer can work in proportion to what changed; when ``reset`` is
+    True (first call, rewind to another branch, compaction) ``items`` must be
+    taken whole.
+    """
+
+    session_id: str
+    index: int
+    items: list[Item]
+    added: list[Item]
+    reset: bool
+    provider: str
+    model: str | None = None
+    usage: Usage | None = None
+    compaction: Compaction | None = None
+    timestamp_ns: int | None = None
+    line: int | None = None
+    parent_session_id: str | None = None  # a subagent's or sidechain's parent
+    window_tokens: int | None = None
+
+    @property
+    def reported_tokens(self) -> int | None:
+        return self.usage.reported_input if self.usage is not None else None
+
+
+@dataclass(slots=True)
+class Problem:
+    """Something wrong in the input, for a one-line message ``path:line: message``."""
+
+    line: int | None
+    message: str
+
+
+class Reader(Protocol):
+    format: str
+    records: int  # well-formed records taken
+    problems: list[Problem]
+
+    def feed(self, record: Any, line: int) -> list[TranscriptCall]: ...
+
+    def finish(self) -> list[TranscriptCall]: ...
+
+
+def content_digest(text: str) -> str:
+    """A short digest of content, to tell equal bodies apart from different ones."""
+    return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=8).hexdigest()
+
+
+def parse_timestamp_ns(value: Any) -> int | None:
+    """Nanoseconds since the epoch from an ISO 8601 string (``Z`` allowed), else None."""
+    if not isinstance(value, str) or not value:
+        return None
+    try:
+        text = value[:-1] + "+00:00" if value.endswith("Z") else value
+        moment = _dt.datetime.fromisoformat(text)
+    except ValueError:
+        return None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=_dt.timezone.utc)
+    return int(moment.timestamp() * 1_000_000) * 1000
+
+
+def as_int(value: Any) -> int:
+    """A usage count as an int: missing or malformed counts are 0."""
+    if isinstance(value, bool):
+        return 0
+    if isinstance(value, int):
+        return max(0, value)
+    if isinstance(value, float) and value == value:
+        return max(0, int(value))
+    return 0
+
+
+@dataclass(slots=True)
+class Session:
+    """Per-session bookkeeping shared by the readers: call numbering and the previous context."""
+
+    session_id: str
+    calls: int = 0
+    previous: list[Item] = field(default_factory=list)
