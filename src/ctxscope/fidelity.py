@@ -1,0 +1,506 @@
+"""Measurement fidelity: how close each counting basis comes to what the provider counted.
+
+Reads request/response recordings (JSON lines of ``{"request": body, "response":
+answer}``, the shape of ``shared/corpus/api``), estimates every request's input
+under each basis (``chars/4``, tiktoken) three ways:
+
+- **raw**: the text of the messages plus the tool definitions' JSON, as they
+  are sent;
+- **framed**: the same with the provider's framing (:mod:`ctxscope.framing`):
+  per-message tokens, tools as the provider renders them, hidden prompts;
+- **self-calibrated**: the framed estimate corrected by what
+  :class:`ctxscope.selfcal.SelfCalibrator` learned from the *earlier*
+  recordings of the same model and tool set (replayed in file order), so the
+  figure is the one ctxscope would have shown before the usage arrived;
+
+and reports, per model, the median absolute percentage error against the
+reported input, with the count. Requests that offer server tools are grouped
+apart (their hidden part is unknown until learned).
+
+Pure: no OpenTelemetry, no provider SDK.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+import statistics
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Iterator, Mapping, Sequence
+from urllib.parse import urlparse
+
+from . import framing
+from .errors import InputError, UserError
+from .framing import API_ANTHROPIC, API_OPENAI_CHAT, API_OPENAI_RESPONSES
+from .schema import Category, Item
+from .selfcal import SelfCalibrator
+from .tokens import DEFAULT_IMAGE_TOKENS, Counter, counter_for, image_size, image_tokens
+
+BASES = ("chars", "tiktoken")
+SECTION_CLIENT = "client"
+SECTION_SERVER = "server"
+SECTION_LOOP = "loop"
+SECTIONS = (SECTION_CLIENT, SECTION_SERVER, SECTION_LOOP)
+_SECTION_TITLE = {
+    SECTION_CLIENT: "Requests with client tools only",
+    SECTION_SERVER: "Requests offering server tools (hidden part tools/server/<type> learned; "
+                    "self-cal = later calls with the same model and tool set)",
+    SECTION_LOOP: "Requests during which the provider ran a server tool (reported input includes "
+                  "the tool's results and several samplings: not learned from)",
+}
+STAGES = ("raw", "framed", "selfcal")
+
+# Anthropic docs, "PDF support": each page costs text tokens plus an image of the
+# page, "typically 1,500-3,000 tokens per page"; ctxscope takes the lower bound.
+DOCUMENT_PAGE_TOKENS = 1500
+
+# Hosts whose models are the provider's own: a recording through any other
+# host (a router, a compatible endpoint) is grouped as "<model> via <host>".
+_NATIVE_HOSTS = {"api.openai.com": "openai", "api.anthropic.com": "anthropic"}
+
+
+# ---------------------------------------------------------------------------
+# Recordings
+# ---------------------------------------------------------------------------
+
+@dataclass(slots=True)
+class Recording:
+    path: str
+    line: int
+    api: str
+    model: str
+    host: str
+    body: Mapping[str, Any]
+    reported: int | None
+    server_tools: bool
+    tools_key: str
+    # The provider ran a server tool inside this call (web search, code execution):
+    # its reported input then sums several samplings, with the tool's results.
+    server_loop: bool = False
+
+    @property
+    def section(self) -> str:
+        if self.server_loop:
+            return SECTION_LOOP
+        return SECTION_SERVER if self.server_tools else SECTION_CLIENT
+
+    @property
+    def group(self) -> str:
+        """Model label of the report: the model, with the host when it is not the model's own provider."""
+        if self.host in _NATIVE_HOSTS or not self.host:
+            return self.model
+        return f"{self.model} via {self.host}"
+
+
+def detect_api(body: Mapping[str, Any], uri: str = "") -> str:
+    """Which request shape a body has: Anthropic Messages, OpenAI Responses or OpenAI chat."""
+    if "/messages" in uri or "anthropic" in urlparse(uri).netloc:
+        return API_ANTHROPIC
+    if "/responses" in uri or "input" in body and "messages" not in body:
+        return API_OPENAI_RESPONSES
+    if "messages" in body:
+        messages = body.get("messages") or []
+        if "max_tokens" in body and isinstance(body.get("system"), (str, list)):
+            return API_ANTHROPIC
+        for message in messages:
+            content = message.get("content") if isinstance(message, Mapping) else None
+            if isinstance(content, list) and any(
+                    isinstance(b, Mapping) and b.get("type") in ("tool_use", "tool_result") for b in content):
+                return API_ANTHROPIC
+        return API_OPENAI_CHAT
+    raise ValueError("neither messages nor input: not a chat, Responses or Messages request")
+
+
+def reported_input(response: Mapping[str, Any] | None, api: str) -> int | None:
+    """SPEC section 4 reported input of a response; None when it has no usage.
+
+    An Anthropic response whose usage lists ``iterations`` (server-tool loops,
+    advisors) sums several samplings; the prompt this request sent is the first
+    ``message`` iteration's input.
+    """
+    if not isinstance(response, Mapping):
+        return None
+    usage = response.get("usage")
+    if not isinstance(usage, Mapping):
+        return None
+    if api == API_ANTHROPIC:
+        iterations = usage.get("iterations")
+        if isinstance(iterations, list) and iterations and isinstance(iterations[0], Mapping):
+            usage = iterations[0]
+        parts = [usage.get(k) for k in ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")]
+        if usage.get("input_tokens") is None:
+            return None
+        return sum(int(p or 0) for p in parts)
+    key = "input_tokens" if api == API_OPENAI_RESPONSES else "prompt_tokens"
+    value = usage.get(key, usage.get("input_tokens"))
+    return int(value) if value is not None else None
+
+
+def ran_server_tool(response: Mapping[str, Any] | None) -> bool:
+    """Whether the provider ran a server tool within the call (its reported input then sums a loop).
+
+    An Anthropic usage with ``iterations`` is not a loop here: :func:`reported_input`
+    takes the first sampling's input from it.
+    """
+    if not isinstance(response, Mapping):
+        return False
+    usage = response.get("usage")
+    if isinstance(usage, Mapping) and isinstance(usage.get("iterations"), list) and usage["iterations"]:
+        return False
+    if isinstance(usage, Mapping) and isinstance(usage.get("server_tool_use"), Mapping):
+        if any(isinstance(v, int) and v > 0 for v in usage["server_tool_use"].values()):
+            return True
+    content = response.get("content")
+    return any(isinstance(b, Mapping) and b.get("type") == "server_tool_use" for b in content or ()) \
+        if isinstance(content, list) else False
+
+
+def read_recordings(paths: Sequence[str | Path]) -> Iterator[Recording]:
+    """Recordings of JSON-lines files, in order; a bad line raises :class:`InputError` naming file and line."""
+    for path in paths:
+        path = Path(path)
+        try:
+            handle = path.open("r", encoding="utf-8")
+        except OSError as exc:
+            raise UserError(f"{path}: cannot read ({exc.strerror or exc}); give a JSON-lines recording file") from None
+        with handle:
+            for number, text in enumerate(handle, 1):
+                if not text.strip():
+                    continue
+                try:
+                    record = json.loads(text)
+                except json.JSONDecodeError as exc:
+                    raise InputError(str(path), f"not JSON ({exc.msg}); expected one {{request, response}} a line",
+                                     number) from None
+                if not isinstance(record, Mapping) or not isinstance(record.get("request"), Mapping):
+                    raise InputError(str(path), "no 'request' object; expected one {request, response} a line", number)
+                body = record["request"]
+                uri = str(record.get("uri") or "")
+                try:
+                    api = detect_api(body, uri)
+                except ValueError as exc:
+                    raise InputError(str(path), str(exc), number) from None
+                yield Recording(
+                    path=str(path), line=number, api=api, model=str(body.get("model") or "unknown"),
+                    host=urlparse(uri).netloc, body=body, reported=reported_input(record.get("response"), api),
+                    server_tools=framing.has_server_tools(body, api), tools_key=framing.tools_key(body),
+                    server_loop=ran_server_tool(record.get("response")))
+
+
+# ---------------------------------------------------------------------------
+# Content of a request (what items.py extracts; a compact reading here)
+# ---------------------------------------------------------------------------
+
+_DATA_URL = re.compile(r"^data:([^;,]+)?(;base64)?,", re.I)
+
+
+def _decode_data(data: str) -> bytes:
+    try:
+        return base64.b64decode(data[:200_000] + "=" * (-len(data[:200_000]) % 4), validate=False)
+    except (ValueError, TypeError):
+        return b""
+
+
+def _pdf_pages(data: bytes) -> int:
+    return max(1, len(re.findall(rb"/Type\s*/Page(?!s)", data)))
+
+
+def _media_tokens(kind: str, data: str | None, provider: str, detail: str = "auto") -> int:
+    """Images by the provider's formula from their size; documents by pages."""
+    raw = _decode_data(data) if data else b""
+    if kind == "document":
+        if raw[:5] == b"%PDF-":
+            return DOCUMENT_PAGE_TOKENS * _pdf_pages(raw)
+        return DOCUMENT_PAGE_TOKENS
+    size = image_size(raw) if raw else None
+    if size is None:
+        return DEFAULT_IMAGE_TOKENS
+    return image_tokens(provider, size[0], size[1], detail)
+
+
+@dataclass(slots=True)
+class _Content:
+    texts: list[str] = field(default_factory=list)
+    fixed: int = 0  # media tokens
+
+
+def _openai_block(block: Mapping[str, Any], out: _Content) -> None:
+    kind = block.get("type")
+    if kind in ("text", "input_text", "output_text"):
+        out.texts.append(str(block.get("text", "")))
+    elif kind in ("image_url", "input_image"):
+        spec = block.get("image_url")
+        url = spec.get("url") if isinstance(spec, Mapping) else spec
+        detail = (spec.get("detail") if isinstance(spec, Mapping) else block.get("detail")) or "auto"
+        match = _DATA_URL.match(str(url or ""))
+        out.fixed += _media_tokens("image", str(url)[match.end():] if match else None, "openai", detail)
+    elif kind in ("file", "input_file"):
+        spec = block.get("file") if isinstance(block.get("file"), Mapping) else block
+        data = str(spec.get("file_data") or "")
+        match = _DATA_URL.match(data)
+        out.fixed += _media_tokens("document", data[match.end():] if match else None, "openai")
+    elif kind == "input_audio":
+        out.fixed += DEFAULT_IMAGE_TOKENS
+    elif kind == "refusal":
+        out.texts.append(str(block.get("refusal", "")))
+
+
+def _anthropic_block(block: Mapping[str, Any], out: _Content) -> None:
+    kind = block.get("type")
+    if kind == "text":
+        out.texts.append(str(block.get("text", "")))
+    elif kind == "thinking":
+        out.texts.append(str(block.get("thinking", "")))
+    elif kind in ("tool_use", "server_tool_use"):
+        out.texts.append(str(block.get("name", "")))
+        out.texts.append(json.dumps(block.get("input") or {}, ensure_ascii=False))
+    elif kind in ("image", "document"):
+        source = block.get("source") or {}
+        if source.get("type") == "text":
+            out.texts.append(str(source.get("data", "")))
+        elif source.get("type") == "content":
+            for inner in source.get("content") or ():
+                if isinstance(inner, Mapping):
+                    _anthropic_block(inner, out)
+        else:
+            out.fixed += _media_tokens(kind, source.get("data"), "anthropic")
+    elif isinstance(block.get("content"), (str, list, Mapping)):
+        # tool_result and the server tools' *_tool_result blocks
+        content = block["content"]
+        if isinstance(content, str):
+            out.texts.append(content)
+        elif isinstance(content, list):
+            for inner in content:
+                if isinstance(inner, Mapping):
+                    _anthropic_block(inner, out)
+        else:
+            out.texts.append(json.dumps(content, ensure_ascii=False))
+
+
+def _content(body: Mapping[str, Any], api: str) -> _Content:
+    out = _Content()
+    if api == API_ANTHROPIC:
+        system = body.get("system")
+        if isinstance(system, str):
+            out.texts.append(system)
+        elif isinstance(system, list):
+            for block in system:
+                if isinstance(block, Mapping):
+                    _anthropic_block(block, out)
+        for message in body.get("messages") or ():
+            content = message.get("content")
+            if isinstance(content, str):
+                out.texts.append(content)
+            for block in content if isinstance(content, list) else ():
+                if isinstance(block, Mapping):
+                    _anthropic_block(block, out)
+        return out
+    if api == API_OPENAI_RESPONSES:
+        if body.get("instructions"):
+            out.texts.append(str(body["instructions"]))
+        items = body.get("input")
+        if isinstance(items, str):
+            out.texts.append(items)
+            return out
+        messages = []
+        for item in items or ():
+            kind = item.get("type", "message")
+            if kind == "function_call":
+                out.texts += [str(item.get("name", "")), str(item.get("arguments", ""))]
+            elif kind == "function_call_output":
+                output = item.get("output")
+                out.texts.append(output if isinstance(output, str) else json.dumps(output))
+            else:
+                messages.append(item)
+    else:
+        messages = list(body.get("messages") or ())
+    for message in messages:
+        content = message.get("content")
+        if isinstance(content, str):
+            out.texts.append(content)
+        for block in content if isinstance(content, list) else ():
+            if isinstance(block, Mapping):
+                _openai_block(block, out)
+        if message.get("name"):
+            out.texts.append(str(message["name"]))
+        for call in message.get("tool_calls") or ():
+            fn = call.get("function") or {}
+            out.texts += [str(fn.get("name", "")), str(fn.get("arguments", ""))]
+    return out
+
+
+def content_tokens(body: Mapping[str, Any], api: str, counter: Counter) -> int:
+    """Tokens of a request's messages and system text (not its tools, not framing)."""
+    content = _content(body, api)
+    return sum(counter.count(t) for t in content.texts) + content.fixed
+
+
+def _tools(body: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    return [t for t in body.get("tools") or () if isinstance(t, Mapping)]
+
+
+def raw_tool_tokens(body: Mapping[str, Any], counter: Counter) -> int:
+    """Tool definitions counted as the JSON sent (what a naive estimate does)."""
+    return sum(counter.count(json.dumps(t, ensure_ascii=False)) for t in _tools(body))
+
+
+def rendered_tool_tokens(body: Mapping[str, Any], api: str, counter: Counter) -> int:
+    """Tool definitions counted as the provider renders them (framing.tool_definition_text)."""
+    return sum(counter.count(framing.tool_definition_text(api, t)) for t in _tools(body)
+               if not t.get("defer_loading"))
+
+
+def framing_tokens(body: Mapping[str, Any], api: str, counter: Counter, model: str | None = None) -> int:
+    return sum(i.fixed_tokens or 0 for i in framing.framing_items(body, api, counter.count, model=model))
+
+
+@dataclass(frozen=True, slots=True)
+class Estimate:
+    raw: int
+    framed: int
+
+
+def estimate(body: Mapping[str, Any], api: str, counter: Counter, model: str | None = None) -> Estimate:
+    """Raw and framed estimates of one request under one counter."""
+    content = content_tokens(body, api, counter)
+    return Estimate(raw=content + raw_tool_tokens(body, counter),
+                    framed=content + rendered_tool_tokens(body, api, counter)
+                    + framing_tokens(body, api, counter, model))
+
+
+# ---------------------------------------------------------------------------
+# The report
+# ---------------------------------------------------------------------------
+
+@dataclass(slots=True)
+class Cell:
+    """Absolute percentage errors of one (group, basis, stage)."""
+
+    errors: list[float] = field(default_factory=list)
+
+    @property
+    def count(self) -> int:
+        return len(self.errors)
+
+    @property
+    def median(self) -> float | None:
+        return statistics.median(self.errors) if self.errors else None
+
+
+@dataclass(slots=True)
+class Row:
+    group: str
+    provider: str
+    section: str
+    cells: dict[tuple[str, str], Cell] = field(default_factory=dict)
+
+    def cell(self, basis: str, stage: str) -> Cell:
+        return self.cells.setdefault((basis, stage), Cell())
+
+
+@dataclass(slots=True)
+class Report:
+    rows: dict[tuple[str, str], Row] = field(default_factory=dict)
+    skipped: int = 0  # recordings without a reported input
+    learned: dict[str, list[Any]] = field(default_factory=dict)  # basis -> corrections
+
+    def row(self, recording: Recording) -> Row:
+        key = (recording.group, recording.section)
+        provider = "anthropic" if recording.api == API_ANTHROPIC else "openai"
+        return self.rows.setdefault(key, Row(recording.group, provider, recording.section))
+
+    def ordered(self) -> list[Row]:
+        return sorted(self.rows.values(), key=lambda r: (SECTIONS.index(r.section), r.provider, r.group))
+
+
+def _counter(basis: str, model: str) -> Counter:
+    return counter_for(model, "chars" if basis == "chars" else "tiktoken")
+
+
+def _error(estimated: int, reported: int) -> float:
+    return abs(estimated - reported) / reported * 100.0
+
+
+def evaluate(recordings: Iterable[Recording], bases: Sequence[str] = BASES) -> Report:
+    """Errors of every basis and stage per model, self-calibration replayed in order."""
+    report = Report()
+    calibrators = {basis: SelfCalibrator() for basis in bases}
+    for recording in recordings:
+        if not recording.reported:
+            report.skipped += 1
+            continue
+        row = report.row(recording)
+        for basis in bases:
+            counter = _counter(basis, recording.model)
+            est = estimate(recording.body, recording.api, counter, recording.model)
+            row.cell(basis, "raw").errors.append(_error(est.raw, recording.reported))
+            row.cell(basis, "framed").errors.append(_error(est.framed, recording.reported))
+            if recording.server_loop:
+                continue  # its residual is the loop's work, not a stable hidden part
+            calibrator = calibrators[basis]
+            # Learn per model label (host included) and tool set: what the provider adds
+            # differs between a model's own API and a router in front of it.
+            correction = calibrator.correction(recording.group, recording.tools_key)
+            if correction is not None and correction.tools_key == recording.tools_key:
+                row.cell(basis, "selfcal").errors.append(
+                    _error(correction.apply(est.framed), recording.reported))
+            calibrator.learn(recording.group, recording.tools_key, est.framed, recording.reported)
+    report.learned = {basis: calibrators[basis].corrections() for basis in bases}
+    return report
+
+
+def evaluate_files(paths: Sequence[str | Path], bases: Sequence[str] = BASES) -> Report:
+    return evaluate(read_recordings(paths), bases)
+
+
+# ---------------------------------------------------------------------------
+# Rendering
+# ---------------------------------------------------------------------------
+
+_BASIS_LABEL = {"chars": "chars/4", "tiktoken": "tiktoken"}
+_STAGE_LABEL = {"raw": "raw", "framed": "framed", "selfcal": "self-cal"}
+
+
+def _fmt(cell: Cell | None) -> str:
+    if cell is None or cell.median is None:
+        return "-"
+    return f"{cell.median:.1f}% ({cell.count})"
+
+
+def render_markdown(report: Report, bases: Sequence[str] = BASES) -> str:
+    """The report as Markdown tables: median absolute % error (count) per model, basis and stage."""
+    header = ["model", "requests"] + [f"{_BASIS_LABEL[b]} {_STAGE_LABEL[s]}" for b in bases for s in STAGES]
+    lines: list[str] = []
+    for section in SECTIONS:
+        rows = [r for r in report.ordered() if r.section == section]
+        if not rows:
+            continue
+        lines.append("")
+        lines.append(_SECTION_TITLE[section])
+        lines.append("")
+        lines.append("| " + " | ".join(header) + " |")
+        lines.append("|" + "|".join("---" for _ in header) + "|")
+        for row in rows:
+            count = row.cell(bases[0], "raw").count
+            cells = [_fmt(row.cells.get((b, s))) for b in bases for s in STAGES]
+            lines.append("| " + " | ".join([row.group, str(count)] + cells) + " |")
+    if report.skipped:
+        lines.append("")
+        lines.append(f"{report.skipped} recordings without reported usage skipped.")
+    return "\n".join(lines).lstrip("\n") + "\n"
+
+
+def family_median(report: Report, prefix: str, basis: str, stage: str, *, section: str = SECTION_CLIENT,
+                  provider: str | None = None) -> tuple[float | None, int]:
+    """Median absolute % error over every row whose model starts with ``prefix`` (own host only)."""
+    errors: list[float] = []
+    for row in report.rows.values():
+        if row.section != section or " via " in row.group:
+            continue
+        if provider is not None and row.provider != provider:
+            continue
+        if row.group.startswith(prefix):
+            errors.extend(row.cell(basis, stage).errors)
+    return (statistics.median(errors) if errors else None), len(errors)

@@ -1,0 +1,545 @@
+"""Provider framing models: what a provider adds to a request before the model sees it.
+
+A request body is not what the model reads. The provider wraps every message in
+special tokens, renders tool definitions into a prompt language of its own, adds
+a reply priming and, for some model families, a fixed hidden prompt. This module
+models that, each rule and constant with its public source (see
+``docs/fidelity.md``):
+
+- **OpenAI chat** (``API_OPENAI_CHAT``): OpenAI cookbook "How to count tokens with
+  tiktoken": 3 tokens a message plus its role, 1 more for a ``name``, 3 for the
+  reply priming (``<|start|>assistant<|message|>``). Function definitions are
+  rendered as a TypeScript-like ``namespace functions { ... }`` block, as
+  reverse-engineered by hmarr/openai-chat-tokens (``src/functions.ts``) and
+  published by OpenAI itself in the harmony format guide (openai/harmony
+  ``docs/format.md``, "Function calling"); hmarr adds 9 tokens for the block's
+  framing, 4 fewer when a system message exists, 1 for ``tool_choice: none`` and
+  4 + the name for a named choice. Tool calls and tool results carry the
+  harmony header fields (``to=functions.<name>``, content type ``json``, the
+  author ``functions.<name>``).
+- **gpt-5 / o-series** (reasoning models): the harmony system message (model
+  identity, knowledge cutoff, date, reasoning effort, channels) and the tool
+  section headers, rendered from openai/harmony ``docs/format.md``.
+- **OpenAI Responses** (``API_OPENAI_RESPONSES``): the same renderer; the Responses
+  API is what harmony mimics (``docs/format.md``, first paragraph).
+- **Anthropic** (``API_ANTHROPIC``): the tool-use system prompt sizes Anthropic
+  publishes per model and ``tool_choice`` ("Tool use: pricing"); tools rendered
+  as the JSON ``<function>`` entries of Claude's tool prompt; turns framed as the
+  ``\\n\\nHuman:`` / ``\\n\\nAssistant:`` prompt of Anthropic's Text Completions
+  format; Claude text counted with o200k_base as a documented proxy (Claude's
+  tokenizer is not public; the ratio between them is learned at run time by
+  :mod:`ctxscope.selfcal`). Server tools get a hidden part
+  ``tools/server/<type>`` whose size is Anthropic's published figure where one
+  exists, else learned.
+
+Framing lands in ``overhead`` (part ``overhead``), tool rendering in ``tools``.
+Pure: imports neither OpenTelemetry nor a provider SDK.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from dataclasses import dataclass
+from typing import Any, Callable, Iterable, Mapping, Sequence
+
+from .schema import Category, Item
+
+API_OPENAI_CHAT = "openai.chat"
+API_OPENAI_RESPONSES = "openai.responses"
+API_ANTHROPIC = "anthropic.messages"
+
+OVERHEAD_PART = Category.OVERHEAD.value
+SERVER_TOOL_PART_PREFIX = "tools/server/"
+
+CountFn = Callable[[str], int]
+
+# ---------------------------------------------------------------------------
+# OpenAI chat: cookbook and hmarr constants
+# ---------------------------------------------------------------------------
+
+# OpenAI cookbook, "How to count tokens with tiktoken", num_tokens_from_messages:
+# every message is <|start|>{role}<|message|>{content}<|end|>: 3 tokens besides the role.
+OPENAI_TOKENS_PER_MESSAGE = 3
+# Same source: a ``name`` field costs one token besides its text.
+OPENAI_TOKENS_PER_NAME = 1
+# Same source: "every reply is primed with <|start|>assistant<|message|>".
+OPENAI_REPLY_PRIMING = 3
+# hmarr/openai-chat-tokens src/index.ts functionsTokensEstimate: "Add nine per completion".
+OPENAI_FUNCTIONS_FRAMING = 9
+# Same source: with a system message present the functions reuse it: 4 fewer tokens.
+OPENAI_FUNCTIONS_WITH_SYSTEM = -4
+# Same source: function_call "none" adds 1; a named call adds 4 + the name's tokens.
+OPENAI_TOOL_CHOICE_NONE = 1
+OPENAI_TOOL_CHOICE_NAMED = 4
+
+# openai/harmony docs/format.md: the header of a tool call names its recipient
+# and content type; a tool result is authored by the tool it answers.
+HARMONY_CALL_HEADER = " to=functions.{name} json"
+HARMONY_RESULT_AUTHOR = "functions.{name}"
+
+# openai/harmony docs/format.md, "System message format" (the message reasoning
+# models get before any developer text) and "Developer message format".
+HARMONY_SYSTEM_MESSAGE = (
+    "You are ChatGPT, a large language model trained by OpenAI.\n"
+    "Knowledge cutoff: 2024-06\n"
+    "Current date: 2025-06-28\n"
+    "\n"
+    "Reasoning: medium\n"
+    "\n"
+    "# Valid channels: analysis, commentary, final. Channel must be included for every message."
+)
+HARMONY_FUNCTIONS_CHANNEL_NOTE = "\nCalls to these tools must go to the commentary channel: 'functions'."
+HARMONY_INSTRUCTIONS_HEADER = "# Instructions\n\n"
+HARMONY_TOOLS_HEADER = "# Tools\n\n## functions\n\n"
+HARMONY_RESPONSE_FORMATS_HEADER = "# Response Formats\n\n## {name}\n\n"
+# <|start|>{role}<|message|> ... <|end|>: three special tokens a message (format.md).
+HARMONY_TOKENS_PER_MESSAGE = 3
+
+# Model families that are harmony reasoning models with a hidden system message.
+_HARMONY_PREFIXES = ("gpt-5", "o1", "o3", "o4", "gpt-oss", "codex")
+
+# ---------------------------------------------------------------------------
+# Anthropic
+# ---------------------------------------------------------------------------
+
+# Anthropic docs, "Tool use with Claude: pricing" table of the tool-use system
+# prompt: (auto or none, any or tool) per model family. Claude 4.x, Sonnet 3.7
+# and Haiku 4.5 share the first row; the Claude 3 rows are the legacy table.
+ANTHROPIC_TOOL_SYSTEM_PROMPT: tuple[tuple[tuple[str, ...], int, int], ...] = (
+    (("claude-3-opus",), 530, 281),
+    (("claude-3-sonnet",), 159, 235),
+    (("claude-3-haiku", "claude-3-5-haiku"), 264, 340),
+    (("claude",), 346, 313),  # Opus 4.x, Sonnet 4.x, Haiku 4.5, Sonnet 3.7 and later
+)
+
+# Anthropic docs, the per-tool pages: tokens a server or Anthropic-defined tool
+# adds besides the tool-use system prompt. Types not listed are learned.
+ANTHROPIC_SERVER_TOOL_TOKENS: Mapping[str, int] = {
+    "bash": 245,  # "Bash tool": 245 additional input tokens
+    "text_editor": 700,  # "Text editor tool": 700 additional input tokens
+    "computer": 735,  # "Computer use tool": 735 tokens per tool definition (Claude 4)
+}
+
+# Anthropic's Text Completions prompt format: every turn starts "\n\nHuman: " or
+# "\n\nAssistant: "; the Messages API frames turns the same way.
+ANTHROPIC_TURN_PREFIX = {"user": "\n\nHuman: ", "assistant": "\n\nAssistant: "}
+ANTHROPIC_REPLY_PRIMING = "\n\nAssistant:"
+
+# anthropics/anthropic-tools tool_use_package/prompt_constructors.py: how Claude's
+# tool calls and their results are written into the prompt.
+ANTHROPIC_CALL_OPEN = "<function_calls>\n<invoke>\n<tool_name>{name}</tool_name>\n<parameters>\n"
+ANTHROPIC_CALL_PARAMETER = "<{key}>{value}</{key}>\n"
+ANTHROPIC_CALL_CLOSE = "</parameters>\n</invoke>\n</function_calls>"
+ANTHROPIC_RESULT_WRAPPER = ("<function_results>\n<result>\n<tool_name>{name}</tool_name>\n<stdout>\n"
+                            "\n</stdout>\n</result>\n</function_results>")
+
+# Anthropic docs, "Context windows: context awareness" (Claude Sonnet 4.5, Haiku 4.5
+# and later): the model is told its budget at the start and its usage after each
+# tool result.
+ANTHROPIC_BUDGET_NOTE = "<budget:token_budget>200000</budget:token_budget>"
+ANTHROPIC_USAGE_NOTE = "<system_warning>Token usage: 35000/200000; 165000 remaining</system_warning>"
+ANTHROPIC_CONTEXT_AWARE_SINCE = (4, 5)
+
+
+# ---------------------------------------------------------------------------
+# Tool rendering
+# ---------------------------------------------------------------------------
+
+def _ts_type(schema: Mapping[str, Any], indent: int) -> str:
+    """A JSON schema as the TypeScript-like type OpenAI renders (hmarr formatType)."""
+    if not isinstance(schema, Mapping):
+        return "any"
+    if "enum" in schema and isinstance(schema["enum"], list):
+        return " | ".join(json.dumps(v) for v in schema["enum"])
+    if "const" in schema:
+        return json.dumps(schema["const"])
+    for key in ("anyOf", "oneOf"):
+        if isinstance(schema.get(key), list):
+            return " | ".join(_ts_type(s, indent) for s in schema[key])
+    kind = schema.get("type")
+    if isinstance(kind, list):
+        return " | ".join(_ts_type({**schema, "type": k}, indent) for k in kind)
+    if kind == "string":
+        return "string"
+    if kind in ("number", "integer"):
+        return "number"
+    if kind in ("boolean", "null"):
+        return kind
+    if kind == "object":
+        if not schema.get("properties"):
+            return "object"
+        return "{\n" + _ts_properties(schema, indent + 2) + "\n" + " " * indent + "}"
+    if kind == "array":
+        items = schema.get("items")
+        return (_ts_type(items, indent) if isinstance(items, Mapping) else "any") + "[]"
+    return "any"
+
+
+def _ts_properties(schema: Mapping[str, Any], indent: int) -> str:
+    required = schema.get("required") or ()
+    lines: list[str] = []
+    for name, prop in (schema.get("properties") or {}).items():
+        if isinstance(prop, Mapping) and prop.get("description"):
+            lines.append(f"// {prop['description']}")
+        optional = "" if name in required else "?"
+        line = f"{name}{optional}: {_ts_type(prop, indent)},"
+        if isinstance(prop, Mapping) and "default" in prop:
+            line += f" // default: {prop['default']}"
+        lines.append(line)
+    return "\n".join(" " * indent + line for line in lines)
+
+
+def render_openai_function(function: Mapping[str, Any]) -> str:
+    """One function as it appears inside ``namespace functions { ... }``.
+
+    hmarr/openai-chat-tokens ``formatFunctionDefinitions`` and openai/harmony
+    ``docs/format.md``: the description as a ``//`` comment, then
+    ``type name = (_: { ... }) => any;`` (``() => any`` without parameters),
+    then an empty line.
+    """
+    name = str(function.get("name", ""))
+    lines: list[str] = []
+    if function.get("description"):
+        lines.append(f"// {function['description']}")
+    params = function.get("parameters") or {}
+    if isinstance(params, Mapping) and params.get("properties"):
+        lines.append(f"type {name} = (_: {{")
+        lines.append(_ts_properties(params, 0))
+        lines.append("}) => any;")
+    else:
+        lines.append(f"type {name} = () => any;")
+    lines.append("")
+    return "\n".join(lines) + "\n"
+
+
+OPENAI_NAMESPACE_OPEN = "namespace functions {\n\n"
+OPENAI_NAMESPACE_CLOSE = "} // namespace functions"
+
+
+def render_openai_functions(functions: Iterable[Mapping[str, Any]]) -> str:
+    """The whole ``namespace functions { ... }`` block of a request's functions."""
+    return OPENAI_NAMESPACE_OPEN + "".join(render_openai_function(f) for f in functions) + OPENAI_NAMESPACE_CLOSE
+
+
+def render_anthropic_tool(tool: Mapping[str, Any]) -> str:
+    """A client tool as Claude's tool prompt lists it: ``<function>{json}</function>``."""
+    entry = {"description": tool.get("description", ""), "name": tool.get("name", ""),
+             "parameters": tool.get("input_schema") or {}}
+    return "<function>" + json.dumps(entry, ensure_ascii=False) + "</function>\n"
+
+
+def openai_function_of(tool: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """The function definition of an OpenAI tool (chat or Responses shape), else None."""
+    if tool.get("type", "function") != "function":
+        return None
+    function = tool.get("function")
+    if isinstance(function, Mapping):
+        return function  # chat: {"type": "function", "function": {...}}
+    if "name" in tool:
+        return tool  # Responses: {"type": "function", "name": ..., "parameters": ...}
+    return None
+
+
+def is_anthropic_server_tool(tool: Mapping[str, Any]) -> bool:
+    """Anthropic-defined tools carry a versioned ``type`` (``web_search_20250305``)."""
+    kind = tool.get("type")
+    return bool(kind) and kind != "custom"
+
+
+def server_tool_kind(tool: Mapping[str, Any]) -> str:
+    """``web_search_20250305`` -> ``web_search``; OpenAI-compatible ``openrouter:web_search`` -> ``web_search``."""
+    kind = str(tool.get("type", "unknown")).rsplit(":", 1)[-1]
+    head, _, tail = kind.rpartition("_")
+    return head if head and tail.isdigit() else kind
+
+
+def server_tool_part(tool: Mapping[str, Any]) -> str:
+    return SERVER_TOOL_PART_PREFIX + server_tool_kind(tool)
+
+
+def tool_definition_text(api: str, tool: Mapping[str, Any]) -> str:
+    """The text a tool definition occupies in the prompt, as the provider renders it.
+
+    Counted as ``tools``. Server tools render to nothing here: their hidden part is
+    a framing item of its own (:func:`framing_items`).
+    """
+    if api == API_ANTHROPIC:
+        if is_anthropic_server_tool(tool):
+            return ""
+        return render_anthropic_tool(tool)
+    function = openai_function_of(tool)
+    if function is None:
+        return ""
+    return render_openai_function(function)
+
+
+# ---------------------------------------------------------------------------
+# Framing items
+# ---------------------------------------------------------------------------
+
+@dataclass(frozen=True, slots=True)
+class FramingPart:
+    """One named piece of framing: tokens with the rule that produced them."""
+
+    key: str  # stable within a request: "messages", "priming", "functions", "hidden-prompt", ...
+    tokens: int
+    part: str = OVERHEAD_PART
+    learned: bool = False  # size unknown from any source: self-calibration learns it
+
+
+def _is_harmony(model: str | None) -> bool:
+    name = (model or "").lower().rsplit("/", 1)[-1]
+    return name.startswith(_HARMONY_PREFIXES)
+
+
+def _tools_of(body: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    tools = body.get("tools") or ()
+    return [t for t in tools if isinstance(t, Mapping)]
+
+
+def _chat_tool_call_names(messages: Sequence[Mapping[str, Any]]) -> dict[str, str]:
+    names: dict[str, str] = {}
+    for message in messages:
+        for call in message.get("tool_calls") or ():
+            if isinstance(call, Mapping):
+                fn = call.get("function") or {}
+                names[str(call.get("id"))] = str(fn.get("name", ""))
+    return names
+
+
+def _choice_parts(tool_choice: Any, count: CountFn) -> list[FramingPart]:
+    if tool_choice == "none":
+        return [FramingPart("tool-choice", OPENAI_TOOL_CHOICE_NONE)]
+    if isinstance(tool_choice, Mapping):
+        fn = tool_choice.get("function") or tool_choice
+        name = fn.get("name") if isinstance(fn, Mapping) else None
+        if name:
+            return [FramingPart("tool-choice", OPENAI_TOOL_CHOICE_NAMED + count(str(name)))]
+    return []
+
+
+def _response_format_text(body: Mapping[str, Any]) -> str:
+    """Structured output in the harmony developer message ("Structured output")."""
+    fmt = body.get("response_format")
+    if not isinstance(fmt, Mapping):
+        text = body.get("text")  # Responses: {"text": {"format": {...}}}
+        fmt = text.get("format") if isinstance(text, Mapping) else None
+        if isinstance(fmt, Mapping) and fmt.get("type") == "json_schema":
+            fmt = {"type": "json_schema", "json_schema": fmt}
+    if not isinstance(fmt, Mapping) or fmt.get("type") != "json_schema":
+        return ""
+    spec = fmt.get("json_schema") or {}
+    text = HARMONY_RESPONSE_FORMATS_HEADER.format(name=spec.get("name", "response"))
+    if spec.get("description"):
+        text += f"// {spec['description']}\n"
+    return text + json.dumps(spec.get("schema") or {}, separators=(",", ":"))
+
+
+def openai_framing(body: Mapping[str, Any], count: CountFn, *, model: str | None = None,
+                   api: str = API_OPENAI_CHAT) -> list[FramingPart]:
+    """Framing of an OpenAI chat or Responses request, in the model's tokens."""
+    model = model or body.get("model")
+    if api == API_OPENAI_RESPONSES:
+        messages = _responses_messages(body)
+    else:
+        messages = [m for m in body.get("messages") or () if isinstance(m, Mapping)]
+    functions = [f for f in (openai_function_of(t) for t in _tools_of(body)) if f is not None]
+    parts: list[FramingPart] = []
+
+    per_message = 0
+    has_system = False
+    call_names = _chat_tool_call_names(messages)
+    for message in messages:
+        role = str(message.get("role", "user"))
+        has_system = has_system or role in ("system", "developer")
+        per_message += OPENAI_TOKENS_PER_MESSAGE + count(role)
+        if message.get("name"):
+            per_message += OPENAI_TOKENS_PER_NAME
+        for call in message.get("tool_calls") or ():
+            if isinstance(call, Mapping):
+                name = str((call.get("function") or {}).get("name", ""))
+                per_message += count(HARMONY_CALL_HEADER.format(name=name)) - count(name)
+        if role == "tool":
+            name = call_names.get(str(message.get("tool_call_id")), "")
+            per_message += count(HARMONY_RESULT_AUTHOR.format(name=name)) - count(role)
+    parts.append(FramingPart("messages", per_message))
+    parts.append(FramingPart("priming", OPENAI_REPLY_PRIMING))
+
+    harmony = _is_harmony(model)
+    if functions:
+        block = count(OPENAI_NAMESPACE_OPEN) + count(OPENAI_NAMESPACE_CLOSE)
+        if harmony:
+            block += count(HARMONY_TOOLS_HEADER)
+        block += OPENAI_FUNCTIONS_FRAMING
+        if has_system:
+            block += OPENAI_FUNCTIONS_WITH_SYSTEM
+        parts.append(FramingPart("functions", block))
+        parts.extend(_choice_parts(body.get("tool_choice"), count))
+    response_format = _response_format_text(body)
+    if response_format:
+        parts.append(FramingPart("response-format", count(response_format)))
+    if harmony:
+        system = count(HARMONY_SYSTEM_MESSAGE) + HARMONY_TOKENS_PER_MESSAGE + count("system")
+        if functions:
+            system += count(HARMONY_FUNCTIONS_CHANNEL_NOTE)
+        # The developer message holds the instructions (the request's system text,
+        # counted as an item) under a header of its own.
+        if has_system:
+            system += count(HARMONY_INSTRUCTIONS_HEADER)
+        parts.append(FramingPart("hidden-prompt", system))
+    for tool in _tools_of(body):
+        if openai_function_of(tool) is None:
+            parts.append(FramingPart("server:" + server_tool_kind(tool), 0,
+                                     part=server_tool_part(tool), learned=True))
+    return parts
+
+
+def _responses_messages(body: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    """Responses ``input`` as chat-like messages: role per item, calls and outputs."""
+    out: list[Mapping[str, Any]] = []
+    if body.get("instructions"):
+        out.append({"role": "developer"})
+    items = body.get("input")
+    if isinstance(items, str):
+        return out + [{"role": "user"}]
+    names: dict[str, str] = {}
+    for item in items or ():
+        if not isinstance(item, Mapping):
+            continue
+        kind = item.get("type", "message")
+        if kind == "function_call":
+            names[str(item.get("call_id"))] = str(item.get("name", ""))
+            out.append({"role": "assistant", "tool_calls": [
+                {"id": item.get("call_id"), "function": {"name": item.get("name", "")}}]})
+        elif kind == "function_call_output":
+            out.append({"role": "tool", "tool_call_id": item.get("call_id")})
+        elif kind == "message" or "role" in item:
+            out.append({"role": item.get("role", "user")})
+    return out
+
+
+def anthropic_tool_prompt_tokens(model: str | None, tool_choice: Any) -> int:
+    """Anthropic's published tool-use system prompt size for a model and tool_choice."""
+    name = (model or "").lower().rsplit("/", 1)[-1]
+    choice = tool_choice.get("type") if isinstance(tool_choice, Mapping) else tool_choice
+    forced = choice in ("any", "tool")
+    for prefixes, auto_none, any_tool in ANTHROPIC_TOOL_SYSTEM_PROMPT:
+        if name.startswith(prefixes):
+            return any_tool if forced else auto_none
+    return ANTHROPIC_TOOL_SYSTEM_PROMPT[-1][2 if forced else 1]
+
+
+def claude_version(model: str | None) -> tuple[int, ...]:
+    """``claude-sonnet-4-5`` -> (4, 5); ``claude-3-5-haiku`` -> (3, 5); ``claude-opus-5`` -> (5,); () if none."""
+    name = (model or "").lower().rsplit("/", 1)[-1]
+    match = re.match(r"claude-(?:[a-z]+-)?(\d+)(?:[-.](\d)(?!\d))?", name)
+    if not match:
+        return ()
+    return tuple(int(g) for g in match.groups() if g is not None)
+
+
+def _anthropic_call_tokens(block: Mapping[str, Any], count: CountFn) -> int:
+    """Tokens the tool-call wrapper adds besides the name and the input JSON (counted as items)."""
+    name = str(block.get("name", ""))
+    arguments = block.get("input") if isinstance(block.get("input"), Mapping) else {}
+    rendered = ANTHROPIC_CALL_OPEN.format(name=name) + "".join(
+        ANTHROPIC_CALL_PARAMETER.format(key=k, value=v if isinstance(v, str) else json.dumps(v, ensure_ascii=False))
+        for k, v in arguments.items()) + ANTHROPIC_CALL_CLOSE
+    return count(rendered) - count(name) - count(json.dumps(arguments, ensure_ascii=False))
+
+
+def anthropic_framing(body: Mapping[str, Any], count: CountFn, *, model: str | None = None) -> list[FramingPart]:
+    """Framing of an Anthropic Messages request, in proxy (o200k) tokens where counted."""
+    model = model or body.get("model")
+    messages = [m for m in body.get("messages") or () if isinstance(m, Mapping)]
+    parts: list[FramingPart] = []
+    turns = sum(count(ANTHROPIC_TURN_PREFIX.get(str(m.get("role")), ANTHROPIC_TURN_PREFIX["user"]))
+                for m in messages)
+    parts.append(FramingPart("messages", turns))
+    parts.append(FramingPart("priming", count(ANTHROPIC_REPLY_PRIMING)))
+    names: dict[str, str] = {}
+    calls = results = 0
+    result_count = 0
+    for message in messages:
+        content = message.get("content")
+        for block in content if isinstance(content, list) else ():
+            if not isinstance(block, Mapping):
+                continue
+            if block.get("type") == "tool_use":
+                names[str(block.get("id"))] = str(block.get("name", ""))
+                calls += _anthropic_call_tokens(block, count)
+            elif block.get("type") == "tool_result":
+                name = names.get(str(block.get("tool_use_id")), "")
+                results += count(ANTHROPIC_RESULT_WRAPPER.format(name=name))
+                result_count += 1
+    if calls or results:
+        parts.append(FramingPart("tool-calls", max(0, calls + results)))
+    if claude_version(model) >= ANTHROPIC_CONTEXT_AWARE_SINCE:
+        parts.append(FramingPart("context-awareness",
+                                 count(ANTHROPIC_BUDGET_NOTE) + result_count * count(ANTHROPIC_USAGE_NOTE)))
+    tools = _tools_of(body)
+    if tools:
+        parts.append(FramingPart("tool-use-prompt",
+                                 anthropic_tool_prompt_tokens(model, body.get("tool_choice"))))
+        if any(not is_anthropic_server_tool(t) for t in tools):
+            parts.append(FramingPart("functions", count("<functions>\n</functions>")))
+    for tool in tools:
+        if not is_anthropic_server_tool(tool):
+            continue
+        kind = server_tool_kind(tool)
+        known = ANTHROPIC_SERVER_TOOL_TOKENS.get(kind.split("_20")[0])
+        parts.append(FramingPart("server:" + kind, known or 0, part=server_tool_part(tool),
+                                 learned=known is None))
+    return parts
+
+
+def framing_parts(body: Mapping[str, Any], api: str, count: CountFn, *, model: str | None = None) -> list[FramingPart]:
+    """The framing of a request under a provider API."""
+    if api == API_ANTHROPIC:
+        return anthropic_framing(body, count, model=model)
+    return openai_framing(body, count, model=model, api=api)
+
+
+def framing_items(body: Mapping[str, Any], api: str, count: CountFn, *, model: str | None = None) -> list[Item]:
+    """Framing as items to append to a request's items (fixed token counts, no text).
+
+    Overhead items have part ``overhead``; a server tool's hidden part is a
+    ``tools`` item with part ``tools/server/<type>`` (0 tokens when its size
+    is not published: self-calibration learns it).
+    """
+    items: list[Item] = []
+    for piece in framing_parts(body, api, count, model=model):
+        category = Category.OVERHEAD if piece.part == OVERHEAD_PART else Category.TOOLS
+        label = piece.key if category is Category.OVERHEAD else piece.part
+        items.append(Item(
+            id="framing:" + piece.key, category=category, part=piece.part, chars=0,
+            fixed_tokens=piece.tokens, label=label, source_kind="framing",
+            digest=hashlib.blake2b(f"{piece.key}:{piece.tokens}".encode(), digest_size=8).hexdigest()))
+    return items
+
+
+def tools_key(body: Mapping[str, Any]) -> str:
+    """A stable key of a request's tool set (names and server tool types), for self-calibration."""
+    names = []
+    for tool in _tools_of(body):
+        function = openai_function_of(tool)
+        if function is not None:
+            names.append("fn:" + str(function.get("name", "")))
+        elif tool.get("type") in (None, "custom") and "name" in tool:
+            names.append("fn:" + str(tool.get("name")))
+        else:
+            names.append("server:" + str(tool.get("type")))
+    return hashlib.blake2b("\n".join(sorted(names)).encode(), digest_size=8).hexdigest() if names else "-"
+
+
+def has_server_tools(body: Mapping[str, Any], api: str) -> bool:
+    """Whether a request offers a tool that runs at the provider (its hidden part is unknown)."""
+    for tool in _tools_of(body):
+        if api == API_ANTHROPIC:
+            if is_anthropic_server_tool(tool):
+                return True
+        elif openai_function_of(tool) is None:
+            return True
+    return False

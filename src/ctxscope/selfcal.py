@@ -1,0 +1,165 @@
+"""Self-calibration: learn, per model and tool set, what the framing model misses.
+
+Every call whose usage arrives gives a pair (estimate, reported). What the
+framing model does not explain is mostly one of two shapes:
+
+- a **fixed hidden part** (a hidden system prompt, a server tool's definition):
+  the residual ``reported - estimate`` is the same whatever the request size;
+- a **ratio** (a proxy encoding, e.g. o200k_base counting Claude text): the
+  residual grows in proportion to the estimate.
+
+:class:`SelfCalibrator` keeps the pairs of each (model, tools key) and, from
+:data:`MIN_PAIRS` pairs on, fits both shapes robustly (median of residuals;
+median of ratios) and keeps the one with the smaller median absolute error on
+the pairs seen; with a single pair it uses that pair's residual. Medians,
+not means, so that one odd call (a retry, a server-tool loop) does not move
+the correction. Raw estimates stay raw: the correction is reported as an
+attribute of its own (``schema.Attr.LEARNED_CORRECTION_TOKENS``) and applied
+only in the calibrated figure.
+
+Thread-safe: instrumentation calls :meth:`learn` from whichever thread
+finished a call, while another thread asks for :meth:`corrected`.
+
+Pure: no OpenTelemetry, no provider SDK.
+"""
+
+from __future__ import annotations
+
+import statistics
+import threading
+from collections import deque
+from dataclasses import dataclass
+from typing import Any, Iterable, Mapping
+
+# Pairs kept per key: recent calls only, so a provider-side change is learned anew.
+WINDOW = 32
+# From this many pairs on, choose between offset and ratio; below, offset of the latest.
+MIN_PAIRS = 3
+
+MODE_OFFSET = "offset"
+MODE_RATIO = "ratio"
+
+ANY_TOOLS = "*"  # the tools key under which a model's corrections for any tool set are pooled
+
+
+@dataclass(frozen=True, slots=True)
+class Correction:
+    """What was learned for one (model, tools key)."""
+
+    model: str
+    tools_key: str
+    mode: str  # "offset" or "ratio"
+    offset: float  # tokens added to an estimate (mode offset)
+    ratio: float  # factor applied to an estimate (mode ratio)
+    pairs: int  # pairs it was learned from
+    median_abs_error: float  # median |calibrated - reported| / reported over those pairs
+
+    def apply(self, estimated: int) -> int:
+        if self.mode == MODE_RATIO:
+            return max(0, round(estimated * self.ratio))
+        return max(0, round(estimated + self.offset))
+
+    def tokens(self, estimated: int) -> int:
+        """The correction in tokens for an estimate (what the annotation reports)."""
+        return self.apply(estimated) - estimated
+
+    def to_json(self) -> dict[str, Any]:
+        return {"model": self.model, "tools_key": self.tools_key, "mode": self.mode,
+                "offset": self.offset, "ratio": self.ratio, "pairs": self.pairs,
+                "median_abs_error": self.median_abs_error}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> "Correction":
+        return cls(model=str(data["model"]), tools_key=str(data["tools_key"]),
+                   mode=str(data["mode"]), offset=float(data["offset"]), ratio=float(data["ratio"]),
+                   pairs=int(data["pairs"]), median_abs_error=float(data.get("median_abs_error", 0.0)))
+
+
+def _median_abs_error(pairs: Iterable[tuple[int, int]], fn) -> float:
+    errors = [abs(fn(e) - r) / r for e, r in pairs if r > 0]
+    return statistics.median(errors) if errors else 0.0
+
+
+def fit(model: str, tools_key: str, pairs: list[tuple[int, int]]) -> Correction | None:
+    """The correction that best explains ``(estimate, reported)`` pairs, or None without pairs."""
+    usable = [(e, r) for e, r in pairs if e > 0 and r > 0]
+    if not usable:
+        return None
+    offsets = [r - e for e, r in usable]
+    if len(usable) < MIN_PAIRS:
+        offset = float(offsets[-1])
+        return Correction(model, tools_key, MODE_OFFSET, offset, 1.0, len(usable),
+                          _median_abs_error(usable, lambda e: e + offset))
+    offset = float(statistics.median(offsets))
+    ratio = float(statistics.median(r / e for e, r in usable))
+    offset_error = _median_abs_error(usable, lambda e: e + offset)
+    ratio_error = _median_abs_error(usable, lambda e: e * ratio)
+    # A tie keeps the offset: a fixed hidden prompt is the commoner cause.
+    if ratio_error < offset_error:
+        return Correction(model, tools_key, MODE_RATIO, 0.0, ratio, len(usable), ratio_error)
+    return Correction(model, tools_key, MODE_OFFSET, offset, 1.0, len(usable), offset_error)
+
+
+class SelfCalibrator:
+    """Per-model, per-tool-set corrections learned from observed (estimate, reported) pairs."""
+
+    def __init__(self, window: int = WINDOW) -> None:
+        if window < 1:
+            raise ValueError("window must be at least 1")
+        self._window = window
+        self._pairs: dict[tuple[str, str], deque[tuple[int, int]]] = {}
+        self._fitted: dict[tuple[str, str], Correction] = {}
+        self._lock = threading.Lock()
+
+    def learn(self, model: str, tools_key: str, estimated: int, reported: int) -> Correction | None:
+        """Record one call's raw (framed) estimate and the provider's reported input."""
+        if estimated <= 0 or reported <= 0:
+            return None
+        with self._lock:
+            for key in ((model, tools_key), (model, ANY_TOOLS)):
+                pairs = self._pairs.setdefault(key, deque(maxlen=self._window))
+                pairs.append((int(estimated), int(reported)))
+                fitted = fit(key[0], key[1], list(pairs))
+                if fitted is not None:
+                    self._fitted[key] = fitted
+            return self._fitted.get((model, tools_key))
+
+    def correction(self, model: str, tools_key: str) -> Correction | None:
+        """The correction for a model and tool set; the model's pooled one when the set is new."""
+        with self._lock:
+            return self._fitted.get((model, tools_key)) or self._fitted.get((model, ANY_TOOLS))
+
+    def corrected(self, model: str, tools_key: str, estimated: int) -> int:
+        """The calibrated figure for a request whose usage has not arrived (the estimate if nothing is learned)."""
+        correction = self.correction(model, tools_key)
+        return correction.apply(estimated) if correction is not None else estimated
+
+    def correction_tokens(self, model: str, tools_key: str, estimated: int) -> int | None:
+        """Tokens the learned correction adds to an estimate, or None when nothing is learned."""
+        correction = self.correction(model, tools_key)
+        return correction.tokens(estimated) if correction is not None else None
+
+    def corrections(self) -> list[Correction]:
+        """Everything learned, for reports and for the local store."""
+        with self._lock:
+            return sorted(self._fitted.values(), key=lambda c: (c.model, c.tools_key))
+
+    # -- persistence (the local store keeps this JSON per model) --------------
+
+    def to_json(self) -> dict[str, Any]:
+        with self._lock:
+            return {"version": 1, "window": self._window,
+                    "pairs": [{"model": m, "tools_key": k, "pairs": [list(p) for p in pairs]}
+                              for (m, k), pairs in sorted(self._pairs.items())]}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> "SelfCalibrator":
+        calibrator = cls(int(data.get("window", WINDOW)))
+        for entry in data.get("pairs") or ():
+            key = (str(entry["model"]), str(entry["tools_key"]))
+            pairs = deque(((int(e), int(r)) for e, r in entry["pairs"]), maxlen=calibrator._window)
+            calibrator._pairs[key] = pairs
+            fitted = fit(key[0], key[1], list(pairs))
+            if fitted is not None:
+                calibrator._fitted[key] = fitted
+        return calibrator
