@@ -18,6 +18,7 @@ from ..errors import UserError
 # Subcommand modules, in the order `ctxscope --help` lists them.
 COMMANDS = (
     "inspect",
+    "fidelity",
 )
 
 EXIT_OK = 0
