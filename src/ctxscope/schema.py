@@ -146,6 +146,10 @@ class Attr:
     WASTE_PREFIX = PREFIX + "waste."
     COMPACTION_TRIGGER = PREFIX + "compaction.trigger"
     SESSION_ENDED = PREFIX + "session_ended"
+    # Self-calibration (docs/fidelity.md): tokens the correction learned for this
+    # model and tool set adds to estimated_tokens (signed). Raw estimates stay raw;
+    # only the calibrated view of a request without reported usage applies it.
+    LEARNED_CORRECTION_TOKENS = PREFIX + "learned_correction_tokens"
 
     @staticmethod
     def category(category: Category | str) -> str:
