@@ -20,4 +20,14 @@ __all__ = [
     "Item",
     "Stage",
     "WasteKind",
+    "setup",
 ]
+
+
+def __getattr__(name: str):
+    # Lazy, so that importing the pure modules needs no OpenTelemetry SDK.
+    if name == "setup":
+        from .export import setup
+
+        return setup
+    raise AttributeError(f"module 'ctxscope' has no attribute {name!r}")

@@ -54,7 +54,8 @@ from .schema import (
 
 _log = logging.getLogger(__name__)
 
-DEFAULT_MAX_SESSIONS = 256
+# As the tracker's default (CTXSCOPE_MAX_SESSIONS), so both hold the same sessions.
+DEFAULT_MAX_SESSIONS = 64
 # A session whose spans carry no gen_ai.conversation.id (an instrumentation
 # other than ours, or a replay without one) is keyed by this id.
 UNKNOWN_SESSION = "unknown"

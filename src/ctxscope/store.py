@@ -312,12 +312,12 @@ class LocalStore:
         if self._listener is not None:
             return True
         try:
-            from . import tracker
+            from .tracker import get_tracker
         except ImportError:
             _log.debug("ctxscope: no tracker module; the local store records nothing live")
             return False
         listener = self.record
-        tracker.add_listener(listener)
+        get_tracker().add_listener(listener)
         self._listener = listener
         return True
 
@@ -327,10 +327,8 @@ class LocalStore:
         if listener is None:
             return
         try:
-            from . import tracker
+            from .tracker import get_tracker
 
-            remove = getattr(tracker, "remove_listener", None)
-            if remove is not None:
-                remove(listener)
+            get_tracker().remove_listener(listener)
         except Exception:  # noqa: BLE001
             _log.debug("ctxscope: could not detach the local store", exc_info=True)
