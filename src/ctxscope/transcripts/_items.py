@@ -23,7 +23,6 @@ except ImportError:  # pragma: no cover - depends on the tree
 
 _tool_reference: Callable[[str, Mapping[str, Any]], str | None] | None = getattr(
     _classify, "tool_reference", None)
-_classify_text: Callable[..., Any] | None = getattr(_classify, "classify_text", None)
 
 
 def reference(tool: str, args: Any) -> str | None:
@@ -59,16 +58,54 @@ def text_item(item_id: str, text: str, role: str, *, summary: bool = False,
         category, part = Category.SYSTEM, "system"
     else:
         category, part = Category.PROMPTS, "prompts/text"
-        if _classify_text is not None:
-            try:
-                found = _classify_text(text)
-                if found is not None:
-                    category, part = found[0], found[1]
-            except Exception:  # noqa: BLE001
-                pass
     return Item(id=item_id, category=category, part=part, chars=len(text), text=text,
                 label=label or part.rsplit("/", 1)[-1], source_kind=role,
                 digest=content_digest(text))
+
+
+def text_items(item_id: str, text: str, role: str, *, summary: bool = False,
+               label: str | None = None) -> list[Item]:
+    """A user or system text split by the classifier (rules, skills, environment, summaries)."""
+    if summary or _classify is None or role == "assistant":
+        return [text_item(item_id, text, role, summary=summary, label=label)]
+    try:
+        segments = _classify.classify_text(text, role)
+    except Exception:  # noqa: BLE001 - a classifier bug must not stop reading
+        segments = None
+    if not segments or (len(segments) == 1 and segments[0].part is None):
+        return [text_item(item_id, text, role, label=label)]
+    out = []
+    for index, segment in enumerate(segments):
+        if not segment.text:
+            continue
+        sub_id = item_id if index == 0 else f"{item_id}.{index}"
+        item = text_item(sub_id, segment.text, role, label=segment.label or label)
+        if segment.part is not None:
+            item.part = segment.part
+            item.category = Category(segment.part.split("/", 1)[0])
+            item.label = segment.label or segment.part.rsplit("/", 1)[-1]
+        out.append(item)
+    return out
+
+
+def result_items(item_id: str, tool: str | None, text: str, call_id: str | None,
+                 ref: str | None) -> list[Item]:
+    """A tool result, with reminders the harness appended to it split off (environment)."""
+    if _classify is None or "<system-reminder>" not in text:
+        return [result_item(item_id, tool, text, call_id, ref)]
+    try:
+        segments = _classify.classify_text(text, "tool")
+    except Exception:  # noqa: BLE001
+        return [result_item(item_id, tool, text, call_id, ref)]
+    body = "".join(s.text for s in segments if s.part is None)
+    out = [result_item(item_id, tool, body, call_id, ref)]
+    for index, segment in enumerate(segments):
+        if segment.part is not None and segment.text:
+            item = text_item(f"{item_id}.{index}", segment.text, "user", label=segment.label)
+            item.part = segment.part
+            item.category = Category(segment.part.split("/", 1)[0])
+            out.append(item)
+    return out
 
 
 def thinking_item(item_id: str, text: str) -> Item:

@@ -248,7 +248,7 @@ class ClaudeCodeReader:
         content = message.get("content")
         summary = record.get("isCompactSummary") is True
         if isinstance(content, str):
-            return (_items.text_item(f"{uuid}:0", content, "user", summary=summary),) if content else ()
+            return tuple(_items.text_items(f"{uuid}:0", content, "user", summary=summary)) if content else ()
         if not isinstance(content, list):
             return ()
         out: list[Item] = []
@@ -260,7 +260,7 @@ class ClaudeCodeReader:
             if kind == "text":
                 text = block.get("text")
                 if isinstance(text, str) and text:
-                    out.append(_items.text_item(item_id, text, "user", summary=summary))
+                    out.extend(_items.text_items(item_id, text, "user", summary=summary))
             elif kind in ("image", "document"):
                 out.append(_items.image_item(item_id, block.get("source"), PROVIDER, "user", kind))
             elif kind == "tool_result":
@@ -268,8 +268,8 @@ class ClaudeCodeReader:
                 name, ref = self._tools.get(call_id, ("unknown", None)) if isinstance(call_id, str) else ("unknown", None)
                 body = block.get("content")
                 text = _items.block_text(body)
-                out.append(_items.result_item(f"result:{call_id}" if isinstance(call_id, str) else item_id,
-                                              name, text, call_id if isinstance(call_id, str) else None, ref))
+                out.extend(_items.result_items(f"result:{call_id}" if isinstance(call_id, str) else item_id,
+                                               name, text, call_id if isinstance(call_id, str) else None, ref))
                 if isinstance(body, list):
                     for sub, part in enumerate(body):
                         if isinstance(part, Mapping) and part.get("type") == "image":

@@ -99,7 +99,8 @@ class CodexReader:
         base = payload.get("base_instructions")
         text = base.get("text") if isinstance(base, Mapping) else base if isinstance(base, str) else None
         if isinstance(text, str) and text:
-            self._add(_items.text_item("base_instructions", text, "system", label="base_instructions"))
+            for item in _items.text_items("base_instructions", text, "system", label="base_instructions"):
+                self._add(item)
         return []
 
     def _response_item(self, payload: Mapping[str, Any], line: int, timestamp: int | None) -> list[TranscriptCall]:
@@ -153,7 +154,7 @@ class CodexReader:
     def _compacted(self, payload: Mapping[str, Any], line: int) -> list[TranscriptCall]:
         out = self.finish()
         history = payload.get("replacement_history")
-        kept = [i for i in self._items if i.category is Category.SYSTEM and i.id == "base_instructions"]
+        kept = [i for i in self._items if i.id.startswith("base_instructions")]
         self._items = kept
         self._since_call = []
         if isinstance(history, list):
@@ -198,7 +199,7 @@ class CodexReader:
                 if isinstance(text, str) and text:
                     # A summary in a replacement history is the user message Codex wrote for it.
                     is_summary = summary and role == "user" and text.lstrip().startswith(("Another language model", "<summary"))
-                    out.append(_items.text_item(self._next_id(role), text, role, summary=is_summary))
+                    out.extend(_items.text_items(self._next_id(role), text, role, summary=is_summary))
                 elif btype in ("input_image", "image"):
                     out.append(_items.image_item(self._next_id("image"), block.get("image_url"), PROVIDER, "user"))
             return out
@@ -226,7 +227,7 @@ class CodexReader:
                 output = output.get("content", output)
             text = _items.block_text(output)
             item_id = f"result:{call_id}" if isinstance(call_id, str) else self._next_id("result")
-            return [_items.result_item(item_id, name, text, call_id if isinstance(call_id, str) else None, ref)]
+            return _items.result_items(item_id, name, text, call_id if isinstance(call_id, str) else None, ref)
         if kind in ("web_search_call", "tool_search_call", "image_generation_call"):
             action = payload.get("action")
             text = dumps(action) if action is not None else ""

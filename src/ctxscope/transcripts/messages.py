@@ -115,12 +115,12 @@ def body_items(body: Mapping[str, Any]) -> tuple[list[Item], str]:
     out: list[Item] = []
     system = body.get("system")
     if isinstance(system, str) and system:
-        out.append(_items.text_item("system:0", system, "system"))
+        out.extend(_items.text_items("system:0", system, "system"))
     elif isinstance(system, list):
         for index, block in enumerate(system):
             text = block.get("text") if isinstance(block, Mapping) else block if isinstance(block, str) else None
             if isinstance(text, str) and text:
-                out.append(_items.text_item(f"system:{index}", text, "system"))
+                out.extend(_items.text_items(f"system:{index}", text, "system"))
     if isinstance(tools, list):
         for index, tool in enumerate(tools):
             if isinstance(tool, Mapping):
@@ -156,7 +156,7 @@ def _message_items(position: int, message: Mapping[str, Any], provider: str,
         return out
     if isinstance(content, str):
         if content:
-            out.append(_items.text_item(f"{prefix}:0", content, role))
+            out.extend(_items.text_items(f"{prefix}:0", content, role))
     elif isinstance(content, list):
         for index, block in enumerate(content):
             if isinstance(block, str):
@@ -168,7 +168,7 @@ def _message_items(position: int, message: Mapping[str, Any], provider: str,
             if kind in ("text", "input_text", "output_text"):
                 text = block.get("text")
                 if isinstance(text, str) and text:
-                    out.append(_items.text_item(item_id, text, role))
+                    out.extend(_items.text_items(item_id, text, role))
             elif kind in ("thinking", "redacted_thinking"):
                 text = block.get("thinking") or block.get("data")
                 if isinstance(text, str) and text:

@@ -75,7 +75,8 @@ class TranscriptFile:
     # -- internals ------------------------------------------------------------
 
     def _start(self, handle: BinaryIO, size: int) -> bool:
-        head = handle.read(65536)
+        # The whole first line (it may be long) and a little more: enough to sniff.
+        head = handle.readline(MAX_LINE_BYTES) + handle.read(65536)
         handle.seek(0)
         if not head.strip():
             if size == 0 or not head:

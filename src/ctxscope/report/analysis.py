@@ -1,0 +1,154 @@
+"""One pass over transcript files: per session, the composition of every call and the waste.
+
+Each :class:`~ctxscope.transcripts.TranscriptCall` goes through the session's
+:class:`~ctxscope.ledger.SessionLedger` (a ``transcript-observed`` snapshot
+with ``partial`` coverage, its reported input attached) and a
+:class:`~ctxscope.waste.WasteTracker`. Only one row of numbers per call is
+kept, never the snapshots, so memory follows the live context, not the file.
+Item texts are released once counted (their count is kept as
+``fixed_tokens``) unless ``keep_text``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable, Iterable
+
+from ..ledger import SessionLedger
+from ..schema import CATEGORIES, Category, WasteKind
+from ..tokens import counter_for
+from ..transcripts import Problem, TranscriptCall, TranscriptFile, observe_call
+from ..waste import Report, WasteOptions, WasteTracker
+
+
+@dataclass(slots=True)
+class CallRow:
+    index: int
+    line: int | None
+    timestamp_ns: int | None
+    model: str | None
+    estimated: int
+    reported: int | None
+    calibrated: dict[Category, int]
+    waste: int
+    compaction: str | None  # trigger when a compaction happened just before this call
+
+
+@dataclass(slots=True)
+class SessionResult:
+    session_id: str
+    path: str
+    format: str
+    provider: str
+    parent_session_id: str | None = None
+    rows: list[CallRow] = field(default_factory=list)
+    parts: dict[str, int] = field(default_factory=dict)  # apportioned parts of the last call
+    basis: str = ""
+    model: str | None = None
+    window: int | None = None
+    waste: Report | None = None
+    compactions: int = 0
+
+    @property
+    def last(self) -> CallRow | None:
+        return self.rows[-1] if self.rows else None
+
+    @property
+    def used(self) -> int:
+        last = self.last
+        return sum(last.calibrated.values()) if last else 0
+
+    @property
+    def peak(self) -> int:
+        return max((sum(r.calibrated.values()) for r in self.rows), default=0)
+
+    @property
+    def waste_ratio(self) -> float:
+        return self.waste.ratio if self.waste is not None else 0.0
+
+
+@dataclass(slots=True)
+class FileResult:
+    path: str
+    format: str | None
+    records: int
+    problems: list[Problem]
+    sessions: list[SessionResult]
+
+
+class _Live:
+    __slots__ = ("ledger", "tracker", "result")
+
+    def __init__(self, ledger: SessionLedger, tracker: WasteTracker, result: SessionResult) -> None:
+        self.ledger, self.tracker, self.result = ledger, tracker, result
+
+
+def analyze_file(path: str, *, format: str | None = None, tokenizer: str = "auto",
+                 options: WasteOptions | None = None, keep_text: bool = False,
+                 progress: Callable[[int, int], None] | None = None) -> FileResult:
+    """Read one transcript and account for every call of every session in it."""
+    source = TranscriptFile(path, format, progress=progress)
+    live: dict[str, _Live] = {}
+    for call in source.calls():
+        state = live.get(call.session_id)
+        if state is None:
+            counter = counter_for(call.model, tokenizer)
+            result = SessionResult(call.session_id, path, source.format or "", call.provider,
+                                   call.parent_session_id)
+            state = live[call.session_id] = _Live(
+                SessionLedger(call.session_id, counter=counter), WasteTracker(options), result)
+        _account(state, call, keep_text)
+    sessions = []
+    for state in live.values():
+        result = state.result
+        latest = state.ledger.latest
+        if latest is not None:
+            result.parts = latest.apportioned()
+            result.waste = state.tracker.report(result.used)
+            result.basis = latest.annotation.basis
+        sessions.append(result)
+    # Parents first, then their subagents, each in order of appearance.
+    sessions.sort(key=lambda s: s.parent_session_id is not None)
+    return FileResult(path, source.format, source.records, source.problems, sessions)
+
+
+def _account(state: _Live, call: TranscriptCall, keep_text: bool) -> None:
+    snapshot = observe_call(state.ledger, call)
+    waste = state.tracker.observe(snapshot)
+    if not keep_text:
+        # The ledger counted these; keep the count, let the text go (memory follows counts).
+        for item in (call.items if call.reset else call.added):
+            if item.text:
+                item.fixed_tokens = item.tokens
+                item.text = ""
+    ann = snapshot.annotation
+    calibrated = snapshot.calibrated()
+    result = state.result
+    compaction = None
+    if call.compaction is not None or snapshot.compaction is not None:
+        trigger = (call.compaction.trigger if call.compaction is not None and call.compaction.trigger
+                   else snapshot.compaction.trigger if snapshot.compaction is not None else None)
+        compaction = trigger.value if trigger is not None else "auto"
+        result.compactions += 1
+    result.rows.append(CallRow(call.index, call.line, call.timestamp_ns, call.model,
+                               ann.estimated_tokens, ann.reported_tokens,
+                               {c: v for c, v in calibrated.items() if v}, sum(waste.values()),
+                               compaction))
+    result.model = call.model or result.model
+    if call.window_tokens:
+        result.window = call.window_tokens
+
+
+def analyze_files(paths: Iterable[str], **kwargs: object) -> list[FileResult]:
+    return [analyze_file(p, **kwargs) for p in paths]  # type: ignore[arg-type]
+
+
+def category_totals(rows: list[CallRow]) -> dict[Category, int]:
+    """The calibrated composition of the last call, in report order."""
+    if not rows:
+        return {}
+    last = rows[-1].calibrated
+    return {c: last[c] for c in CATEGORIES if last.get(c)}
+
+
+WASTE_KINDS = tuple(WasteKind)
