@@ -243,6 +243,18 @@ def test_inferred_compaction_history_halved() -> None:
     assert snap.compaction is not None and not snap.compaction.declared
 
 
+def test_partial_coverage_never_infers_compaction() -> None:
+    """A transcript view (partial coverage) losing its history is not taken for a compaction."""
+    led = ledger()
+    partial = dict(stage=Stage.TRANSCRIPT_OBSERVED, coverage=Coverage.PARTIAL)
+    led.observe([item("u1", 5), item("a1", 6, ASSIST)], model="m", **partial)
+    snap = led.observe([item("sum", 2, SUMMARIES)], model="m", **partial)
+    assert snap.compaction is None and not snap.annotation.baseline
+    declared = led.observe([item("sum2", 1, SUMMARIES)], model="m", compaction=CompactionTrigger.AUTO,
+                           **partial)
+    assert declared.compaction is not None and declared.compaction.declared
+
+
 def test_sliding_window_is_not_compaction() -> None:
     """Dropping the oldest message of six (60 -> 50 conversation tokens) is a plain removal."""
     led = ledger()

@@ -267,7 +267,11 @@ class SessionLedger:
             self._model = model
 
         trigger, inferred = declared, False
-        if declared is None and not first and self._looks_compacted(diff, conversation_before):
+        # Inferred only where the whole request was seen: a partial view (a
+        # Responses chain, a transcript branch after a rewind) can lose history
+        # without any compaction, and transcript formats declare theirs.
+        if (declared is None and not first and coverage is Coverage.COMPLETE
+                and self._looks_compacted(diff, conversation_before)):
             trigger, inferred = CompactionTrigger.AUTO, True
         baseline = first or model_changed or basis_changed or trigger is not None
 
