@@ -28,9 +28,6 @@ CTXSCOPE_COMPACT_THRESHOLD_TOKENS = "CTXSCOPE_COMPACT_THRESHOLD_TOKENS"
 CTXSCOPE_MAX_SESSIONS = "CTXSCOPE_MAX_SESSIONS"
 """Live sessions the instrumentation tracks at once (default 64); the least recently used is dropped past it."""
 
-CTXSCOPE_INSTRUMENT_DISABLED = "CTXSCOPE_INSTRUMENT_DISABLED"
-"""``true`` makes the ctxscope instrumentors do nothing (for comparing with an uninstrumented run)."""
-
 CTXSCOPE_DATA_DIR = "CTXSCOPE_DATA_DIR"
 """Directory of the local store (default ``$XDG_DATA_HOME/ctxscope``, else ``~/.local/share/ctxscope``)."""
 

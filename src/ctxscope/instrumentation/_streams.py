@@ -1,0 +1,256 @@
+"""Stream proxies: every chunk passes through unchanged, the span ends with the stream.
+
+A proxy (``wrapt.ObjectProxy``) stands for the SDK's stream object: the same
+class for ``isinstance``, the same attributes, and each chunk or event it
+yields is the very object the SDK produced. It shows each item to a
+:class:`StreamState` (which keeps usage, model, ids) and ends the call's span
+when the stream is exhausted, closed, left as a context manager, or raises.
+
+The SDKs' streaming helpers (``client.chat.completions.stream(...)``,
+``client.responses.stream(...)``, ``client.messages.stream(...)``) return
+managers whose ``__enter__`` sends the request; :class:`ManagerProxy` ends
+any call still open when the manager exits, since a helper closes its HTTP
+response directly, not through the stream object we handed it.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import logging
+from typing import Any, Callable, Protocol
+
+import wrapt
+
+from ._wrappers import ModelCall, ResponseInfo
+
+_log = logging.getLogger("ctxscope.instrumentation")
+
+# Calls started while a streaming helper's manager is entering: the manager
+# proxy ends them at exit if the stream did not.
+_helper_calls: contextvars.ContextVar[list[ModelCall] | None] = contextvars.ContextVar(
+    "ctxscope_helper_calls", default=None)
+
+
+class StreamState(Protocol):
+    def observe(self, item: Any) -> None: ...
+
+    def info(self) -> ResponseInfo: ...
+
+
+def register_helper_call(call: ModelCall) -> None:
+    calls = _helper_calls.get()
+    if calls is not None:
+        calls.append(call)
+
+
+def _observe(state: StreamState, item: Any) -> None:
+    try:
+        state.observe(item)
+    except Exception:  # noqa: BLE001 - ours: the chunk still reaches the caller
+        _log.warning("ctxscope: could not read a stream event", exc_info=True)
+
+
+def _info(state: StreamState) -> ResponseInfo | None:
+    try:
+        return state.info()
+    except Exception:  # noqa: BLE001
+        _log.warning("ctxscope: could not read the stream's usage", exc_info=True)
+        return None
+
+
+class SyncStream(wrapt.ObjectProxy):  # type: ignore[misc]
+    """Proxy of a synchronous SDK stream (``openai.Stream``, ``anthropic.Stream``)."""
+
+    def __init__(self, wrapped: Any, call: ModelCall, state: StreamState) -> None:
+        super().__init__(wrapped)
+        self._self_call = call
+        self._self_state = state
+        call.stream_finish = self._self_finish
+        call.stream_fail = self._self_fail
+
+    def _self_finish(self) -> None:
+        if not self._self_call.ended:
+            self._self_call.finish(_info(self._self_state))
+
+    def _self_fail(self, error: BaseException) -> None:
+        if not self._self_call.ended:
+            self._self_call.fail(error, _info(self._self_state))
+
+    def __iter__(self) -> "SyncStream":
+        return self
+
+    def __next__(self) -> Any:
+        try:
+            item = self.__wrapped__.__next__()
+        except StopIteration:
+            self._self_finish()
+            raise
+        except BaseException as error:
+            self._self_fail(error)
+            raise
+        _observe(self._self_state, item)
+        return item
+
+    def __enter__(self) -> "SyncStream":
+        self.__wrapped__.__enter__()
+        return self
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> Any:
+        try:
+            return self.__wrapped__.__exit__(exc_type, exc, tb)
+        finally:
+            if exc is not None:
+                self._self_fail(exc)
+            else:
+                self._self_finish()
+
+    def close(self) -> None:
+        try:
+            self.__wrapped__.close()
+        finally:
+            self._self_finish()
+
+
+class AsyncStream(wrapt.ObjectProxy):  # type: ignore[misc]
+    """Proxy of an asynchronous SDK stream (``openai.AsyncStream``, ``anthropic.AsyncStream``)."""
+
+    def __init__(self, wrapped: Any, call: ModelCall, state: StreamState) -> None:
+        super().__init__(wrapped)
+        self._self_call = call
+        self._self_state = state
+        call.stream_finish = self._self_finish
+        call.stream_fail = self._self_fail
+
+    def _self_finish(self) -> None:
+        if not self._self_call.ended:
+            self._self_call.finish(_info(self._self_state))
+
+    def _self_fail(self, error: BaseException) -> None:
+        if not self._self_call.ended:
+            self._self_call.fail(error, _info(self._self_state))
+
+    def __aiter__(self) -> "AsyncStream":
+        return self
+
+    async def __anext__(self) -> Any:
+        try:
+            item = await self.__wrapped__.__anext__()
+        except StopAsyncIteration:
+            self._self_finish()
+            raise
+        except BaseException as error:
+            self._self_fail(error)
+            raise
+        _observe(self._self_state, item)
+        return item
+
+    async def __aenter__(self) -> "AsyncStream":
+        await self.__wrapped__.__aenter__()
+        return self
+
+    async def __aexit__(self, exc_type: Any, exc: Any, tb: Any) -> Any:
+        try:
+            return await self.__wrapped__.__aexit__(exc_type, exc, tb)
+        finally:
+            if exc is not None:
+                self._self_fail(exc)
+            else:
+                self._self_finish()
+
+    async def close(self) -> None:
+        try:
+            await self.__wrapped__.close()
+        finally:
+            self._self_finish()
+
+    async def aclose(self) -> None:
+        try:
+            closer = getattr(self.__wrapped__, "aclose", None) or self.__wrapped__.close
+            await closer()
+        finally:
+            self._self_finish()
+
+
+class ManagerProxy(wrapt.ObjectProxy):  # type: ignore[misc]
+    """Proxy of a streaming helper's manager (sync and async).
+
+    ``start`` (optional) opens a call when the manager is entered and
+    ``wrap`` turns the helper's stream into a proxy bound to it (Anthropic's
+    helper sends the request itself, not through ``create``). Without them the
+    calls come from the instrumented ``create`` the helper calls, collected
+    while entering. At exit, calls still open end with what their streams saw.
+    """
+
+    def __init__(self, wrapped: Any, start: Callable[[], ModelCall | None] | None = None,
+                 wrap: Callable[[Any, ModelCall], Any] | None = None) -> None:
+        super().__init__(wrapped)
+        self._self_start = start
+        self._self_wrap = wrap
+        self._self_calls: list[ModelCall] = []
+
+    def _self_enter(self, enter: Callable[[], Any]) -> Any:
+        calls: list[ModelCall] = []
+        token = _helper_calls.set(calls)
+        own = self._self_start() if self._self_start is not None else None
+        try:
+            stream = enter()
+        except BaseException as error:
+            if own is not None:
+                own.fail(error)
+            raise
+        finally:
+            _helper_calls.reset(token)
+        self._self_calls = calls + ([own] if own is not None else [])
+        if own is not None and self._self_wrap is not None:
+            try:
+                stream = self._self_wrap(stream, own)
+            except Exception:  # noqa: BLE001
+                _log.warning("ctxscope: could not wrap the helper's stream", exc_info=True)
+        return stream
+
+    def _self_exit(self, exc: BaseException | None) -> None:
+        for call in self._self_calls:
+            if call.ended:
+                continue
+            # The stream proxy bound to the call knows what the stream saw.
+            if exc is not None:
+                (call.stream_fail or call.fail)(exc)
+            elif call.stream_finish is not None:
+                call.stream_finish()
+            else:
+                call.finish(None)
+
+    def __enter__(self) -> Any:
+        return self._self_enter(self.__wrapped__.__enter__)
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> Any:
+        try:
+            return self.__wrapped__.__exit__(exc_type, exc, tb)
+        finally:
+            self._self_exit(exc)
+
+    async def __aenter__(self) -> Any:
+        calls: list[ModelCall] = []
+        token = _helper_calls.set(calls)
+        own = self._self_start() if self._self_start is not None else None
+        try:
+            stream = await self.__wrapped__.__aenter__()
+        except BaseException as error:
+            if own is not None:
+                own.fail(error)
+            raise
+        finally:
+            _helper_calls.reset(token)
+        self._self_calls = calls + ([own] if own is not None else [])
+        if own is not None and self._self_wrap is not None:
+            try:
+                stream = self._self_wrap(stream, own)
+            except Exception:  # noqa: BLE001
+                _log.warning("ctxscope: could not wrap the helper's stream", exc_info=True)
+        return stream
+
+    async def __aexit__(self, exc_type: Any, exc: Any, tb: Any) -> Any:
+        try:
+            return await self.__wrapped__.__aexit__(exc_type, exc, tb)
+        finally:
+            self._self_exit(exc)

@@ -1,0 +1,320 @@
+"""One instrumented model call: its span, its annotation, its observation.
+
+The provider modules (``openai.py``, ``anthropic.py``) know the SDKs; this
+module knows OpenTelemetry and the tracker. A :class:`ModelCall` opens the
+GenAI client span, computes the context annotation from the request while the
+span is open (SPEC section 4), emits the ``capture-start`` and
+``post-compaction`` spans, and once the response (or the stream's last event)
+arrives sets the usage, the reported input and the calibration, then ends
+the span.
+
+Every step of ours is guarded: an error of ctxscope (tokenizer, ledger,
+processor, a listener) is logged and never reaches the caller. The provider's
+own errors are recorded on the span (``error.type``) and re-raised unchanged
+by the wrappers, which never catch them here.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping
+
+from opentelemetry import context as otel_context
+from opentelemetry import trace
+from opentelemetry.trace import Span, SpanKind, Status, StatusCode, Tracer
+
+from ..observation import Usage
+from ..schema import INSTRUMENTATION_SCOPE, Attr, GenAI, Stage
+from ..tracker import PendingCall, Tracker, get_tracker
+
+_log = logging.getLogger("ctxscope.instrumentation")
+
+OPERATION_CHAT = "chat"
+ERROR_TYPE = "error.type"
+SPAN_CAPTURE_START = Stage.CAPTURE_START.value
+SPAN_POST_COMPACTION = Stage.POST_COMPACTION.value
+SPAN_SESSION_END = "session-end"
+
+# Request options that are not part of the request body.
+_NOT_BODY = frozenset({"extra_headers", "extra_query", "extra_body", "timeout"})
+
+
+def _version() -> str:
+    try:
+        from importlib.metadata import version
+
+        return version("ctxscope")
+    except Exception:  # noqa: BLE001
+        return "0.0.0"
+
+
+@dataclass
+class ResponseInfo:
+    """What a response (or a finished stream) tells about the call."""
+
+    usage: Usage = field(default_factory=Usage)
+    response_model: str | None = None
+    response_id: str | None = None
+    finish_reasons: list[str] = field(default_factory=list)
+
+
+def is_omitted(value: Any) -> bool:
+    """The SDKs' "not given" sentinels (``omit``, ``NOT_GIVEN``)."""
+    return type(value).__name__ in ("Omit", "NotGiven")
+
+
+def request_body(kwargs: dict[str, Any], iterable_fields: tuple[str, ...] = ("messages", "input", "tools")) -> dict[str, Any]:
+    """The request body the SDK will send, from the call's keyword arguments.
+
+    An iterator in ``messages``/``input``/``tools`` would be consumed by us
+    before the SDK sees it: it is turned into a list, and the list is put
+    back into ``kwargs`` so that the SDK sends the same items.
+    """
+    for name in iterable_fields:
+        value = kwargs.get(name)
+        if value is not None and not isinstance(value, (list, tuple, str, Mapping)) and not is_omitted(value):
+            try:
+                kwargs[name] = list(value)
+            except TypeError:
+                pass
+    body = {k: v for k, v in kwargs.items() if k not in _NOT_BODY and not is_omitted(v)}
+    extra = kwargs.get("extra_body")
+    if isinstance(extra, Mapping):
+        body.update(extra)
+    return body
+
+
+class Telemetry:
+    """The tracer and the tracker an instrumentor works with."""
+
+    def __init__(self, tracer_provider: Any = None, tracker: Tracker | None = None) -> None:
+        self.tracer: Tracer = trace.get_tracer(INSTRUMENTATION_SCOPE, _version(), tracer_provider=tracer_provider)
+        self.tracker = tracker or get_tracker()
+        self.tracker.add_eviction_listener(self.session_ended)
+
+    def close(self) -> None:
+        self.tracker.remove_eviction_listener(self.session_ended)
+
+    def session_ended(self, session_id: str) -> None:
+        """A session left the tracker: a marker span lets the span processor end its series."""
+        span = self.tracer.start_span(SPAN_SESSION_END, kind=SpanKind.INTERNAL,
+                                      context=otel_context.Context(),
+                                      attributes={GenAI.CONVERSATION_ID: session_id, Attr.SESSION_ENDED: True})
+        span.end()
+
+
+class ModelCall:
+    """The span and the tracker state of one model call. ``finish``/``fail`` end it once."""
+
+    def __init__(self, telemetry: Telemetry, *, provider: str, api: str, body: Mapping[str, Any],
+                 session_id: str | None = None) -> None:
+        self.telemetry = telemetry
+        self.provider = provider
+        self.api = api
+        self.pending: PendingCall | None = None
+        # Set by a stream proxy: end the call with what the stream saw.
+        self.stream_finish: Callable[[], None] | None = None
+        self.stream_fail: Callable[[BaseException], None] | None = None
+        self._ended = False
+        self._lock = threading.Lock()
+        model = body.get("model")
+        self.model = model if isinstance(model, str) else None
+        started = time.time_ns()
+        attributes: dict[str, Any] = {
+            GenAI.OPERATION_NAME: OPERATION_CHAT,
+            GenAI.PROVIDER_NAME: provider,
+        }
+        if self.model:
+            attributes[GenAI.REQUEST_MODEL] = self.model
+        for key, name in ((GenAI.REQUEST_MAX_TOKENS, "max_tokens"), (GenAI.REQUEST_MAX_TOKENS, "max_output_tokens"),
+                          (GenAI.REQUEST_MAX_TOKENS, "max_completion_tokens"),
+                          (GenAI.REQUEST_TEMPERATURE, "temperature")):
+            value = body.get(name)
+            if isinstance(value, (int, float)) and not isinstance(value, bool):
+                attributes[key] = value
+        name = f"{OPERATION_CHAT} {self.model}" if self.model else OPERATION_CHAT
+        self.span: Span = telemetry.tracer.start_span(name, kind=SpanKind.CLIENT, attributes=attributes,
+                                                      start_time=started)
+        self._started = started
+        self._observe_request(body, session_id)
+
+    # -- request -------------------------------------------------------------------
+
+    def _observe_request(self, body: Mapping[str, Any], session_id: str | None) -> None:
+        try:
+            observed = time.time_ns()
+            pending = self.telemetry.tracker.observe_request(
+                body, self.api, provider=self.provider, session_id=session_id, model=self.model,
+                timestamp_ns=observed)
+            self.pending = pending
+            self.span.set_attribute(GenAI.CONVERSATION_ID, pending.session_id)
+            snapshot = pending.snapshot
+            annotation = snapshot.annotation
+            annotation.sample_offset_ns = max(0, observed - self._started)
+            if pending.first:
+                self._marker(SPAN_CAPTURE_START, snapshot.annotation_for(Stage.CAPTURE_START))
+            if snapshot.compaction is not None:
+                post = snapshot.compaction.annotation
+                post.sample_offset_ns = 0
+                self._marker(SPAN_POST_COMPACTION, post)
+            self.span.set_attributes(annotation.to_attributes())
+            for event_name, event_attributes in annotation.change_events():
+                self.span.add_event(event_name, event_attributes, timestamp=observed)
+        except Exception:  # noqa: BLE001 - ours: log, never reach the caller
+            _log.warning("ctxscope: could not annotate the %s call", self.api, exc_info=True)
+
+    def _marker(self, name: str, annotation: Any) -> None:
+        """A short span carrying an annotation of its own stage, child of the call's span."""
+        parent = trace.set_span_in_context(self.span)
+        attributes = {
+            GenAI.CONVERSATION_ID: self.pending.session_id if self.pending else "",
+            GenAI.PROVIDER_NAME: self.provider,
+            GenAI.OPERATION_NAME: OPERATION_CHAT,
+        }
+        if self.model:
+            attributes[GenAI.REQUEST_MODEL] = self.model
+        attributes.update(annotation.to_attributes())
+        now = time.time_ns()
+        span = self.telemetry.tracer.start_span(name, context=parent, kind=SpanKind.INTERNAL,
+                                                attributes=attributes, start_time=self._started)
+        for event_name, event_attributes in annotation.change_events():
+            span.add_event(event_name, event_attributes, timestamp=now)
+        span.end(end_time=now)
+
+    # -- response --------------------------------------------------------------------
+
+    def _claim(self) -> bool:
+        with self._lock:
+            if self._ended:
+                return False
+            self._ended = True
+            return True
+
+    @property
+    def ended(self) -> bool:
+        return self._ended
+
+    def finish(self, info: ResponseInfo | None) -> None:
+        """The response arrived (or the stream ended): usage, reported input, end the span."""
+        if not self._claim():
+            return
+        try:
+            info = info or ResponseInfo()
+            self._set_response(info)
+            if self.pending is not None:
+                self.telemetry.tracker.observe_response(
+                    self.pending, info.usage, response_model=info.response_model, response_id=info.response_id)
+                annotation = self.pending.snapshot.annotation
+                if annotation.reported_tokens is not None:
+                    self.span.set_attribute(Attr.REPORTED_TOKENS, int(annotation.reported_tokens))
+                if annotation.calibration_factor is not None:
+                    self.span.set_attribute(Attr.CALIBRATION_FACTOR, float(annotation.calibration_factor))
+        except Exception:  # noqa: BLE001
+            _log.warning("ctxscope: could not record the %s response", self.api, exc_info=True)
+        finally:
+            self._end()
+
+    def fail(self, error: BaseException, info: ResponseInfo | None = None) -> None:
+        """The provider (or the transport) raised: record it on the span; the caller re-raises."""
+        if not self._claim():
+            return
+        try:
+            error_type = type(error).__qualname__
+            if info is not None:
+                self._set_response(info)
+            self.span.set_attribute(ERROR_TYPE, error_type)
+            # The description stays the type: a provider message may quote the prompt (SPEC section 7).
+            self.span.set_status(Status(StatusCode.ERROR, error_type))
+            if self.pending is not None:
+                self.telemetry.tracker.observe_response(
+                    self.pending, info.usage if info else None, error=error_type)
+        except Exception:  # noqa: BLE001
+            _log.warning("ctxscope: could not record the %s error", self.api, exc_info=True)
+        finally:
+            self._end()
+
+    def _set_response(self, info: ResponseInfo) -> None:
+        attributes: dict[str, Any] = {}
+        if info.response_model:
+            attributes[GenAI.RESPONSE_MODEL] = info.response_model
+        if info.response_id:
+            attributes[GenAI.RESPONSE_ID] = info.response_id
+        if info.finish_reasons:
+            attributes[GenAI.RESPONSE_FINISH_REASONS] = list(info.finish_reasons)
+        usage = info.usage
+        # GenAI conventions: input_tokens counts every input token, cached ones included.
+        for key, value in ((GenAI.USAGE_INPUT_TOKENS, usage.reported_input),
+                           (GenAI.USAGE_OUTPUT_TOKENS, usage.output_tokens),
+                           (GenAI.USAGE_CACHE_READ_INPUT_TOKENS, usage.cache_read_input_tokens),
+                           (GenAI.USAGE_CACHE_CREATION_INPUT_TOKENS, usage.cache_creation_input_tokens)):
+            if value is not None:
+                attributes[key] = int(value)
+        self.span.set_attributes(attributes)
+
+    def _end(self) -> None:
+        try:
+            self.span.end()
+        except Exception:  # noqa: BLE001 - a processor that raises must not reach the caller
+            _log.warning("ctxscope: ending the span failed", exc_info=True)
+
+    # -- context ------------------------------------------------------------------------
+
+    def activate(self) -> object:
+        """Make the call's span current while the SDK sends the request (its own spans nest under it)."""
+        return otel_context.attach(trace.set_span_in_context(self.span))
+
+    @staticmethod
+    def deactivate(token: object) -> None:
+        try:
+            otel_context.detach(token)  # type: ignore[arg-type]
+        except Exception:  # noqa: BLE001
+            pass
+
+
+def start_call(telemetry: Telemetry, *, provider: str, api: str, body: Mapping[str, Any]) -> ModelCall | None:
+    """A :class:`ModelCall`, or None when even opening the span failed (the call then runs bare)."""
+    try:
+        return ModelCall(telemetry, provider=provider, api=api, body=body)
+    except Exception:  # noqa: BLE001
+        _log.warning("ctxscope: could not start a span for the %s call", api, exc_info=True)
+        return None
+
+
+def usage_from(input_tokens: Any = None, output_tokens: Any = None, cache_read: Any = None,
+               cache_creation: Any = None, reported_input: Any = None) -> Usage:
+    def num(value: Any) -> int | None:
+        return int(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+    return Usage(input_tokens=num(input_tokens), output_tokens=num(output_tokens),
+                 cache_read_input_tokens=num(cache_read), cache_creation_input_tokens=num(cache_creation),
+                 reported_input=num(reported_input))
+
+
+def install_processor(tracer_provider: Any = None, meter_provider: Any = None) -> None:
+    """Put the context span processor on the SDK tracer provider (once), so the spans become metrics."""
+    try:
+        from ..processor import ensure_processor
+
+        ensure_processor(tracer_provider, meter_provider)
+    except Exception:  # noqa: BLE001 - no metrics is better than a broken program
+        _log.warning("ctxscope: could not install the context span processor", exc_info=True)
+
+
+def unwrap_all(*groups: Any) -> None:
+    """Undo ``wrap_function_wrapper`` for ``(module, "Class.method", ...)`` targets; safe to repeat."""
+    import importlib
+
+    from opentelemetry.instrumentation.utils import unwrap
+
+    for group in groups:
+        for target in group:
+            module_name, dotted = target[0], target[1]
+            class_name, method = dotted.split(".", 1)
+            try:
+                owner = getattr(importlib.import_module(module_name), class_name)
+                unwrap(owner, method)
+            except Exception:  # noqa: BLE001 - not wrapped, or the SDK lacks it
+                _log.debug("ctxscope: could not unwrap %s.%s", module_name, dotted)
