@@ -1,0 +1,254 @@
+"""Provider framing rules, each with a value worked out by hand.
+
+Most tests count with ``one`` (every non-empty string is one token) or ``chars``
+(one token a character), so that the expected figure follows from the rule
+alone and the string lengths written next to it.
+"""
+
+from __future__ import annotations
+
+import base64
+
+import pytest
+
+from ctxscope import framing
+from ctxscope.fidelity import DOCUMENT_PAGE_TOKENS, _media_tokens
+from ctxscope.framing import API_ANTHROPIC, API_OPENAI_CHAT, API_OPENAI_RESPONSES
+from ctxscope.schema import Category
+
+
+def one(text: str) -> int:
+    return 1 if text else 0
+
+
+def chars(text: str) -> int:
+    return len(text)
+
+
+def parts(body, api=API_OPENAI_CHAT, count=one, model=None):
+    return {p.key: p.tokens for p in framing.framing_parts(body, api, count, model=model)}
+
+
+USER = {"role": "user", "content": "hi"}
+SYSTEM = {"role": "system", "content": "be brief"}
+TOOL = {"type": "function", "function": {"name": "get_capital", "description": "",
+                                         "parameters": {"type": "object", "properties": {}}}}
+
+
+def test_chat_per_message_and_reply_priming():
+    """Cookbook: 3 tokens a message plus its role (1), and 3 for the reply priming."""
+    got = parts({"model": "gpt-4o", "messages": [SYSTEM, USER]})
+    assert got == {"messages": 2 * (3 + 1), "priming": 3}
+
+
+def test_chat_name_costs_one_token():
+    """Cookbook: a message with a name costs one more token."""
+    got = parts({"model": "gpt-4o", "messages": [{**USER, "name": "ann"}]})
+    assert got["messages"] == 3 + 1 + 1
+
+
+def test_functions_block_framing():
+    """hmarr: the namespace block's two wrapper lines plus 9 tokens for the definitions."""
+    got = parts({"model": "gpt-4o", "messages": [USER], "tools": [TOOL]})
+    assert got["functions"] == 1 + 1 + 9
+
+
+def test_functions_with_system_message_are_four_fewer():
+    """hmarr: with a system message present the functions block costs 4 tokens less."""
+    got = parts({"model": "gpt-4o", "messages": [SYSTEM, USER], "tools": [TOOL]})
+    assert got["functions"] == 1 + 1 + 9 - 4
+
+
+@pytest.mark.parametrize("choice, expected", [
+    ("auto", None),
+    ("none", 1),
+    ({"type": "function", "function": {"name": "get_capital"}}, 4 + 1),
+])
+def test_tool_choice(choice, expected):
+    """hmarr: tool_choice none adds 1, a named function 4 plus its name, auto nothing."""
+    got = parts({"model": "gpt-4o", "messages": [USER], "tools": [TOOL], "tool_choice": choice})
+    assert got.get("tool-choice") == expected
+
+
+def test_tool_call_and_result_headers():
+    """Harmony headers: ' to=functions.get_capital json' (30 chars) less the name (11) counted
+    as an item; the result authored 'functions.get_capital' (21) instead of 'tool' (4)."""
+    body = {"model": "gpt-4o", "messages": [
+        USER,
+        {"role": "assistant", "tool_calls": [{"id": "c1", "type": "function",
+                                              "function": {"name": "get_capital", "arguments": "{}"}}]},
+        {"role": "tool", "tool_call_id": "c1", "content": "Paris"},
+    ]}
+    got = parts(body, count=chars)
+    per_message = (3 + len("user")) + (3 + len("assistant")) + (3 + len("tool"))
+    assert got["messages"] == per_message + (30 - 11) + (21 - 4)
+
+
+def test_render_matches_harmony_guide_example():
+    """The namespace rendering reproduces the example of openai/harmony docs/format.md."""
+    functions = [
+        {"name": "get_location", "description": "Gets the location of the user.",
+         "parameters": {"type": "object", "properties": {}}},
+        {"name": "get_current_weather", "description": "Gets the current weather in the provided location.",
+         "parameters": {"type": "object", "required": ["location"], "properties": {
+             "location": {"type": "string", "description": "The city and state, e.g. San Francisco, CA"},
+             "format": {"type": "string", "enum": ["celsius", "fahrenheit"], "default": "celsius"}}}},
+    ]
+    assert framing.render_openai_functions(functions) == (
+        "namespace functions {\n\n"
+        "// Gets the location of the user.\n"
+        "type get_location = () => any;\n\n"
+        "// Gets the current weather in the provided location.\n"
+        "type get_current_weather = (_: {\n"
+        "// The city and state, e.g. San Francisco, CA\n"
+        "location: string,\n"
+        'format?: "celsius" | "fahrenheit", // default: celsius\n'
+        "}) => any;\n\n"
+        "} // namespace functions")
+
+
+def test_render_nested_and_array_types():
+    """Objects indent by two spaces, arrays append [], integers are numbers."""
+    text = framing.render_openai_function({"name": "f", "parameters": {"type": "object", "properties": {
+        "ids": {"type": "array", "items": {"type": "integer"}},
+        "where": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}})
+    assert text == ("type f = (_: {\nids?: number[],\nwhere?: {\n  city: string,\n},\n}) => any;\n\n")
+
+
+def test_tool_definition_text_per_api():
+    """OpenAI tools render as TypeScript, Anthropic client tools as <function> JSON, server tools as nothing."""
+    assert framing.tool_definition_text(API_OPENAI_CHAT, TOOL) == "type get_capital = () => any;\n\n"
+    responses_tool = {"type": "function", "name": "get_capital", "parameters": {}}
+    assert framing.tool_definition_text(API_OPENAI_RESPONSES, responses_tool) == "type get_capital = () => any;\n\n"
+    anthropic_tool = {"name": "f", "description": "d", "input_schema": {"type": "object"}}
+    assert framing.tool_definition_text(API_ANTHROPIC, anthropic_tool) == (
+        '<function>{"description": "d", "name": "f", "parameters": {"type": "object"}}</function>\n')
+    assert framing.tool_definition_text(API_ANTHROPIC, {"type": "web_search_20250305", "name": "web_search"}) == ""
+
+
+def test_reasoning_models_get_the_harmony_system_message():
+    """gpt-5 gets the harmony system message (text 1 + 3 specials + role 1, +1 channel note with tools); gpt-4o none."""
+    body = {"messages": [USER], "tools": [TOOL]}
+    assert "hidden-prompt" not in parts({**body, "model": "gpt-4o"})
+    assert parts({**body, "model": "gpt-5-mini"})["hidden-prompt"] == 1 + 3 + 1 + 1
+    assert parts({"model": "gpt-5-mini", "messages": [USER]})["hidden-prompt"] == 1 + 3 + 1
+
+
+def test_harmony_functions_get_the_tools_header():
+    """Reasoning models' function block carries '# Tools ## functions' (1 with one) on top of hmarr's framing."""
+    got = parts({"model": "gpt-5-mini", "messages": [USER], "tools": [TOOL]})
+    assert got["functions"] == 1 + 1 + 1 + 9
+
+
+def test_response_format_is_rendered():
+    """A json_schema response format costs its harmony section: header and compact schema, here 72 chars."""
+    body = {"model": "gpt-4o", "messages": [USER], "response_format": {
+        "type": "json_schema", "json_schema": {"name": "r", "schema": {"type": "object"}}}}
+    header = "# Response Formats\n\n## r\n\n"  # 26 chars
+    assert parts(body, count=chars)["response-format"] == len(header) + len('{"type":"object"}')
+
+
+def test_responses_api_framing():
+    """Responses: instructions as a developer message, each input item a message, priming 3."""
+    body = {"model": "gpt-4o", "instructions": "be brief", "input": [
+        {"role": "user", "content": "hi"},
+        {"type": "function_call", "call_id": "c1", "name": "f", "arguments": "{}"},
+        {"type": "function_call_output", "call_id": "c1", "output": "ok"}]}
+    got = parts(body, api=API_OPENAI_RESPONSES)
+    assert got["priming"] == 3
+    # 4 messages of 3 + role (1); call header one(" to=functions.f json") - one("f") = 0;
+    # result author one("functions.f") - one("tool") = 0.
+    assert got["messages"] == 4 * (3 + 1)
+
+
+@pytest.mark.parametrize("model, choice, expected", [
+    ("claude-sonnet-4-5", {"type": "auto"}, 346),
+    ("claude-sonnet-4-5", {"type": "none"}, 346),
+    ("claude-opus-4-1", {"type": "any"}, 313),
+    ("claude-haiku-4-5", {"type": "tool", "name": "f"}, 313),
+    ("claude-3-opus-20240229", {"type": "auto"}, 530),
+    ("claude-3-opus-20240229", {"type": "any"}, 281),
+    ("claude-3-sonnet-20240229", None, 159),
+    ("claude-3-5-haiku-20241022", {"type": "any"}, 340),
+])
+def test_anthropic_tool_use_system_prompt_table(model, choice, expected):
+    """Anthropic's published tool-use system prompt sizes per model and tool_choice."""
+    assert framing.anthropic_tool_prompt_tokens(model, choice) == expected
+
+
+def test_anthropic_turns_tool_calls_and_context_awareness():
+    """Turns, the anthropic-tools call/result wrappers, and Sonnet 4.5's budget and usage notes."""
+    body = {"model": "claude-sonnet-4-5", "tools": [{"name": "f", "input_schema": {}}], "messages": [
+        {"role": "user", "content": "hi"},
+        {"role": "assistant", "content": [{"type": "tool_use", "id": "t1", "name": "f", "input": {}}]},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "ok"}]}]}
+    got = parts(body, api=API_ANTHROPIC)
+    assert got["messages"] == 3 and got["priming"] == 1
+    assert got["tool-use-prompt"] == 346 and got["functions"] == 1
+    # call: one(rendered) - one(name) - one("{}") = -1; result wrapper: 1
+    assert got["tool-calls"] == 0
+    assert got["context-awareness"] == 1 + 1
+    older = parts({**body, "model": "claude-sonnet-4-0"}, api=API_ANTHROPIC)
+    assert "context-awareness" not in older
+
+
+def test_anthropic_server_tools_get_a_named_hidden_part():
+    """Server tools: tools/server/<type>, sized from Anthropic's docs where published, else learned (0)."""
+    body = {"model": "claude-sonnet-4-5", "messages": [USER], "tools": [
+        {"type": "web_search_20250305", "name": "web_search"},
+        {"type": "bash_20250124", "name": "bash"},
+        {"type": "text_editor_20250728", "name": "str_replace_based_edit_tool"}]}
+    items = {i.part: i for i in framing.framing_items(body, API_ANTHROPIC, one)}
+    assert items["tools/server/web_search"].fixed_tokens == 0
+    assert items["tools/server/web_search"].category is Category.TOOLS
+    assert items["tools/server/bash"].fixed_tokens == 245
+    assert items["tools/server/text_editor"].fixed_tokens == 700
+    assert framing.has_server_tools(body, API_ANTHROPIC)
+
+
+def test_framing_items_land_in_overhead():
+    """Every framing piece but server tools is an overhead item with part 'overhead' and a stable id."""
+    items = framing.framing_items({"model": "gpt-4o", "messages": [USER], "tools": [TOOL]}, API_OPENAI_CHAT, one)
+    assert {i.category for i in items} == {Category.OVERHEAD}
+    assert {i.part for i in items} == {"overhead"}
+    assert sorted(i.id for i in items) == ["framing:functions", "framing:messages", "framing:priming"]
+    assert sum(i.fixed_tokens for i in items) == 4 + 3 + 11
+
+
+def test_openai_compatible_server_tools_are_named():
+    """A router's server tool (openrouter:web_search) is a hidden part tools/server/web_search."""
+    body = {"model": "x", "messages": [USER], "tools": [{"type": "openrouter:web_search", "parameters": {}}]}
+    items = framing.framing_items(body, API_OPENAI_CHAT, one)
+    assert [i.part for i in items if i.category is Category.TOOLS] == ["tools/server/web_search"]
+
+
+def test_tools_key_ignores_order_and_separates_sets():
+    """The tool-set key is the same for the same set in any order, different for another set."""
+    a = {"tools": [TOOL, {"type": "web_search_20250305", "name": "web_search"}]}
+    b = {"tools": list(reversed(a["tools"]))}
+    assert framing.tools_key(a) == framing.tools_key(b)
+    assert framing.tools_key(a) != framing.tools_key({"tools": [TOOL]})
+    assert framing.tools_key({}) == "-"
+
+
+@pytest.mark.parametrize("model, version", [
+    ("claude-sonnet-4-5", (4, 5)), ("claude-sonnet-4-0", (4, 0)), ("claude-opus-5", (5,)),
+    ("claude-3-5-haiku-20241022", (3, 5)), ("claude-sonnet-4-20250514", (4,)), ("gpt-4o", ()),
+])
+def test_claude_version(model, version):
+    """Claude model names parse to their version, the date suffix ignored."""
+    assert framing.claude_version(model) == version
+
+
+def test_pdf_costs_a_page_figure_per_page():
+    """Documents: Anthropic's lower bound of 1,500 tokens a page, pages read from the PDF."""
+    pdf = b"%PDF-1.4\n1 0 obj <</Type /Pages /Count 2>>\n2 0 obj <</Type /Page>>\n3 0 obj <</Type /Page>>\n"
+    assert _media_tokens("document", base64.b64encode(pdf).decode(), "anthropic") == 2 * DOCUMENT_PAGE_TOKENS == 3000
+
+
+def test_image_by_provider_formula_from_its_header():
+    """A 1024x1024 PNG costs 765 tokens at OpenAI (85 + 170 x 4 tiles) and 1399 at Anthropic (ceil(1024^2 / 750))."""
+    png = b"\x89PNG\r\n\x1a\n" + b"\x00\x00\x00\rIHDR" + (1024).to_bytes(4, "big") + (1024).to_bytes(4, "big") + b"\x08\x02"
+    data = base64.b64encode(png).decode()
+    assert _media_tokens("image", data, "openai") == 765
+    assert _media_tokens("image", data, "anthropic") == 1399  # ceil(1048576 / 750)
