@@ -19,6 +19,8 @@ from ..errors import UserError
 COMMANDS = (
     "inspect",
     "fidelity",
+    "analyze",
+    "diff",
 )
 
 EXIT_OK = 0

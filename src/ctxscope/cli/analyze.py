@@ -1,0 +1,175 @@
+"""``ctxscope analyze FILE...``: what filled an agent's context, and what wasted it.
+
+Exit codes: 0 fine, 2 the waste ratio of a session exceeds ``--fail-over-ratio``,
+1 any error (usage, unreadable input, nothing usable). Problems in a file are
+printed one a line (``path:line: message``) on stderr; the rest is analysed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from typing import Callable
+
+from ..errors import UserError
+from ..tokens import TOKENIZERS
+from ..transcripts import FORMATS
+from ..waste import DEFAULT_AGING_CALLS, DEFAULT_RESULT_CAP, DEFAULT_TOOL_BUDGET, WasteOptions
+
+EXIT_OK, EXIT_ERROR, EXIT_THRESHOLD = 0, 1, 2
+MAX_PROBLEMS_SHOWN = 20
+PROGRESS_MIN_BYTES = 8 * 1024 * 1024
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "analyze", help="profile the context of agent transcripts (Claude Code, Codex, message arrays)",
+        description="Profile the context window of agent transcripts: composition, growth, waste.")
+    parser.add_argument("files", nargs="+", metavar="FILE", help="transcript files (JSONL or JSON)")
+    add_common(parser)
+    parser.add_argument("--json", action="store_true", help="print a JSON document (schema in docs/analyze.md)")
+    parser.add_argument("--html", action="store_true", help="write a self-contained HTML report (needs -o)")
+    parser.add_argument("-o", "--output", metavar="PATH", help="where to write the --html or --json report")
+    parser.add_argument("--top", type=int, default=10, help="findings and parts to list (default 10)")
+    parser.add_argument("--fail-over-ratio", type=float, metavar="R",
+                        help="exit 2 when a session's waste ratio exceeds R (0-1)")
+    parser.add_argument("--no-subagents", action="store_true",
+                        help="do not add the subagent files found beside a Claude Code session")
+    parser.set_defaults(handler=run)
+
+
+def add_common(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--format", choices=FORMATS, help="force a format instead of sniffing it")
+    parser.add_argument("--tokenizer", choices=TOKENIZERS, default="auto",
+                        help="counting basis: auto (tiktoken, chars/4 offline), chars, bytes, tiktoken")
+    parser.add_argument("--result-cap", type=int, default=DEFAULT_RESULT_CAP,
+                        help=f"tool result tokens above which the excess is bloat (default {DEFAULT_RESULT_CAP})")
+    parser.add_argument("--tool-budget", type=int, default=DEFAULT_TOOL_BUDGET,
+                        help=f"tool definition tokens per request before overage (default {DEFAULT_TOOL_BUDGET})")
+    parser.add_argument("--aging-calls", type=int, default=DEFAULT_AGING_CALLS,
+                        help=f"calls without use after which a result is aging (default {DEFAULT_AGING_CALLS})")
+
+
+def options_from(args: argparse.Namespace) -> WasteOptions:
+    try:
+        return WasteOptions(result_cap=args.result_cap, tool_budget=args.tool_budget, aging_calls=args.aging_calls)
+    except ValueError as exc:
+        raise UserError(str(exc)) from None
+
+
+def subagent_files(path: str) -> list[str]:
+    """Claude Code subagent files of a session: ``<session>/subagents/agent-*.jsonl`` (2.1.x)."""
+    stem = path[:-6] if path.endswith(".jsonl") else None
+    if not stem:
+        return []
+    folder = os.path.join(stem, "subagents")
+    try:
+        names = sorted(n for n in os.listdir(folder) if n.startswith("agent-") and n.endswith(".jsonl"))
+    except OSError:
+        return []
+    return [os.path.join(folder, n) for n in names]
+
+
+def analyse(paths: list[str], args: argparse.Namespace, *, subagents: bool = True) -> list:
+    from ..report.analysis import analyze_file
+
+    options = options_from(args)
+    wanted: list[str] = []
+    for path in paths:
+        if not os.path.exists(path):
+            raise UserError(f"{path}: no such file")
+        if os.path.isdir(path):
+            raise UserError(f"{path}: is a directory; pass the transcript files")
+        wanted.append(path)
+        if subagents:
+            wanted.extend(p for p in subagent_files(path) if p not in wanted)
+    results = []
+    for path in wanted:
+        progress = _progress_bar(path)
+        result = analyze_file(path, format=args.format, tokenizer=args.tokenizer, options=options,
+                              progress=progress)
+        if progress is not None:
+            sys.stderr.write("\r\x1b[K")
+        report_problems(result)
+        results.append(result)
+    return results
+
+
+def report_problems(result) -> None:  # type: ignore[no-untyped-def]
+    for problem in result.problems[:MAX_PROBLEMS_SHOWN]:
+        where = f"{result.path}:{problem.line}" if problem.line is not None else result.path
+        print(f"ctxscope: {where}: {problem.message}", file=sys.stderr)
+    if len(result.problems) > MAX_PROBLEMS_SHOWN:
+        print(f"ctxscope: {result.path}: {len(result.problems) - MAX_PROBLEMS_SHOWN} more problems not shown",
+              file=sys.stderr)
+
+
+def _progress_bar(path: str) -> Callable[[int, int], None] | None:
+    """A one-line bar on stderr for long inputs, only when stderr is a terminal."""
+    try:
+        if not sys.stderr.isatty() or os.path.getsize(path) < PROGRESS_MIN_BYTES:
+            return None
+    except OSError:
+        return None
+    start = time.monotonic()
+    name = os.path.basename(path)[:30]
+
+    def show(done: int, total: int) -> None:
+        share = done / total if total else 1.0
+        filled = int(share * 30)
+        sys.stderr.write(f"\r{name} [{'#' * filled}{'.' * (30 - filled)}] {share:4.0%} "
+                         f"{time.monotonic() - start:5.1f}s")
+        sys.stderr.flush()
+
+    return show
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.html and not args.output:
+        raise UserError("--html writes a file: add -o report.html")
+    if args.fail_over_ratio is not None and not 0 <= args.fail_over_ratio <= 1:
+        raise UserError(f"--fail-over-ratio must be between 0 and 1, got {args.fail_over_ratio}")
+    if args.top < 1:
+        raise UserError("--top must be at least 1")
+    results = analyse(args.files, args, subagents=not args.no_subagents)
+    sessions = [s for r in results for s in r.sessions if s.rows]
+    if args.html:
+        from ..report import html as html_report
+
+        _write(args.output, html_report.render(results))
+    if args.json:
+        import json
+
+        from ..report.json_report import files_json
+
+        text = json.dumps(files_json(results), indent=2)
+        if args.output and not args.html:
+            _write(args.output, text + "\n")
+        else:
+            sys.stdout.write(text + "\n")
+    elif not args.html:
+        from ..report import terminal
+
+        terminal.render(results, sys.stdout, top=args.top)
+    if not sessions:
+        print("ctxscope: no usable calls in " + ", ".join(args.files), file=sys.stderr)
+        return EXIT_ERROR
+    if args.fail_over_ratio is not None:
+        worst = max(sessions, key=lambda s: s.waste_ratio)
+        if worst.waste_ratio > args.fail_over_ratio:
+            print(f"ctxscope: waste ratio {worst.waste_ratio:.3f} of session {worst.session_id} exceeds "
+                  f"{args.fail_over_ratio}", file=sys.stderr)
+            return EXIT_THRESHOLD
+    return EXIT_OK
+
+
+def _write(path: str, text: str) -> None:
+    try:
+        # Owner-only: reports are local files about someone's sessions (SPEC section 7).
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+    except OSError as exc:
+        raise UserError(f"{path}: cannot write: {exc.strerror or exc}") from None

@@ -1,0 +1,65 @@
+"""The ``ctxscope analyze --json`` document (schema in docs/analyze.md, ``schema_version`` 1)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..schema import CATEGORIES, SPEC_VERSION
+from .analysis import FileResult, SessionResult
+
+SCHEMA_VERSION = 1
+
+
+def session_json(session: SessionResult) -> dict[str, Any]:
+    waste = session.waste
+    return {
+        "session_id": session.session_id,
+        "parent_session_id": session.parent_session_id,
+        "provider": session.provider,
+        "model": session.model,
+        "basis": session.basis,
+        "stage": "transcript-observed",
+        "coverage": "partial",
+        "calls": len(session.rows),
+        "compactions": session.compactions,
+        "window_tokens": session.window,
+        "used_tokens": session.used,
+        "peak_tokens": session.peak,
+        "composition": {c.value: v for c, v in _last(session).items()},
+        "parts": dict(sorted(session.parts.items(), key=lambda kv: (-kv[1], kv[0]))),
+        "waste": {
+            "tokens": {k.value: v for k, v in waste.waste.items()} if waste else {},
+            "total": waste.wasted if waste else 0,
+            "ratio": round(waste.ratio, 6) if waste else 0.0,
+            "findings": [f.to_json() for f in waste.findings] if waste else [],
+            "plan": waste.plan.to_json() if waste else {"saving": 0, "drop": [], "summarise": []},
+        },
+        "growth": [
+            {"call": r.index, "line": r.line, "timestamp_ns": r.timestamp_ns,
+             "estimated_tokens": r.estimated, "reported_tokens": r.reported,
+             "used_tokens": sum(r.calibrated.values()),
+             "categories": {c.value: r.calibrated[c] for c in CATEGORIES if r.calibrated.get(c)},
+             "waste_tokens": r.waste, "compaction": r.compaction}
+            for r in session.rows
+        ],
+    }
+
+
+def _last(session: SessionResult) -> dict:
+    last = session.last
+    if last is None:
+        return {}
+    return {c: last.calibrated[c] for c in CATEGORIES if last.calibrated.get(c)}
+
+
+def files_json(files: list[FileResult]) -> dict[str, Any]:
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "spec_version": SPEC_VERSION,
+        "files": [
+            {"path": f.path, "format": f.format, "records": f.records,
+             "problems": [{"line": p.line, "message": p.message} for p in f.problems],
+             "sessions": [session_json(s) for s in f.sessions]}
+            for f in files
+        ],
+    }

@@ -1,0 +1,81 @@
+"""Plain aligned text for ``ctxscope analyze`` in a terminal (no colour library needed)."""
+
+from __future__ import annotations
+
+from typing import TextIO
+
+from ..schema import CATEGORIES
+from .analysis import FileResult, SessionResult
+
+_BAR = 30
+
+
+def _n(value: int | None) -> str:
+    return "-" if value is None else f"{value:,}"
+
+
+def render_session(session: SessionResult, out: TextIO, *, top: int = 10, growth_rows: int = 12) -> None:
+    last = session.last
+    used = session.used
+    out.write(f"\nsession {session.session_id}")
+    if session.parent_session_id:
+        out.write(f"  (subagent of {session.parent_session_id})")
+    out.write("\n")
+    out.write(f"  calls {len(session.rows)}   compactions {session.compactions}   model {session.model or '-'}"
+              f"   basis {session.basis}   coverage partial (transcript-observed)\n")
+    window = f" of {session.window:,} window" if session.window else ""
+    reported = last.reported if last else None
+    out.write(f"  context now {used:,} tokens{window}   peak {session.peak:,}   "
+              f"reported {_n(reported)}\n")
+    if last is not None:
+        out.write("\n  composition (calibrated view, last call)\n")
+        for category in CATEGORIES:
+            value = last.calibrated.get(category, 0)
+            if not value:
+                continue
+            share = value / used if used else 0.0
+            bar = "#" * max(1, round(share * _BAR)) if value else ""
+            note = "  (not in the file: system prompt, tool schemas)" if category.value == "unattributed" else ""
+            out.write(f"    {category.value:<13}{value:>11,}  {share:6.1%}  {bar}{note}\n")
+    if session.rows:
+        out.write("\n  growth over calls (used tokens; * compaction)\n")
+        rows = session.rows
+        step = max(1, len(rows) // growth_rows)
+        picked = [r for i, r in enumerate(rows) if i % step == 0 or r.compaction or i == len(rows) - 1]
+        peak = max(1, session.peak)
+        for r in picked:
+            total = sum(r.calibrated.values())
+            mark = "*" if r.compaction else " "
+            out.write(f"   {mark}call {r.index:>5}  line {r.line or 0:>7}  {total:>11,}  "
+                      f"{'=' * max(0, round(total / peak * _BAR))}\n")
+    if session.parts:
+        out.write(f"\n  largest parts (apportioned)\n")
+        for part, value in sorted(session.parts.items(), key=lambda kv: (-kv[1], kv[0]))[:top]:
+            out.write(f"    {part:<40}{value:>11,}\n")
+    waste = session.waste
+    if waste is not None:
+        out.write(f"\n  waste {waste.wasted:,} tokens ({waste.ratio:.1%} of {waste.total:,}):  "
+                  + "  ".join(f"{k.value} {v:,}" for k, v in waste.waste.items()) + "\n")
+        if waste.findings:
+            out.write(f"    {'severity':<9}{'kind':<25}{'count':>6}{'saved':>10}  reference\n")
+            for f in waste.findings[:top]:
+                out.write(f"    {f.severity:<9}{f.kind:<25}{f.count:>6}{f.tokens_saved:>10,}  {_clip(f.reference)}\n")
+            if len(waste.findings) > top:
+                out.write(f"    ... {len(waste.findings) - top} more (--top N, or --json)\n")
+        plan = waste.plan
+        if plan.saving:
+            out.write(f"  suggested compaction: drop {sum(f.count for f in plan.drop)} result(s), "
+                      f"summarise {len(plan.summarise)}: saves {plan.saving:,} tokens\n")
+
+
+def _clip(text: str, width: int = 90) -> str:
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def render(files: list[FileResult], out: TextIO, *, top: int = 10) -> None:
+    for f in files:
+        out.write(f"{f.path}: {f.format or 'unknown format'}, {f.records:,} records, "
+                  f"{len(f.sessions)} session(s)\n")
+        for session in f.sessions:
+            render_session(session, out, top=top)
+        out.write("\n")
