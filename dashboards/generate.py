@@ -10,7 +10,9 @@ Prometheus names: series come from ``Metric.<X>.prometheus_name`` (the
 Collector's ``prometheus`` exporter); the utilisation gauge is never named,
 because its series name differs between the Collector and the SDK's own
 Prometheus reader (SPEC section 6): ratios are computed from the token and
-limit series instead.
+limit series instead. Limits are read with ``> 0``: after a model change the
+old model's limit series report 0 while the session lives, and a 0 limit
+would make a ratio infinite.
 """
 
 from __future__ import annotations
@@ -203,7 +205,7 @@ def overview_panels(y: int) -> list[dict[str, Any]]:
               "the share of each category in the session's used tokens (calibrated view, unattributed included).",
               "percentunit", (4, y, 20, 8),
               [target("A", f"sum by ({SESSION}, {CATEGORY}) ({TOKENS}{{{F}}})"
-                           f" / on ({SESSION}) group_left"
+                           f" / on ({SESSION}) group_left ()"
                            f" (sum by ({SESSION}) ({TOKENS}{{{F}}}) > 0)",
                       "{{%s}} {{%s}}" % (SESSION, CATEGORY), instant=True, table=True)],
               custom={"fillOpacity": 85, "lineWidth": 0, "stacking": {"mode": "normal", "group": "A"}},
@@ -219,8 +221,8 @@ def overview_panels(y: int) -> list[dict[str, Any]]:
               "Click a session for its traces in Jaeger or its Context row.",
               "short", (0, y + 8, 24, 8),
               [target("used", live_used, instant=True, table=True),
-               target("limit", f"min by ({BY_SESSION}) ({LIMITS}{{{F}}})", instant=True, table=True),
-               target("utilisation", f"{live_used} / on ({BY_SESSION}) min by ({BY_SESSION}) ({LIMITS}{{{F}}})",
+               target("limit", f"min by ({BY_SESSION}) ({LIMITS}{{{F}}} > 0)", instant=True, table=True),
+               target("utilisation", f"{live_used} / on ({BY_SESSION}) min by ({BY_SESSION}) ({LIMITS}{{{F}}} > 0)",
                       instant=True, table=True),
                target("waste", f"sum by ({BY_SESSION}) ({WASTE}{{{F}}}) / on ({BY_SESSION}) {live_used}",
                       instant=True, table=True)],
@@ -240,7 +242,7 @@ def overview_panels(y: int) -> list[dict[str, Any]]:
         panel(4, "timeseries", "Utilisation of live sessions",
               "Used tokens over the lowest known limit of each live session, over time.",
               "percentunit", (0, y + 16, 12, 8),
-              [target("A", f"{live_used} / on ({BY_SESSION}) min by ({BY_SESSION}) ({LIMITS}{{{F}}})",
+              [target("A", f"{live_used} / on ({BY_SESSION}) min by ({BY_SESSION}) ({LIMITS}{{{F}}} > 0)",
                       "{{%s}}" % SESSION)],
               custom=timeseries_custom(fill=0), options=LEGEND, thresholds=RATIO_THRESHOLDS),
         panel(5, "timeseries", "Waste ratio of live sessions",
@@ -270,12 +272,12 @@ def context_panels(y: int) -> list[dict[str, Any]]:
               "harness's effective window and the automatic compaction threshold.",
               "short", (0, y + 9, 12, 8),
               [target("used", f"sum({TOKENS}{{{FS}}})", "used"),
-               target("limits", f"max by ({LIMIT}) ({LIMITS}{{{FS}}})", "{{%s}}" % LIMIT)],
+               target("limits", f"max by ({LIMIT}) ({LIMITS}{{{FS}}} > 0)", "{{%s}}" % LIMIT)],
               custom=timeseries_custom(fill=20), options=LEGEND, overrides=limit_lines),
         panel(13, "timeseries", "Utilisation against each limit",
               "Used tokens over each known limit of the session (window, effective window, compaction threshold).",
               "percentunit", (12, y + 9, 12, 8),
-              [target("A", f"sum({TOKENS}{{{FS}}}) / on () group_right () max by ({LIMIT}) ({LIMITS}{{{FS}}})",
+              [target("A", f"sum({TOKENS}{{{FS}}}) / on () group_right () max by ({LIMIT}) ({LIMITS}{{{FS}}} > 0)",
                       "of {{%s}}" % LIMIT)],
               custom=timeseries_custom(fill=0), options=LEGEND, thresholds=RATIO_THRESHOLDS),
         panel(14, "timeseries", "Reported against estimated",
