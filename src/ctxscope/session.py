@@ -41,7 +41,9 @@ __all__ = [
 
 COMPACTION_SUFFIX = "/compaction"
 _DEFAULT_HASH_KEY = b"ctxscope-v1"
-_HASH_KEY = (os.environ.get(CTXSCOPE_HASH_KEY) or "").encode() or _DEFAULT_HASH_KEY
+_HASH_KEY = (os.environ.get(CTXSCOPE_HASH_KEY) or "").encode("utf-8", "surrogatepass") or _DEFAULT_HASH_KEY
+if len(_HASH_KEY) > 64:  # BLAKE2b keys are at most 64 bytes
+    _HASH_KEY = hashlib.blake2b(_HASH_KEY).digest()
 
 _session_id: contextvars.ContextVar[str | None] = contextvars.ContextVar("ctxscope_session_id", default=None)
 _compacting: contextvars.ContextVar[bool] = contextvars.ContextVar("ctxscope_compacting", default=False)
@@ -145,6 +147,13 @@ def resolve(body: Mapping[str, Any], api: str, session_id: str | None = None) ->
 # The fingerprint
 # ---------------------------------------------------------------------------
 
+def _get(obj: Any, name: str) -> Any:
+    """A field of a dict or of an SDK object (pydantic model) alike."""
+    if isinstance(obj, Mapping):
+        return obj.get(name)
+    return getattr(obj, name, None)
+
+
 def _text(value: Any) -> str:
     """The text of a content value: a string, or the text parts of a list of blocks."""
     if value is None:
@@ -156,13 +165,13 @@ def _text(value: Any) -> str:
         for block in value:
             if isinstance(block, str):
                 parts.append(block)
-            elif isinstance(block, Mapping):
-                text = block.get("text")
-                if isinstance(text, str):
-                    parts.append(text)
-                elif block.get("type") in ("image", "image_url", "input_image", "document", "input_file"):
-                    # Media are identified by their type only: a fingerprint over base64 would be costly.
-                    parts.append(f"<{block.get('type')}>")
+                continue
+            text = _get(block, "text")
+            if isinstance(text, str):
+                parts.append(text)
+            elif _get(block, "type") in ("image", "image_url", "input_image", "document", "input_file"):
+                # Media are identified by their type only: a fingerprint over base64 would be costly.
+                parts.append(f"<{_get(block, 'type')}>")
         return "\n".join(parts)
     return json.dumps(value, sort_keys=True, default=str)
 
@@ -181,13 +190,11 @@ def _system_and_first_user(body: Mapping[str, Any], api: str) -> tuple[str, str]
     else:
         messages = body.get("messages") or []
     for message in messages:
-        if not isinstance(message, Mapping):
-            continue
-        role = message.get("role")
+        role = _get(message, "role")
         if role in ("system", "developer"):
-            system.append(_text(message.get("content")))
-        elif role == "user" and not first_user:
-            first_user = _text(message.get("content"))
+            system.append(_text(_get(message, "content")))
+        elif role == "user":
+            first_user = _text(_get(message, "content"))
             break
     return "\n".join(s for s in system if s), first_user
 

@@ -60,9 +60,6 @@ class _Session:
     ledger: Any
     waste: Any | None
     lock: threading.Lock = field(default_factory=threading.Lock)
-    # SDK objects in the last request's messages (pydantic models) -> their dict
-    # form, so that unchanged messages keep their identity for the extractor.
-    converted: dict[int, tuple[Any, Any]] = field(default_factory=dict)
     observations: int = 0
 
 
@@ -91,52 +88,6 @@ def _default_max_sessions() -> int:
             pass
         _log.warning("ctxscope: ignoring %s=%r (a positive number is needed)", CTXSCOPE_MAX_SESSIONS, raw)
     return DEFAULT_MAX_SESSIONS
-
-
-def _plain(value: Any) -> Any:
-    """A provider SDK object (pydantic model) as plain data; everything else unchanged."""
-    dump = getattr(value, "model_dump", None)
-    if callable(dump):
-        try:
-            return dump(mode="json", exclude_none=True, warnings=False)
-        except TypeError:
-            return dump()
-    if hasattr(value, "to_dict") and callable(value.to_dict):
-        return value.to_dict()
-    return value
-
-
-_MESSAGE_FIELDS = ("messages", "input")
-
-
-def _normalise(body: Mapping[str, Any], state: _Session) -> dict[str, Any]:
-    """The request body as plain data, keeping the identity of unchanged messages."""
-    out = dict(body)
-    previous = state.converted
-    current: dict[int, tuple[Any, Any]] = {}
-    for name in _MESSAGE_FIELDS:
-        messages = out.get(name)
-        if not isinstance(messages, (list, tuple)):
-            continue
-        plain: list[Any] | None = None
-        for index, message in enumerate(messages):
-            if isinstance(message, Mapping):
-                continue
-            if plain is None:
-                plain = list(messages)
-            key = id(message)
-            hit = previous.get(key)
-            converted = hit[1] if hit is not None and hit[0] is message else _plain(message)
-            current[key] = (message, converted)
-            plain[index] = converted
-        if plain is not None:
-            out[name] = plain
-    for name in ("tools", "system"):
-        value = out.get(name)
-        if isinstance(value, (list, tuple)) and any(not isinstance(v, (Mapping, str)) for v in value):
-            out[name] = [_plain(v) for v in value]
-    state.converted = current
-    return out
 
 
 class Tracker:
@@ -270,8 +221,8 @@ class Tracker:
             coverage = Coverage.PARTIAL
         compaction: CompactionTrigger | None = _session.take_compaction(key)
         with state.lock:
-            plain = _normalise(body, state)
-            items = state.extractor.extract(plain, api)
+            # The extractor reads SDK objects (pydantic messages) as they are.
+            items = state.extractor.extract(body, api)
             snapshot = state.ledger.observe(
                 items, model=model, coverage=coverage, compaction=compaction,
                 window_tokens=limits.window_tokens,
