@@ -27,6 +27,7 @@ from typing import Any, Mapping
 
 from opentelemetry import metrics as otel_metrics
 from opentelemetry import trace as otel_trace
+from opentelemetry.environment_variables import OTEL_METRICS_EXPORTER, OTEL_TRACES_EXPORTER
 from opentelemetry.sdk._configuration import _BaseConfigurator, _OTelSDKConfigurator
 from opentelemetry.sdk.environment_variables import (
     OTEL_EXPORTER_OTLP_ENDPOINT,
@@ -35,9 +36,7 @@ from opentelemetry.sdk.environment_variables import (
     OTEL_EXPORTER_OTLP_PROTOCOL,
     OTEL_EXPORTER_OTLP_TRACES_ENDPOINT,
     OTEL_EXPORTER_OTLP_TRACES_PROTOCOL,
-    OTEL_METRICS_EXPORTER,
     OTEL_SDK_DISABLED,
-    OTEL_TRACES_EXPORTER,
 )
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import PeriodicExportingMetricReader
@@ -137,34 +136,43 @@ def _http_url(base: str, path: str) -> str:
     return base.rstrip("/") + path
 
 
-def _span_exporter(protocol: str, endpoint: str | None, explicit: bool, headers: Mapping[str, str] | None):
+def _exporter_kwargs(headers: Mapping[str, str] | None, timeout_s: float | None) -> dict[str, Any]:
     kwargs: dict[str, Any] = {}
     if headers:
         kwargs["headers"] = dict(headers)
+    if timeout_s is not None:
+        kwargs["timeout"] = timeout_s
+    return kwargs
+
+
+def _span_exporter(protocol: str, endpoint: str, is_base: bool, headers: Mapping[str, str] | None,
+                   timeout_s: float | None):
+    kwargs = _exporter_kwargs(headers, timeout_s)
     if protocol == PROTOCOL_GRPC:
         from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
-        if explicit:
-            kwargs["endpoint"] = endpoint
-        return OTLPSpanExporter(**kwargs)
+        return OTLPSpanExporter(endpoint=endpoint, **kwargs)
     from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter as HttpSpanExporter
-    if explicit:
-        kwargs["endpoint"] = _http_url(endpoint or "", "/v1/traces")
-    return HttpSpanExporter(**kwargs)
+    return HttpSpanExporter(endpoint=_http_url(endpoint, "/v1/traces") if is_base else endpoint, **kwargs)
 
 
-def _metric_exporter(protocol: str, endpoint: str | None, explicit: bool, headers: Mapping[str, str] | None):
-    kwargs: dict[str, Any] = {}
-    if headers:
-        kwargs["headers"] = dict(headers)
+def _metric_exporter(protocol: str, endpoint: str, is_base: bool, headers: Mapping[str, str] | None,
+                     timeout_s: float | None):
+    kwargs = _exporter_kwargs(headers, timeout_s)
     if protocol == PROTOCOL_GRPC:
         from opentelemetry.exporter.otlp.proto.grpc.metric_exporter import OTLPMetricExporter
-        if explicit:
-            kwargs["endpoint"] = endpoint
-        return OTLPMetricExporter(**kwargs)
+        return OTLPMetricExporter(endpoint=endpoint, **kwargs)
     from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter as HttpMetricExporter
+    return HttpMetricExporter(endpoint=_http_url(endpoint, "/v1/metrics") if is_base else endpoint, **kwargs)
+
+
+def _endpoint(explicit: str | None, environ: Mapping[str, str], signal_var: str) -> tuple[str | None, bool]:
+    """(endpoint, whether it is a base URL to which HTTP adds ``/v1/<signal>``)."""
     if explicit:
-        kwargs["endpoint"] = _http_url(endpoint or "", "/v1/metrics")
-    return HttpMetricExporter(**kwargs)
+        return explicit, True
+    per_signal = _env(environ, signal_var)
+    if per_signal:
+        return per_signal, False  # the SDK uses a per-signal URL as given
+    return _env(environ, OTEL_EXPORTER_OTLP_ENDPOINT), True
 
 
 def _store_wanted(store: bool | None, exporting: bool, environ: Mapping[str, str]) -> bool:
@@ -208,7 +216,8 @@ def _instrument(tracer_provider: Any, meter_provider: Any) -> None:
 # ---------------------------------------------------------------------------
 
 def setup(service_name: str | None = None, *, endpoint: str | None = None, protocol: str | None = None,
-          headers: Mapping[str, str] | None = None, export_interval_millis: float | None = None,
+          headers: Mapping[str, str] | None = None, timeout_s: float | None = None,
+          export_interval_millis: float | None = None,
           store: bool | None = None, data_dir: str | os.PathLike[str] | None = None,
           resource_attributes: Mapping[str, Any] | None = None, instrument: bool = True,
           set_global: bool = True, max_sessions: int | None = None,
@@ -220,7 +229,8 @@ def setup(service_name: str | None = None, *, endpoint: str | None = None, proto
     ``OTEL_EXPORTER_OTLP_ENDPOINT`` (a base URL: ``/v1/traces`` and
     ``/v1/metrics`` are added for HTTP), ``protocol`` over
     ``OTEL_EXPORTER_OTLP_[SIGNAL_]PROTOCOL`` (``grpc``, the default, or
-    ``http/protobuf``), ``export_interval_millis`` over
+    ``http/protobuf``), ``timeout_s`` (per export, retries included) over
+    ``OTEL_EXPORTER_OTLP_[SIGNAL_]TIMEOUT``, ``export_interval_millis`` over
     ``OTEL_METRIC_EXPORT_INTERVAL``; ``service_name`` over ``OTEL_SERVICE_NAME``.
     Headers, timeout, compression and certificates follow the exporters' own
     ``OTEL_EXPORTER_OTLP_*`` variables. With no endpoint anywhere, nothing is
@@ -243,8 +253,8 @@ def setup(service_name: str | None = None, *, endpoint: str | None = None, proto
             _instrument(current, meter_provider)
         return Telemetry(MODE_EXISTING, current, meter_provider, processor, local, owns_providers=False)
 
-    traces_endpoint = endpoint or _env(env, OTEL_EXPORTER_OTLP_TRACES_ENDPOINT, OTEL_EXPORTER_OTLP_ENDPOINT)
-    metrics_endpoint = endpoint or _env(env, OTEL_EXPORTER_OTLP_METRICS_ENDPOINT, OTEL_EXPORTER_OTLP_ENDPOINT)
+    traces_endpoint, traces_base = _endpoint(endpoint, env, OTEL_EXPORTER_OTLP_TRACES_ENDPOINT)
+    metrics_endpoint, metrics_base = _endpoint(endpoint, env, OTEL_EXPORTER_OTLP_METRICS_ENDPOINT)
     traces_protocol = _protocol(protocol or _env(env, OTEL_EXPORTER_OTLP_TRACES_PROTOCOL,
                                                  OTEL_EXPORTER_OTLP_PROTOCOL), "traces")
     metrics_protocol = _protocol(protocol or _env(env, OTEL_EXPORTER_OTLP_METRICS_PROTOCOL,
@@ -262,12 +272,12 @@ def setup(service_name: str | None = None, *, endpoint: str | None = None, proto
 
     readers = []
     if metrics_endpoint:
-        exporter = _metric_exporter(metrics_protocol, metrics_endpoint, endpoint is not None, headers)
+        exporter = _metric_exporter(metrics_protocol, metrics_endpoint, metrics_base, headers, timeout_s)
         readers.append(PeriodicExportingMetricReader(exporter, export_interval_millis=export_interval_millis))
     meter_provider = MeterProvider(resource=resource, metric_readers=readers)
     tracer_provider = TracerProvider(resource=resource)
     if traces_endpoint:
-        exporter = _span_exporter(traces_protocol, traces_endpoint, endpoint is not None, headers)
+        exporter = _span_exporter(traces_protocol, traces_endpoint, traces_base, headers, timeout_s)
         tracer_provider.add_span_processor(BatchSpanProcessor(exporter))
     processor = ensure_processor(tracer_provider, meter_provider, max_sessions=sessions)
     exporting = bool(traces_endpoint or metrics_endpoint)

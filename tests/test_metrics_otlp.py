@@ -1,0 +1,231 @@
+"""OTLP export received by a real OTLP receiver (oteltest sinks, gRPC and HTTP)."""
+
+from __future__ import annotations
+
+import logging
+import socket
+import threading
+import time
+from typing import Any
+
+import pytest
+
+oteltest_sink = pytest.importorskip("oteltest.sink")
+from oteltest.sink.handler import RequestHandler  # noqa: E402
+
+from ctxscope.export import setup  # noqa: E402
+from ctxscope.schema import (  # noqa: E402
+    CHANGE_EVENT_NAME,
+    Annotation,
+    Attr,
+    Category,
+    Change,
+    ChangeType,
+    Coverage,
+    GenAI,
+    Metric,
+    MetricAttr,
+    Stage,
+)
+
+C = Category
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Collect(RequestHandler):
+    """Keeps every request the sink decodes."""
+
+    def __init__(self) -> None:
+        self.traces: list[Any] = []
+        self.metrics: list[Any] = []
+        self.lock = threading.Lock()
+
+    def handle_logs(self, request, headers):  # pragma: no cover - no logs exported
+        pass
+
+    def handle_metrics(self, request, headers):
+        with self.lock:
+            self.metrics.append(request)
+
+    def handle_trace(self, request, headers):
+        with self.lock:
+            self.traces.append(request)
+
+
+def _value(any_value: Any) -> Any:
+    return getattr(any_value, any_value.WhichOneof("value"))
+
+
+def spans_of(requests: list[Any]) -> list[Any]:
+    return [s for r in requests for rs in r.resource_spans for ss in rs.scope_spans for s in ss.spans]
+
+
+def attrs(kvs: Any) -> dict[str, Any]:
+    return {kv.key: _value(kv.value) for kv in kvs}
+
+
+def tokens_in(request: Any, session: str) -> dict[str, float]:
+    out = {}
+    for rm in request.resource_metrics:
+        for sm in rm.scope_metrics:
+            for m in sm.metrics:
+                if m.name != Metric.TOKENS.name:
+                    continue
+                assert sm.scope.name == "ctxscope" and m.unit == Metric.TOKENS.unit
+                for p in m.gauge.data_points:
+                    a = attrs(p.attributes)
+                    if a[MetricAttr.CONVERSATION_ID] == session:
+                        out[a[MetricAttr.CATEGORY]] = p.as_int or p.as_double
+    return out
+
+
+def wait_for(predicate, timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError("the OTLP receiver got nothing in time")
+        time.sleep(0.05)
+
+
+def scenario(telemetry, between=lambda: None) -> None:
+    """One session s1: a call of 1,200 estimated tokens reported at 1,500, then one shrunk to 900 reported 800."""
+    tracer = telemetry.tracer_provider.get_tracer("agent")
+    first = Annotation(stage=Stage.REQUEST_INPUT, basis="tiktoken/o200k_base", coverage=Coverage.COMPLETE,
+                       baseline=True, categories={C.SYSTEM: 200, C.TOOLS: 600, C.PROMPTS: 400},
+                       estimated_tokens=1200, reported_tokens=1500, window_tokens=128000, model="gpt-4o",
+                       changes=[Change("tool:read_file", C.TOOLS, 600, 600, ChangeType.BASELINE, label="read_file")])
+    second = Annotation(stage=Stage.REQUEST_INPUT, basis="tiktoken/o200k_base", coverage=Coverage.COMPLETE,
+                        baseline=False, categories={C.SYSTEM: 200, C.TOOLS: 600, C.RESULTS: 100},
+                        estimated_tokens=900, reported_tokens=800, window_tokens=128000, model="gpt-4o",
+                        changes=[Change("call_1", C.RESULTS, 100, 100, ChangeType.ADDITION, label="read_file")])
+    for n, ann in enumerate((first, second)):
+        if n:
+            between()
+        span_attrs = {GenAI.CONVERSATION_ID: "s1", GenAI.REQUEST_MODEL: "gpt-4o",
+                      GenAI.PROVIDER_NAME: "openai", **ann.to_attributes()}
+        with tracer.start_as_current_span("chat gpt-4o", attributes=span_attrs) as span:
+            for name, event_attrs in ann.change_events():
+                span.add_event(name, event_attrs)
+
+
+@pytest.fixture(params=["grpc", "http/protobuf"])
+def sink(request):
+    handler = Collect()
+    port = free_port()
+    logger = logging.getLogger("oteltest-sink")
+    if request.param == "grpc":
+        server = oteltest_sink.GrpcSink(handler, logger, port=port)
+        endpoint = f"http://127.0.0.1:{port}"
+    else:
+        server = oteltest_sink.HttpSink(handler, logger, port=port)
+        endpoint = f"http://127.0.0.1:{port}"
+    server.start()
+    yield handler, endpoint, request.param
+    server.stop()
+
+
+def test_spans_and_tokens_reach_the_receiver_and_shutdown_exports_zeros(sink, tmp_path):
+    """Spans carry the annotation and change events; tokens are calibrated by hand; the last export is 0."""
+    handler, endpoint, protocol = sink
+    telemetry = setup("agent-test", endpoint=endpoint, protocol=protocol, set_global=False, instrument=False,
+                      store=False, export_interval_millis=3_600_000)
+    try:
+        _check_export(telemetry, handler)
+    finally:
+        telemetry.shutdown()
+
+
+def _check_export(telemetry, handler) -> None:
+    assert telemetry.mode == "otlp"
+    scenario(telemetry, between=lambda: telemetry.force_flush(10_000))
+    assert telemetry.force_flush(10_000)
+    wait_for(lambda: len(spans_of(handler.traces)) >= 2 and len(handler.metrics) >= 2)
+    # After the first call: 200/600/400 and unattributed 1500 - 1200 = 300.
+    assert tokens_in(handler.metrics[0], "s1") == {"system": 200, "tools": 600, "prompts": 400,
+                                                    "unattributed": 300}
+
+    spans = spans_of(handler.traces)
+    first = attrs(spans[0].attributes)
+    assert first[Attr.category(C.TOOLS)] == 600 and first[Attr.ESTIMATED_TOKENS] == 1200
+    assert first[Attr.REPORTED_TOKENS] == 1500 and first[Attr.STAGE] == "request-input"
+    assert first[GenAI.CONVERSATION_ID] == "s1"
+    (event,) = spans[1].events
+    assert event.name == CHANGE_EVENT_NAME
+    assert attrs(event.attributes) == {"id": "call_1", "category": "results", "estimated_tokens": 100,
+                                       "delta_tokens": 100, "change_type": "addition", "label": "read_file"}
+    resource = attrs(handler.traces[0].resource_spans[0].resource.attributes)
+    assert resource["service.name"] == "agent-test"
+
+    # Second call: estimates 900 > reported 800, factor 8/9: system 177.8, tools 533.3, results 88.9
+    # -> floors 177/533/88 = 798, the 2 left go to the largest remainders (results .89, system .78):
+    # system 178, tools 533, results 89; prompts (missing now) 0; unattributed 0.
+    assert tokens_in(handler.metrics[-1], "s1") == {"system": 178, "tools": 533, "results": 89,
+                                                     "prompts": 0, "unattributed": 0}
+    count = len(handler.metrics)
+    telemetry.shutdown()
+    wait_for(lambda: len(handler.metrics) > count)
+    finals = [tokens_in(r, "s1") for r in handler.metrics[count:]]
+    finals = [f for f in finals if f]
+    assert finals[-1] == {"system": 0, "tools": 0, "results": 0, "prompts": 0, "unattributed": 0}
+
+
+@pytest.mark.parametrize("protocol", ["grpc", "http/protobuf"])
+def test_closed_port_costs_the_data_only(protocol, caplog):
+    """Exporting to a closed port: spans end at once, no exception, shutdown within the export timeout."""
+    telemetry = setup("agent-test", endpoint=f"http://127.0.0.1:{free_port()}", protocol=protocol,
+                      set_global=False, instrument=False, store=False, timeout_s=0.5,
+                      export_interval_millis=3_600_000)
+    started = time.perf_counter()
+    scenario(telemetry)
+    assert time.perf_counter() - started < 0.5  # the export happens off the caller's thread
+    started = time.perf_counter()
+    telemetry.shutdown()
+    assert time.perf_counter() - started < 8.0
+
+
+def test_no_endpoint_means_embedded_without_exporters(tmp_path):
+    """No endpoint anywhere: no exporter, no metric reader (so no network), the local store on."""
+    from opentelemetry.sdk.trace.export import BatchSpanProcessor
+
+    from ctxscope.processor import ContextSpanProcessor
+
+    telemetry = setup(set_global=False, instrument=False, data_dir=tmp_path, environ={})
+    try:
+        assert telemetry.mode == "embedded" and telemetry.traces_endpoint is None
+        processors = telemetry.tracer_provider._active_span_processor._span_processors
+        assert [type(p) for p in processors] == [ContextSpanProcessor]
+        assert not any(isinstance(p, BatchSpanProcessor) for p in processors)
+        assert telemetry.store is not None and telemetry.store.root == tmp_path
+    finally:
+        telemetry.shutdown()
+
+
+def test_environment_variables_choose_endpoint_and_protocol():
+    """OTEL_EXPORTER_OTLP_ENDPOINT (a base URL) and _PROTOCOL=http/protobuf reach a real HTTP receiver."""
+    handler, port = Collect(), free_port()
+    server = oteltest_sink.HttpSink(handler, logging.getLogger("oteltest-sink"), port=port)
+    server.start()
+    env = {"OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{port}",
+           "OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf", "OTEL_METRICS_EXPORTER": "none"}
+    telemetry = setup("env-test", set_global=False, instrument=False, store=False, environ=env)
+    try:
+        assert (telemetry.mode, telemetry.metrics_endpoint, telemetry.protocol) == ("otlp", None, "http/protobuf")
+        scenario(telemetry)
+        telemetry.force_flush(5_000)
+        wait_for(lambda: len(spans_of(handler.traces)) == 2)
+        assert handler.metrics == []  # OTEL_METRICS_EXPORTER=none
+    finally:
+        telemetry.shutdown()
+        server.stop()
+
+
+def test_unsupported_protocol_is_a_value_error():
+    """http/json has no Python exporter: setup() says so at once."""
+    with pytest.raises(ValueError, match="unsupported OTLP protocol 'http/json'"):
+        setup(set_global=False, instrument=False, store=False,
+              environ={"OTEL_EXPORTER_OTLP_ENDPOINT": "http://x", "OTEL_EXPORTER_OTLP_PROTOCOL": "http/json"})
