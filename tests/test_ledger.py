@@ -12,6 +12,7 @@ import pytest
 
 from ctxscope.ledger import NAMED_PARTS_CAP, SessionLedger
 from ctxscope.schema import (
+    BASIS_BYTES,
     BASIS_CHARS,
     MAX_CHANGES_PER_SPAN,
     MAX_PARTS_PER_SESSION,
@@ -70,6 +71,28 @@ def test_first_observation_is_a_baseline() -> None:
     assert kinds(snap) == {"sys": ("baseline", 10), "u1": ("baseline", 3)}
     assert [c.id for c in ann.changes] == ["sys", "u1"]  # largest first
     assert snap.parts == {"system": 10, "prompts/text": 3}
+
+
+@pytest.mark.parametrize(("tokenizer", "basis", "tokens"), [
+    ("chars", BASIS_CHARS, 1 + 2),  # '日本語' 3 chars -> 1, 'héllo' 5 chars -> 2
+    ("bytes", BASIS_BYTES, 3 + 2),  # 9 bytes -> 3, 6 bytes -> 2
+])
+def test_ledger_bases(tokenizer: str, basis: str, tokens: int) -> None:
+    """The ledger counts with the chosen basis and its annotation names it."""
+    items = [Item("a", PROMPTS, "prompts/text", 3, text="日本語", digest="a"),
+             Item("b", PROMPTS, "prompts/text", 5, text="héllo", digest="b")]
+    snap = SessionLedger("s", tokenizer=tokenizer).observe(items, model="gpt-4o")
+    assert snap.annotation.basis == basis
+    assert snap.annotation.estimated_tokens == tokens
+
+
+def test_ledger_tiktoken_basis(tiktoken_ready: None) -> None:
+    """With tiktoken, 'Hello, world!' (4) and '日本語' (2) under o200k_base give 6."""
+    items = [Item("a", PROMPTS, "prompts/text", 13, text="Hello, world!", digest="a"),
+             Item("b", PROMPTS, "prompts/text", 3, text="日本語", digest="b")]
+    snap = SessionLedger("s").observe(items, model="gpt-4o-mini")
+    assert snap.annotation.basis == "tiktoken/o200k_base"
+    assert [i.tokens for i in items] == [4, 2] and snap.annotation.estimated_tokens == 6
 
 
 def test_item_tokens_are_set_and_fixed_tokens_win() -> None:

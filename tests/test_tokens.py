@@ -106,7 +106,12 @@ _OFFLINE_SCRIPT = textwrap.dedent("""
     second = counter_for("gpt-4")
     again = counter_for("gpt-4o")
     elapsed = time.monotonic() - started
+    from ctxscope.ledger import SessionLedger
+    from ctxscope.schema import Category, Item
+    snap = SessionLedger("s").observe(
+        [Item("u", Category.PROMPTS, "prompts/text", 9, text="abcdefghi", digest="d")], model="gpt-4o")
     print(json.dumps({"bases": [first.basis, second.basis, again.basis],
+                      "ledger": [snap.annotation.basis, snap.annotation.estimated_tokens],
                       "count": first.count("abcdefghi"), "elapsed": elapsed,
                       "warnings": records}))
 """)
@@ -124,6 +129,7 @@ def test_offline_fallback_to_chars(tmp_path: Path) -> None:
     result = json.loads(done.stdout)
     assert result["bases"] == [BASIS_CHARS, BASIS_CHARS, BASIS_CHARS]
     assert result["count"] == 3  # ceil(9 / 4)
+    assert result["ledger"] == [BASIS_CHARS, 3]  # a ledger's annotation says the basis it fell back to
     assert result["elapsed"] < 2 * 2.0 + 0.5  # two encodings, each bounded by 2 s
     assert len(result["warnings"]) == 1
     assert "chars/4" in result["warnings"][0]
