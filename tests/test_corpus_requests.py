@@ -1,0 +1,154 @@
+"""Every recorded request body of the shared corpus extracts, adds up and loses nothing."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from conftest import CORPUS, requires_corpus
+from ctxscope.items import API_ANTHROPIC, API_OPENAI_CHAT, detect_api, items_from_request, tool_definition_text
+from ctxscope.ledger import SessionLedger
+from ctxscope.schema import Category, Stage
+
+FILES = {
+    API_ANTHROPIC: CORPUS / "api" / "anthropic" / "pydantic-ai-cassettes.requests.jsonl",
+    API_OPENAI_CHAT: CORPUS / "api" / "openai_chat" / "pydantic-ai-cassettes.requests.jsonl",
+}
+
+NOISE = {"signature", "encrypted_content", "encrypted_index", "cache_control"}
+
+
+def _records(path: Path) -> list[tuple[int, dict[str, Any]]]:
+    with path.open(encoding="utf-8") as handle:
+        return [(n, json.loads(line)) for n, line in enumerate(handle, 1) if line.strip()]
+
+
+def _clean(value: Any) -> Any:
+    if isinstance(value, dict):
+        base64 = value.get("type") == "base64"
+        return {k: _clean(v) for k, v in value.items() if k not in NOISE and not (base64 and k == "data")}
+    if isinstance(value, list):
+        return [_clean(v) for v in value]
+    return value
+
+
+def _js(value: Any) -> int:
+    return len(json.dumps(_clean(value), separators=(",", ":"), ensure_ascii=False))
+
+
+def _anthropic_block_chars(block: dict[str, Any], in_result: bool = False) -> int:
+    kind = block.get("type")
+    if kind == "text":
+        return len(block["text"])
+    if kind == "thinking":
+        return len(block["thinking"])
+    if kind in ("image", "redacted_thinking"):
+        return 0
+    if kind == "document":
+        source = block["source"]
+        return len(source["data"]) if source.get("type") == "text" else 0
+    if kind in ("tool_use", "server_tool_use"):
+        return len(json.dumps(block["input"], separators=(",", ":"), ensure_ascii=False))
+    if kind == "tool_result":
+        content = block.get("content")
+        if isinstance(content, str):
+            return len(content)
+        return sum(_anthropic_block_chars(b, True) for b in content or [])
+    if kind.endswith("_tool_result"):
+        return _js(block["content"])
+    return _js(block)
+
+
+def anthropic_chars(body: dict[str, Any]) -> int:
+    """Characters of the text content of an Anthropic body, by the rules of docs/items.md."""
+    total = 0
+    system = body.get("system")
+    if isinstance(system, str):
+        total += len(system)
+    for block in system if isinstance(system, list) else []:
+        total += len(block["text"])
+    total += sum(len(tool_definition_text(API_ANTHROPIC, t)) for t in body.get("tools") or [])
+    for msg in body["messages"]:
+        content = msg["content"]
+        if isinstance(content, str):
+            total += len(content)
+        else:
+            total += sum(_anthropic_block_chars(b) for b in content)
+    return total
+
+
+def _chat_part_chars(part: dict[str, Any]) -> int:
+    kind = part.get("type")
+    if kind == "text":
+        return len(part["text"])
+    if kind in ("image_url", "input_audio", "file", "document_url"):
+        return 0
+    return _js(part)
+
+
+def chat_chars(body: dict[str, Any]) -> int:
+    """Characters of the text content of a chat-completions body, by the rules of docs/items.md."""
+    total = sum(len(tool_definition_text(API_OPENAI_CHAT, t)) for t in body.get("tools") or [])
+    for msg in body["messages"]:
+        content = msg.get("content")
+        if isinstance(content, str):
+            total += len(content)
+        elif isinstance(content, list):
+            total += sum(_chat_part_chars(p) for p in content)
+        for key in ("reasoning", "reasoning_content", "refusal"):
+            if isinstance(msg.get(key), str):
+                total += len(msg[key])
+        for detail in msg.get("reasoning_details") or []:
+            total += len(detail.get("text") or detail.get("summary") or "")
+        for call in msg.get("tool_calls") or []:
+            total += len(call["function"]["arguments"])
+    return total
+
+
+CHARS = {API_ANTHROPIC: anthropic_chars, API_OPENAI_CHAT: chat_chars}
+
+
+@requires_corpus
+@pytest.mark.parametrize("api", sorted(FILES))
+def test_every_recorded_body_extracts_and_nothing_is_lost(api: str) -> None:
+    """Each body: detected as its API, unique ids, item chars == text chars counted independently."""
+    records = _records(FILES[api])
+    assert len(records) > 100
+    for line, record in records:
+        body = record["request"]
+        assert detect_api(body) == api, f"line {line}"
+        items = items_from_request(body, api)
+        ids = [item.id for item in items]
+        assert len(ids) == len(set(ids)), f"line {line}: duplicate ids"
+        assert sum(item.chars for item in items) == CHARS[api](body), f"line {line}"
+        assert all(len(item.text) == item.chars for item in items), f"line {line}"
+
+
+@requires_corpus
+@pytest.mark.parametrize("api", sorted(FILES))
+def test_categories_sum_to_estimated_tokens(api: str) -> None:
+    """Observed through the ledger, categories add up to estimated_tokens and to the items' tokens."""
+    for line, record in _records(FILES[api]):
+        body = record["request"]
+        items = items_from_request(body, api)
+        ledger = SessionLedger(f"corpus-{line}", tokenizer="chars")
+        snapshot = ledger.observe(items, model=body.get("model"), stage=Stage.REQUEST_INPUT)
+        annotation = snapshot.annotation
+        assert sum(annotation.categories.values()) == annotation.estimated_tokens, f"line {line}"
+        assert annotation.estimated_tokens == sum(item.tokens for item in items), f"line {line}"
+        assert Category.UNATTRIBUTED not in annotation.categories
+
+
+@requires_corpus
+def test_corpus_results_are_labelled_by_their_tool() -> None:
+    """Every tool result whose call is in the same request carries the call's tool name."""
+    for _, record in _records(FILES[API_OPENAI_CHAT]):
+        body = record["request"]
+        names = {c["id"]: c["function"]["name"] for m in body["messages"] for c in m.get("tool_calls") or []}
+        for item in items_from_request(body, API_OPENAI_CHAT):
+            if item.source_kind == "tool_result" and item.source_call_id in names:
+                assert item.label == names[item.source_call_id]
+                assert item.part == f"results/{names[item.source_call_id]}"
