@@ -164,7 +164,13 @@ class WasteTracker:
         shortest = min(len(old), len(items))
         differs = map(is_not, islice(old, 0, shortest), islice(items, 0, shortest))
         p = next(compress(count(0), differs), shortest)
-        removed, added = old[p:], items[p:]
+        return self._update(old[p:], items[p:], items)
+
+    def observe_added(self, added: Sequence[Item], items: Sequence[Item]) -> dict[WasteKind, int]:
+        """Waste after a call that only appended ``added`` to the previous context (no scan at all)."""
+        return self._update((), added, items)
+
+    def _update(self, removed: Sequence[Item], added: Sequence[Item], items: Sequence[Item]) -> dict[WasteKind, int]:
         touched: set[str] = set()
         for item in removed:
             self._remove(item, touched)
@@ -172,7 +178,7 @@ class WasteTracker:
             self._add(item, touched)
         for key in touched:
             self._regroup(key)
-        self._items = list(items)
+        self._items = items if isinstance(items, list) else list(items)
         for item in added:
             if item.reference and item.category in (Category.RESULTS, Category.ASSISTANT):
                 self._last_use[item.reference] = self.calls

@@ -27,7 +27,7 @@ _tool_reference: Callable[[str, Mapping[str, Any]], str | None] | None = getattr
 
 def reference(tool: str, args: Any) -> str | None:
     """The normalised reference of a tool call (``Read:file_path=src/app.py``), never a call id."""
-    if not isinstance(args, Mapping):
+    if not isinstance(args, dict):
         args = {"input": args} if args not in (None, "", {}) else {}
     if _tool_reference is not None:
         try:
@@ -143,7 +143,7 @@ def image_item(item_id: str, source: Any, provider: str, role: str, kind: str = 
     """An image or document, counted by its pixel size where the header gives it, never its base64."""
     tokens = DEFAULT_IMAGE_TOKENS
     data = None
-    if isinstance(source, Mapping):
+    if isinstance(source, dict):
         data = source.get("data")
         if data is None and isinstance(source.get("url"), str):
             data = source["url"].partition("base64,")[2] or None
@@ -173,7 +173,7 @@ def block_text(content: Any) -> str:
         for block in content:
             if isinstance(block, str):
                 out.append(block)
-            elif isinstance(block, Mapping):
+            elif isinstance(block, dict):
                 text = block.get("text")
                 if isinstance(text, str):
                     out.append(text)

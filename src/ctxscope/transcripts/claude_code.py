@@ -97,10 +97,10 @@ class ClaudeCodeReader:
             compaction = None
             if record.get("subtype") == "compact_boundary":
                 meta = record.get("compactMetadata") or {}
-                trigger = meta.get("trigger") if isinstance(meta, Mapping) else None
+                trigger = meta.get("trigger") if isinstance(meta, dict) else None
                 compaction = Compaction(
                     trigger=CompactionTrigger(trigger) if trigger in ("auto", "manual") else CompactionTrigger.AUTO,
-                    pre_tokens=as_int(meta.get("preTokens")) if isinstance(meta, Mapping) else None,
+                    pre_tokens=as_int(meta.get("preTokens")) if isinstance(meta, dict) else None,
                     line=line)
             session.nodes[uuid] = _Node(parent, (), compaction)
             return []
@@ -108,7 +108,7 @@ class ClaudeCodeReader:
             session.nodes[uuid] = _Node(parent, self._attachment_items(uuid, record.get("attachment")))
             return []
         message = record.get("message")
-        if not isinstance(message, Mapping):
+        if not isinstance(message, dict):
             session.nodes[uuid] = _Node(parent, ())
             return []
         calls: list[TranscriptCall] = []
@@ -143,7 +143,7 @@ class ClaudeCodeReader:
         added, reset, compaction = self._advance(session, parent)
         usage_data = message.get("usage")
         usage = None
-        if isinstance(usage_data, Mapping):
+        if isinstance(usage_data, dict):
             uncached = as_int(usage_data.get("input_tokens"))
             created = as_int(usage_data.get("cache_creation_input_tokens"))
             read = as_int(usage_data.get("cache_read_input_tokens"))
@@ -223,7 +223,7 @@ class ClaudeCodeReader:
             return ()
         out: list[Item] = []
         for index, block in enumerate(content):
-            if not isinstance(block, Mapping):
+            if not isinstance(block, dict):
                 continue
             kind = block.get("type")
             item_id = f"{uuid}:{index}"
@@ -253,7 +253,7 @@ class ClaudeCodeReader:
             return ()
         out: list[Item] = []
         for index, block in enumerate(content):
-            if not isinstance(block, Mapping):
+            if not isinstance(block, dict):
                 continue
             kind = block.get("type")
             item_id = f"{uuid}:{index}"
@@ -272,12 +272,12 @@ class ClaudeCodeReader:
                                                name, text, call_id if isinstance(call_id, str) else None, ref))
                 if isinstance(body, list):
                     for sub, part in enumerate(body):
-                        if isinstance(part, Mapping) and part.get("type") == "image":
+                        if isinstance(part, dict) and part.get("type") == "image":
                             out.append(_items.image_item(f"{item_id}:{sub}", part.get("source"), PROVIDER, "tool"))
         return tuple(out)
 
     def _attachment_items(self, uuid: str, attachment: Any) -> tuple[Item, ...]:
-        if not isinstance(attachment, Mapping):
+        if not isinstance(attachment, dict):
             return ()
         kind = str(attachment.get("type") or "attachment")
         pieces = []

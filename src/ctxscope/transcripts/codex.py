@@ -63,7 +63,7 @@ class CodexReader:
         self.records += 1
         if payload is None and kind in _OUTPUT_TYPES | _RESULT_TYPES | {"message"}:
             payload, kind = record, "response_item"  # the older rollout: items at top level
-        if not isinstance(payload, Mapping):
+        if not isinstance(payload, dict):
             return []
         timestamp = parse_timestamp_ns(record.get("timestamp"))
         if kind == "session_meta":
@@ -97,7 +97,7 @@ class CodexReader:
         if isinstance(session_id, str) and session_id:
             self.session_id = session_id
         base = payload.get("base_instructions")
-        text = base.get("text") if isinstance(base, Mapping) else base if isinstance(base, str) else None
+        text = base.get("text") if isinstance(base, dict) else base if isinstance(base, str) else None
         if isinstance(text, str) and text:
             for item in _items.text_items("base_instructions", text, "system", label="base_instructions"):
                 self._add(item)
@@ -131,14 +131,14 @@ class CodexReader:
 
     def _token_count(self, payload: Mapping[str, Any]) -> list[TranscriptCall]:
         info = payload.get("info")
-        if not isinstance(info, Mapping):
+        if not isinstance(info, dict):
             return []
         window = info.get("model_context_window")
         if isinstance(window, int) and window > 0:
             self._window = window
         total = info.get("total_token_usage")
         last = info.get("last_token_usage")
-        if not isinstance(last, Mapping) or total == self._last_total:
+        if not isinstance(last, dict) or total == self._last_total:
             return []  # the same count written twice
         self._last_total = total
         if self._pending is None:
@@ -159,7 +159,7 @@ class CodexReader:
         self._since_call = []
         if isinstance(history, list):
             for entry in history:
-                if isinstance(entry, Mapping):
+                if isinstance(entry, dict):
                     for item in self._convert(entry, summary=True):
                         self._add(item)
         message = payload.get("message")
@@ -192,7 +192,7 @@ class CodexReader:
             if not isinstance(content, list):
                 return []
             for block in content:
-                if not isinstance(block, Mapping):
+                if not isinstance(block, dict):
                     continue
                 btype = block.get("type")
                 text = block.get("text")
@@ -208,7 +208,7 @@ class CodexReader:
             for key in ("summary", "content"):
                 value = payload.get(key)
                 if isinstance(value, list):
-                    texts.extend(v.get("text", "") for v in value if isinstance(v, Mapping) and isinstance(v.get("text"), str))
+                    texts.extend(v.get("text", "") for v in value if isinstance(v, dict) and isinstance(v.get("text"), str))
             text = "\n".join(t for t in texts if t)
             return [_items.thinking_item(self._next_id("reasoning"), text)] if text else []
         if kind in ("function_call", "custom_tool_call", "local_shell_call"):
@@ -223,7 +223,7 @@ class CodexReader:
             call_id = payload.get("call_id")
             name, ref = self._tools.get(call_id, ("unknown", None)) if isinstance(call_id, str) else ("unknown", None)
             output = payload.get("output")
-            if isinstance(output, Mapping):
+            if isinstance(output, dict):
                 output = output.get("content", output)
             text = _items.block_text(output)
             item_id = f"result:{call_id}" if isinstance(call_id, str) else self._next_id("result")

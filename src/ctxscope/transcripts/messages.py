@@ -42,10 +42,10 @@ class MessagesReader:
         if isinstance(record, list):
             self.records += 1
             return self._history(record, None, None, line)
-        if not isinstance(record, Mapping):
+        if not isinstance(record, dict):
             self.problems.append(Problem(line, f"expected a JSON object or array, got {type(record).__name__}"))
             return []
-        if isinstance(record.get("request"), Mapping):
+        if isinstance(record.get("request"), dict):
             self.records += 1
             return [self._call(record["request"], record.get("response"), line)]
         if isinstance(record.get("history"), list):
@@ -67,7 +67,7 @@ class MessagesReader:
 
     def _call(self, body: Mapping[str, Any], response: Any, line: int) -> TranscriptCall:
         items, provider = body_items(body)
-        usage = _usage(response.get("usage") if isinstance(response, Mapping) else None)
+        usage = _usage(response.get("usage") if isinstance(response, dict) else None)
         model = body.get("model")
         return self._emit(items, provider, model if isinstance(model, str) else None, usage, line)
 
@@ -76,7 +76,7 @@ class MessagesReader:
         base = dict(body) if body is not None else {}
         out: list[TranscriptCall] = []
         for index, message in enumerate(messages):
-            if isinstance(message, Mapping) and message.get("role") == "assistant" and index > 0:
+            if isinstance(message, dict) and message.get("role") == "assistant" and index > 0:
                 base["messages"] = messages[:index]
                 items, provider = body_items(base)
                 out.append(self._emit(items, provider, model if isinstance(model, str) else None, None, line))
@@ -103,13 +103,13 @@ class MessagesReader:
 def body_items(body: Mapping[str, Any]) -> tuple[list[Item], str]:
     """The items of a request body or message list, and its provider (``openai`` or ``anthropic``)."""
     messages = body.get("messages") if isinstance(body.get("messages"), list) else []
-    anthropic = "system" in body and not any(isinstance(m, Mapping) and m.get("role") == "system" for m in messages)
+    anthropic = "system" in body and not any(isinstance(m, dict) and m.get("role") == "system" for m in messages)
     anthropic = anthropic or any(
-        isinstance(m, Mapping) and isinstance(m.get("content"), list)
-        and any(isinstance(b, Mapping) and b.get("type") in ("tool_use", "tool_result", "thinking") for b in m["content"])
+        isinstance(m, dict) and isinstance(m.get("content"), list)
+        and any(isinstance(b, dict) and b.get("type") in ("tool_use", "tool_result", "thinking") for b in m["content"])
         for m in messages)
     tools = body.get("tools")
-    if isinstance(tools, list) and any(isinstance(t, Mapping) and "input_schema" in t for t in tools):
+    if isinstance(tools, list) and any(isinstance(t, dict) and "input_schema" in t for t in tools):
         anthropic = True
     provider = "anthropic" if anthropic else "openai"
     out: list[Item] = []
@@ -118,18 +118,18 @@ def body_items(body: Mapping[str, Any]) -> tuple[list[Item], str]:
         out.extend(_items.text_items("system:0", system, "system"))
     elif isinstance(system, list):
         for index, block in enumerate(system):
-            text = block.get("text") if isinstance(block, Mapping) else block if isinstance(block, str) else None
+            text = block.get("text") if isinstance(block, dict) else block if isinstance(block, str) else None
             if isinstance(text, str) and text:
                 out.extend(_items.text_items(f"system:{index}", text, "system"))
     if isinstance(tools, list):
         for index, tool in enumerate(tools):
-            if isinstance(tool, Mapping):
-                fn = tool.get("function") if isinstance(tool.get("function"), Mapping) else tool
+            if isinstance(tool, dict):
+                fn = tool.get("function") if isinstance(tool.get("function"), dict) else tool
                 name = fn.get("name") if isinstance(fn.get("name"), str) else f"tool{index}"
                 out.append(_items.tool_definition_item(name, tool))
     names: dict[str, tuple[str, str | None]] = {}
     for position, message in enumerate(messages):
-        if isinstance(message, Mapping):
+        if isinstance(message, dict):
             out.extend(_message_items(position, message, provider, names))
     return out, provider
 
@@ -151,7 +151,7 @@ def _message_items(position: int, message: Mapping[str, Any], provider: str,
                                       _items.block_text(content), call_id if isinstance(call_id, str) else None, ref))
         if isinstance(content, list):
             for index, part in enumerate(content):
-                if isinstance(part, Mapping) and part.get("type") in ("image_url", "image"):
+                if isinstance(part, dict) and part.get("type") in ("image_url", "image"):
                     out.append(_items.image_item(f"{prefix}:{index}", part.get("image_url") or part.get("source"), provider, "tool"))
         return out
     if isinstance(content, str):
@@ -161,7 +161,7 @@ def _message_items(position: int, message: Mapping[str, Any], provider: str,
         for index, block in enumerate(content):
             if isinstance(block, str):
                 block = {"type": "text", "text": block}
-            if not isinstance(block, Mapping):
+            if not isinstance(block, dict):
                 continue
             kind = block.get("type")
             item_id = f"{prefix}:{index}"
@@ -192,9 +192,9 @@ def _message_items(position: int, message: Mapping[str, Any], provider: str,
     tool_calls = message.get("tool_calls")
     if isinstance(tool_calls, list):
         for index, call in enumerate(tool_calls):
-            if not isinstance(call, Mapping):
+            if not isinstance(call, dict):
                 continue
-            fn = call.get("function") if isinstance(call.get("function"), Mapping) else {}
+            fn = call.get("function") if isinstance(call.get("function"), dict) else {}
             name = str(fn.get("name") or "unknown")
             call_id = call.get("id") if isinstance(call.get("id"), str) else f"{prefix}:call{index}"
             item, ref = _items.call_item(call_id, name, fn.get("arguments") if fn.get("arguments") is not None else {})
@@ -204,12 +204,12 @@ def _message_items(position: int, message: Mapping[str, Any], provider: str,
 
 
 def _usage(usage: Any) -> Usage | None:
-    if not isinstance(usage, Mapping):
+    if not isinstance(usage, dict):
         return None
     if "prompt_tokens" in usage:  # OpenAI chat: cached input is inside prompt_tokens
         prompt = as_int(usage.get("prompt_tokens"))
         details = usage.get("prompt_tokens_details")
-        cached = as_int(details.get("cached_tokens")) if isinstance(details, Mapping) else 0
+        cached = as_int(details.get("cached_tokens")) if isinstance(details, dict) else 0
         return Usage(input_tokens=prompt, output_tokens=as_int(usage.get("completion_tokens")),
                      cache_read_input_tokens=cached, reported_input=prompt)
     if "input_tokens" in usage:
@@ -223,7 +223,7 @@ def _usage(usage: Any) -> Usage | None:
 
 
 def _has_assistant(messages: list[Any]) -> bool:
-    return any(isinstance(m, Mapping) and m.get("role") == "assistant" for m in messages)
+    return any(isinstance(m, dict) and m.get("role") == "assistant" for m in messages)
 
 
 def _fingerprint(items: list[Item]) -> str:
