@@ -1,0 +1,217 @@
+"""``ctxscope inspect FILE``: the composition of one request body.
+
+FILE is a JSON file holding a request body (OpenAI chat completions, OpenAI
+Responses or Anthropic Messages), or a recording ``{"request": ...,
+"response": ...}``, whose response's usage gives the reported input (SPEC
+section 4) unless ``--reported`` is given. In a JSONL file of recordings,
+``FILE:LINE`` picks line LINE (1-based); a JSONL file of one line needs no
+``:LINE``.
+
+Counting goes through :class:`ctxscope.ledger.SessionLedger`, as for live
+requests, so the numbers are the ones a span would carry.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import sys
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+from ..errors import InputError, UserError
+from ..items import API_ANTHROPIC, API_OPENAI_CHAT, API_OPENAI_RESPONSES, detect_api, items_from_request
+from ..ledger import SessionLedger, Snapshot
+from ..schema import CATEGORIES, Category
+
+TOP_DEFAULT = 10
+_LINE_RE = re.compile(r"^(.*):(\d+)$")
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "inspect", help="show what fills one request body, by category and largest parts",
+        description="Show the context composition of one request body: tokens per category and "
+                    "the largest parts. FILE holds a request body or a recording "
+                    "{\"request\": ..., \"response\": ...}; FILE:LINE picks one line of a JSONL file.")
+    parser.add_argument("file", metavar="FILE", help="JSON request body or recording; FILE:LINE for JSONL")
+    parser.add_argument("--json", action="store_true", help="print the annotation and the parts as JSON")
+    parser.add_argument("--tokenizer", choices=("auto", "chars", "tiktoken"), default="auto",
+                        help="counting basis (default: auto, tiktoken with a chars/4 fallback)")
+    parser.add_argument("--model", help="model to count for (default: the body's model)")
+    parser.add_argument("--reported", type=int, metavar="N",
+                        help="provider-reported input tokens (default: from the recording's usage)")
+    parser.add_argument("--top", type=int, default=TOP_DEFAULT, metavar="K",
+                        help=f"how many of the largest parts to list (default {TOP_DEFAULT})")
+    parser.set_defaults(handler=run)
+
+
+@dataclass
+class Loaded:
+    """A request body read from a file, with its recorded response when there is one."""
+
+    path: str
+    line: int | None
+    body: Mapping[str, Any]
+    response: Any = None
+
+
+def _parse(path: str, text: str, line: int | None) -> Any:
+    try:
+        return json.loads(text)
+    except ValueError as exc:
+        where = line if line is not None else getattr(exc, "lineno", None)
+        msg = getattr(exc, "msg", str(exc))
+        raise InputError(path, f"not valid JSON ({msg}); expected a request body or a recording",
+                         where) from None
+
+
+def load(spec: str) -> Loaded:
+    """Read ``FILE`` or ``FILE:LINE`` (see the module docstring)."""
+    path, line = spec, None
+    if not os.path.exists(spec):
+        match = _LINE_RE.match(spec)
+        if match and os.path.exists(match.group(1)):
+            path, line = match.group(1), int(match.group(2))
+    try:
+        with open(path, encoding="utf-8") as handle:
+            text = handle.read()
+    except FileNotFoundError:
+        raise UserError(f"{spec}: no such file") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UserError(f"{path}: cannot read ({exc})") from None
+    if line is not None:
+        lines = text.splitlines()
+        if line < 1 or line > len(lines):
+            raise InputError(path, f"no line {line}: the file has {len(lines)} lines", line)
+        if not lines[line - 1].strip():
+            raise InputError(path, "empty line: expected a request body or a recording", line)
+        data = _parse(path, lines[line - 1], line)
+    else:
+        try:
+            data = json.loads(text)
+        except ValueError as exc:
+            lines = [n for n, ln in enumerate(text.splitlines(), 1) if ln.strip()]
+            if len(lines) > 1 and getattr(exc, "msg", "") == "Extra data":
+                raise UserError(f"{path}: holds {len(lines)} JSON lines; pick one with {path}:LINE") from None
+            data = _parse(path, text, None)
+    if not isinstance(data, dict):
+        raise InputError(path, f"expected a JSON object, got {type(data).__name__}", line)
+    if "request" in data:
+        body, response = data["request"], data.get("response")
+        if not isinstance(body, dict):
+            raise InputError(path, "'request' is not a JSON object", line)
+        return Loaded(path, line, body, response)
+    return Loaded(path, line, data)
+
+
+def reported_input(api: str, response: Any) -> int | None:
+    """The provider-reported input of a recorded response (SPEC section 4), else None."""
+    usage = response.get("usage") if isinstance(response, dict) else None
+    if not isinstance(usage, dict):
+        return None
+
+    def num(key: str) -> int:
+        value = usage.get(key)
+        return int(value) if isinstance(value, (int, float)) else 0
+
+    if api == API_OPENAI_CHAT:
+        return num("prompt_tokens") if "prompt_tokens" in usage else None
+    if api == API_OPENAI_RESPONSES:
+        return num("input_tokens") if "input_tokens" in usage else None
+    if api == API_ANTHROPIC:
+        if "input_tokens" not in usage:
+            return None
+        return num("input_tokens") + num("cache_creation_input_tokens") + num("cache_read_input_tokens")
+    return None
+
+
+def inspect(loaded: Loaded, *, tokenizer: str = "auto", model: str | None = None,
+            reported: int | None = None) -> tuple[str, Snapshot]:
+    """``(api, snapshot)`` of a loaded body, counted by a fresh ledger."""
+    try:
+        api = detect_api(loaded.body)
+        items = items_from_request(loaded.body, api)
+    except ValueError as exc:
+        raise InputError(loaded.path, str(exc), loaded.line) from None
+    if model is None:
+        model = loaded.body.get("model") if isinstance(loaded.body.get("model"), str) else None
+    if reported is None:
+        reported = reported_input(api, loaded.response)
+    ledger = SessionLedger("inspect", tokenizer=tokenizer)
+    snapshot = ledger.observe(items, model=model)
+    if reported is not None:
+        ledger.report(snapshot, reported)
+    return api, snapshot
+
+
+def _largest(snapshot: Snapshot, top: int) -> list[dict[str, Any]]:
+    """The largest parts, each with its largest item's label and the number of items."""
+    by_part: dict[str, dict[str, Any]] = {}
+    for item in snapshot.items:
+        entry = by_part.setdefault(item.part, {"part": item.part, "tokens": 0, "items": 0,
+                                               "label": None, "_max": -1})
+        entry["tokens"] += item.tokens
+        entry["items"] += 1
+        if item.tokens > entry["_max"] and item.label:
+            entry["_max"], entry["label"] = item.tokens, item.label
+    rows = sorted(by_part.values(), key=lambda e: (-e["tokens"], e["part"]))[:max(0, top)]
+    for row in rows:
+        row.pop("_max")
+    return rows
+
+
+def document(api: str, loaded: Loaded, snapshot: Snapshot, top: int) -> dict[str, Any]:
+    """The ``--json`` document: file, api, annotation, parts, largest parts, calibrated view."""
+    doc: dict[str, Any] = {
+        "file": loaded.path if loaded.line is None else f"{loaded.path}:{loaded.line}",
+        "api": api,
+        "annotation": snapshot.annotation.to_json(),
+        "parts": dict(sorted(snapshot.parts.items(), key=lambda kv: (-kv[1], kv[0]))),
+        "largest": _largest(snapshot, top),
+    }
+    if snapshot.measured:
+        doc["calibrated"] = {c.value: v for c, v in snapshot.calibrated().items()}
+    return doc
+
+
+def table(api: str, loaded: Loaded, snapshot: Snapshot, top: int) -> str:
+    """The plain report: categories with tokens and share, then the largest parts."""
+    ann = snapshot.annotation
+    total = ann.estimated_tokens
+    where = loaded.path if loaded.line is None else f"{loaded.path}:{loaded.line}"
+    lines = [f"{where}  {api}  model {ann.model or '-'}  basis {ann.basis}  {len(snapshot.items)} items", ""]
+    lines.append(f"{'category':<14}{'tokens':>10}{'share':>8}")
+    for category in CATEGORIES:
+        value = ann.categories.get(category)
+        if value is None or category is Category.UNATTRIBUTED:
+            continue
+        share = value / total if total else 0.0
+        lines.append(f"{category.value:<14}{value:>10,}{share:>8.1%}")
+    lines.append(f"{'estimated':<14}{total:>10,}")
+    if ann.reported_tokens is not None:
+        unattributed = snapshot.calibrated().get(Category.UNATTRIBUTED, 0)
+        lines.append(f"{'reported':<14}{ann.reported_tokens:>10,}   calibration factor "
+                     f"{ann.calibration_factor:.3f}, unattributed {unattributed:,}")
+    rows = _largest(snapshot, top)
+    if rows:
+        width = max(len(r["part"]) for r in rows)
+        lines += ["", f"{'largest parts':<{width}}  {'label':<24}{'tokens':>10}{'items':>7}"]
+        for row in rows:
+            label = (row["label"] or "-")[:24]
+            lines.append(f"{row['part']:<{width}}  {label:<24}{row['tokens']:>10,}{row['items']:>7}")
+    return "\n".join(lines) + "\n"
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.reported is not None and args.reported < 0:
+        raise UserError(f"--reported must be 0 or more, got {args.reported}")
+    loaded = load(args.file)
+    api, snapshot = inspect(loaded, tokenizer=args.tokenizer, model=args.model, reported=args.reported)
+    if args.json:
+        sys.stdout.write(json.dumps(document(api, loaded, snapshot, args.top), indent=2) + "\n")
+    else:
+        sys.stdout.write(table(api, loaded, snapshot, args.top))
+    return 0
