@@ -21,6 +21,7 @@ COMMANDS = (
     "fidelity",
     "analyze",
     "diff",
+    "context",
 )
 
 EXIT_OK = 0
