@@ -10,6 +10,7 @@ from .schema import (
     Stage,
     WasteKind,
 )
+from . import session  # callable: ``with ctxscope.session("id"):``; also ``ctxscope.session.mark_compaction``
 
 __all__ = [
     "Annotation",
@@ -20,6 +21,7 @@ __all__ = [
     "Item",
     "Stage",
     "WasteKind",
+    "session",
     "setup",
 ]
 

@@ -19,10 +19,13 @@ is marked as post-compaction.
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
 import hashlib
 import json
 import os
+import sys
+import types
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Iterator, Mapping
@@ -207,3 +210,13 @@ def fingerprint(body: Mapping[str, Any], api: str) -> str:
     digest.update(b"\x00")
     digest.update(first_user.encode("utf-8", "surrogatepass"))
     return "fp-" + digest.hexdigest()
+
+
+class _CallableModule(types.ModuleType):
+    """Lets ``ctxscope.session("id")`` work while ``ctxscope.session`` is this module."""
+
+    def __call__(self, session_id: str) -> "contextlib.AbstractContextManager[str]":
+        return session(session_id)
+
+
+sys.modules[__name__].__class__ = _CallableModule

@@ -432,6 +432,7 @@ class ProviderServer:
         self._queue: deque[Reply] = deque()
         self._lock = threading.Lock()
         self._ids = _Ids()
+        self._request_ids = _Ids()
         self._host, self._port = host, port
         self._httpd: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
@@ -504,9 +505,15 @@ class ProviderServer:
             return len(self._queue)
 
     def clear(self) -> None:
+        """Forget queued answers and recorded requests."""
         with self._lock:
             self._queue.clear()
             self.requests.clear()
+
+    def reset(self) -> None:
+        """:meth:`clear`, and ids start again: the same script then gives the same answers."""
+        self.clear()
+        self._ids = _Ids()
 
     def _next(self, request: RecordedRequest) -> Reply:
         with self._lock:
@@ -571,7 +578,7 @@ class _Handler(BaseHTTPRequestHandler):
         reply = self.owner._next(request)
         if reply.delay_s:
             time.sleep(reply.delay_s)
-        request_id = self.owner._ids.next("req_")
+        request_id = self.owner._request_ids.next("req_")
         if reply.status >= 400:
             self._send(reply.status, json.dumps(_error_body(api, reply)).encode(), "application/json",
                        {"x-should-retry": "false", "x-request-id": request_id, "request-id": request_id})

@@ -269,7 +269,8 @@ class OpenAIInstrumentor(BaseInstrumentor):  # type: ignore[misc,valid-type]
 
         tracer_provider = kwargs.get("tracer_provider")
         install_processor(tracer_provider, kwargs.get("meter_provider"))
-        telemetry = Telemetry(tracer_provider)
+        # ``tracker``: a Tracker of one's own (tests, a tokenizer choice); default the process-wide one.
+        telemetry = Telemetry(tracer_provider, kwargs.get("tracker"))
         type(self)._telemetry = telemetry
         for module, name, api, is_async in _CREATE_TARGETS:
             factory = _async_create if is_async else _sync_create

@@ -1,0 +1,71 @@
+"""Shared set-up of the instrumentation tests: an SDK tracer provider with an
+in-memory exporter, a tracker counting with chars/4 (so values are worked out
+by hand), and helpers to read spans back."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+from ctxscope.schema import Attr, GenAI
+from ctxscope.tracker import Tracker
+
+
+@dataclass
+class Telemetry:
+    provider: TracerProvider
+    exporter: InMemorySpanExporter
+    tracker: Tracker
+
+    def spans(self, name_prefix: str | None = None) -> list[ReadableSpan]:
+        """Finished spans of the ``ctxscope`` scope, in end order."""
+        spans = [s for s in self.exporter.get_finished_spans()
+                 if s.instrumentation_scope is not None and s.instrumentation_scope.name == "ctxscope"]
+        if name_prefix is not None:
+            spans = [s for s in spans if s.name.startswith(name_prefix)]
+        return spans
+
+    def calls(self) -> list[ReadableSpan]:
+        """The model-call spans (``chat {model}``)."""
+        return self.spans("chat")
+
+    def one_call(self) -> ReadableSpan:
+        calls = self.calls()
+        assert len(calls) == 1, [s.name for s in self.spans()]
+        return calls[0]
+
+
+def make_telemetry() -> Telemetry:
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    return Telemetry(provider, exporter, Tracker(tokenizer="chars"))
+
+
+def categories(span: ReadableSpan) -> dict[str, int]:
+    attrs = span.attributes or {}
+    return {k[len(Attr.CATEGORIES_PREFIX):]: v for k, v in attrs.items() if k.startswith(Attr.CATEGORIES_PREFIX)}
+
+
+def changes(span: ReadableSpan) -> list[tuple[str, str, int]]:
+    """``(category, change_type, delta_tokens)`` of the span's change events, in order."""
+    return [(e.attributes["category"], e.attributes["change_type"], e.attributes["delta_tokens"])
+            for e in span.events if e.name == "llm.context.change"]
+
+
+def attr(span: ReadableSpan, key: str) -> Any:
+    return (span.attributes or {}).get(key)
+
+
+def no_content(span: ReadableSpan, *texts: str) -> bool:
+    """None of ``texts`` appears in the span's name, attributes or events."""
+    blob = repr(span.name) + repr(dict(span.attributes or {})) + repr([(e.name, dict(e.attributes or {}))
+                                                                      for e in span.events])
+    return not any(t in blob for t in texts)
+
+
+CONVERSATION = GenAI.CONVERSATION_ID

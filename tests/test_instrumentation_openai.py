@@ -1,0 +1,371 @@
+"""The OpenAI instrumentor with the real openai SDK against ctxscope.testing's server.
+
+Counting is chars/4 (``ceil(chars / 4)`` per item) so every value is worked
+out by hand; the server reports input by its documented rule (every string
+value under ``messages``/``tools`` or ``instructions``/``input``/``tools``,
+``ceil(len / 4)`` each, plus 10 hidden tokens).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+import openai
+import pytest
+import wrapt
+from opentelemetry.sdk.trace import SpanProcessor
+from opentelemetry.trace import SpanKind, StatusCode
+
+import ctxscope
+from ctxscope.instrumentation.openai import OpenAIInstrumentor
+from ctxscope.schema import Attr, GenAI
+from ctxscope.testing import ProviderServer, Reply
+from ctxscope.tokens import CharsCounter
+
+from _instr_support import CONVERSATION, attr, categories, changes, make_telemetry, no_content
+
+SYSTEM = {"role": "system", "content": "You are terse."}          # 14 chars -> 4 tokens
+HELLO = {"role": "user", "content": "hello there"}                 # 11 chars -> 3 tokens
+# Server: "system" 2 + "You are terse." 4 + "user" 1 + "hello there" 3 + 10 hidden = 20
+FIRST = [SYSTEM, HELLO]
+# Turn 2 adds "assistant" 3 + "ok" 1 + "user" 1 + "read it" 2 = 27 reported; items +1 +2
+SECOND = FIRST + [{"role": "assistant", "content": "ok"}, {"role": "user", "content": "read it"}]
+
+
+@pytest.fixture(scope="module")
+def server():
+    with ProviderServer() as s:
+        yield s
+
+
+@pytest.fixture
+def tel(server):
+    server.reset()
+    t = make_telemetry()
+    instrumentor = OpenAIInstrumentor()
+    instrumentor.instrument(tracer_provider=t.provider, tracker=t.tracker)
+    yield t
+    instrumentor.uninstrument()
+
+
+@pytest.fixture
+def client(server):
+    return server.openai_client()
+
+
+def _bare(server, fn):
+    """Run ``fn(client)`` uninstrumented, from fresh server ids; the result as plain data."""
+    instrumentor = OpenAIInstrumentor()
+    instrumentor.uninstrument()
+    server.reset()
+    try:
+        return fn(server.openai_client())
+    finally:
+        server.reset()
+
+
+def test_chat_span_carries_the_annotation_worked_out_by_hand(tel, client):
+    """A first chat call: GenAI attributes, categories 4+3, reported 20, baseline change events."""
+    with ctxscope.session("s-chat"):
+        result = client.chat.completions.create(model="gpt-4o", messages=FIRST)
+    assert result.choices[0].message.content == "ok"
+    span = tel.one_call()
+    assert span.name == "chat gpt-4o" and span.kind is SpanKind.CLIENT
+    assert attr(span, GenAI.OPERATION_NAME) == "chat"
+    assert attr(span, GenAI.PROVIDER_NAME) == "openai"
+    assert attr(span, GenAI.REQUEST_MODEL) == "gpt-4o"
+    assert attr(span, GenAI.RESPONSE_MODEL) == "gpt-4o"
+    assert attr(span, GenAI.RESPONSE_ID) == "chatcmpl-000001"
+    assert attr(span, GenAI.RESPONSE_FINISH_REASONS) == ("stop",)
+    assert attr(span, GenAI.USAGE_INPUT_TOKENS) == 20
+    assert attr(span, GenAI.USAGE_OUTPUT_TOKENS) == 1
+    assert attr(span, GenAI.USAGE_CACHE_READ_INPUT_TOKENS) == 0
+    assert attr(span, CONVERSATION) == "s-chat"
+    assert attr(span, Attr.STAGE) == "request-input"
+    assert attr(span, Attr.BASIS) == "chars/4"
+    assert attr(span, Attr.COVERAGE) == "complete"
+    assert attr(span, Attr.BASELINE) is True
+    assert categories(span) == {"system": 4, "prompts": 3}
+    assert attr(span, Attr.ESTIMATED_TOKENS) == 7
+    assert attr(span, Attr.REPORTED_TOKENS) == 20
+    assert attr(span, Attr.CALIBRATION_FACTOR) == 1.0  # estimates fall short: unattributed takes 13
+    assert attr(span, Attr.WINDOW_TOKENS) == 128_000  # genai-prices: gpt-4o
+    assert attr(span, Attr.MODEL) == "gpt-4o"
+    assert changes(span) == [("system", "baseline", 4), ("prompts", "baseline", 3)]
+
+
+def test_first_call_of_a_session_has_a_capture_start_child_span(tel, client):
+    """capture-start once per session, child of the call's span, stage capture-start."""
+    with ctxscope.session("s-capture"):
+        client.chat.completions.create(model="gpt-4o", messages=FIRST)
+        client.chat.completions.create(model="gpt-4o", messages=SECOND)
+    starts = tel.spans("capture-start")
+    assert len(starts) == 1
+    first_call = tel.calls()[0]
+    assert starts[0].parent.span_id == first_call.context.span_id
+    assert attr(starts[0], Attr.STAGE) == "capture-start"
+    assert attr(starts[0], Attr.ITEM_STAGE) == "request-input"
+    assert attr(starts[0], Attr.ESTIMATED_TOKENS) == 7
+
+
+def test_second_turn_reports_additions_largest_first(tel, client):
+    """Turn 2: not a baseline; additions prompts +2 then assistant +1; reported 27."""
+    with ctxscope.session("s-turns"):
+        client.chat.completions.create(model="gpt-4o", messages=FIRST)
+        client.chat.completions.create(model="gpt-4o", messages=SECOND)
+    second = tel.calls()[1]
+    assert attr(second, Attr.BASELINE) is False
+    assert categories(second) == {"system": 4, "prompts": 5, "assistant": 1}
+    assert attr(second, Attr.ESTIMATED_TOKENS) == 10
+    assert attr(second, Attr.REPORTED_TOKENS) == 27
+    assert changes(second) == [("prompts", "addition", 2), ("assistant", "addition", 1)]
+
+
+def test_estimates_above_the_report_give_a_factor_below_one(tel, client):
+    """A tool schema counted whole (150 chars) outweighs the server's rule: factor = 26 / estimated."""
+    tools = [{"type": "function", "function": {"name": "read_file", "description": "Read a file",
+                                               "parameters": {"type": "object",
+                                                              "properties": {"path": {"type": "string"}}}}}]
+    client.chat.completions.create(model="gpt-4o", messages=[HELLO], tools=tools)
+    span = tel.one_call()
+    # "user" 1 + "hello there" 3 + tools "function" 2 "read_file" 3 "Read a file" 3 "object" 2 "string" 2 + 10
+    assert attr(span, Attr.REPORTED_TOKENS) == 26
+    estimated = attr(span, Attr.ESTIMATED_TOKENS)
+    assert estimated > 26
+    assert attr(span, Attr.CALIBRATION_FACTOR) == pytest.approx(26 / estimated)
+
+
+def test_chat_result_is_unchanged(tel, server, client):
+    """The instrumented call returns what the uninstrumented one does."""
+    bare = _bare(server, lambda c: c.chat.completions.create(model="gpt-4o", messages=FIRST).model_dump())
+    OpenAIInstrumentor().instrument(tracer_provider=tel.provider, tracker=tel.tracker)
+    server.reset()
+    seen = client.chat.completions.create(model="gpt-4o", messages=FIRST)
+    assert isinstance(seen, openai.types.chat.ChatCompletion)
+    assert seen.model_dump() == bare
+
+
+def test_chat_stream_chunks_are_unchanged_and_the_span_ends_with_the_stream(tel, server, client):
+    """Streamed chunks equal an uninstrumented run's; the span ends after the last, with the usage chunk."""
+    kwargs = dict(model="gpt-4o", messages=FIRST, stream=True, stream_options={"include_usage": True})
+    bare = _bare(server, lambda c: (server.reply(Reply.text("one two three")),
+                                    [x.model_dump() for x in c.chat.completions.create(**kwargs)])[1])
+    OpenAIInstrumentor().instrument(tracer_provider=tel.provider, tracker=tel.tracker)
+    server.reply(Reply.text("one two three"))
+    stream = client.chat.completions.create(**kwargs)
+    assert isinstance(stream, openai.Stream)
+    first = next(stream)
+    assert tel.calls() == []  # still open while the stream runs
+    chunks = [first] + list(stream)
+    assert all(isinstance(c, openai.types.chat.ChatCompletionChunk) for c in chunks)
+    assert [c.model_dump() for c in chunks] == bare
+    span = tel.one_call()
+    assert attr(span, Attr.REPORTED_TOKENS) == 20
+    assert attr(span, GenAI.USAGE_OUTPUT_TOKENS) == 4  # "one two three": 13 chars
+    assert attr(span, GenAI.RESPONSE_FINISH_REASONS) == ("stop",)
+
+
+def test_chat_stream_without_usage_has_no_reported_input(tel, client):
+    """Without include_usage the provider sends no usage: the span has estimates only."""
+    list(client.chat.completions.create(model="gpt-4o", messages=FIRST, stream=True))
+    span = tel.one_call()
+    assert attr(span, Attr.REPORTED_TOKENS) is None
+    assert attr(span, Attr.ESTIMATED_TOKENS) == 7
+
+
+def test_closing_a_stream_early_ends_the_span(tel, server, client):
+    """close() after one chunk ends the span, with no error status."""
+    server.reply(Reply.text("a b c d e f"))
+    stream = client.chat.completions.create(model="gpt-4o", messages=FIRST, stream=True)
+    next(stream)
+    stream.close()
+    span = tel.one_call()
+    assert span.status.status_code is StatusCode.UNSET
+
+
+def test_stream_used_as_context_manager_ends_the_span(tel, client):
+    """Leaving ``with stream:`` ends the span."""
+    with client.chat.completions.create(model="gpt-4o", messages=FIRST, stream=True) as stream:
+        next(iter(stream))
+    assert len(tel.calls()) == 1
+
+
+def test_provider_error_is_raised_unchanged_and_recorded(tel, server, client):
+    """A 429 raises the SDK's RateLimitError with the provider's body; the span has error.type."""
+    server.reply(Reply.error(429, "slow down"))
+    with pytest.raises(openai.RateLimitError) as caught:
+        client.chat.completions.create(model="gpt-4o", messages=FIRST)
+    assert caught.value.status_code == 429
+    assert caught.value.body == {"message": "slow down", "type": "rate_limit_exceeded", "param": None,
+                                 "code": "rate_limit_exceeded"}
+    assert caught.value.__cause__ is None
+    span = tel.one_call()
+    assert attr(span, "error.type") == "RateLimitError"
+    assert span.status.status_code is StatusCode.ERROR
+    assert attr(span, Attr.ESTIMATED_TOKENS) == 7  # the request was still measured
+
+
+def test_error_in_the_middle_of_a_stream_is_raised_and_recorded(tel, server, client):
+    """A stream that breaks off raises the SDK's APIError to the caller; the span ends with error.type."""
+    server.reply(Reply.text("a b c", stream_error=True, error_message="broke"))
+    stream = client.chat.completions.create(model="gpt-4o", messages=FIRST, stream=True)
+    with pytest.raises(openai.APIError, match="broke"):
+        for _ in stream:
+            pass
+    span = tel.one_call()
+    assert attr(span, "error.type") == "APIError"
+
+
+def test_chat_streaming_helper(tel, client):
+    """client.chat.completions.stream(): events as usual, one span, ended at exit."""
+    with client.chat.completions.stream(model="gpt-4o", messages=FIRST,
+                                        stream_options={"include_usage": True}) as stream:
+        text = "".join(e.delta for e in stream if e.type == "content.delta")
+    assert text == "ok"
+    span = tel.one_call()
+    assert attr(span, Attr.REPORTED_TOKENS) == 20
+
+
+def test_chat_streaming_helper_left_early_ends_the_span(tel, server, client):
+    """Leaving the helper's block before the end still ends the span."""
+    server.reply(Reply.text("a b c d e f g"))
+    with client.chat.completions.stream(model="gpt-4o", messages=FIRST) as stream:
+        next(iter(stream))
+    assert len(tel.calls()) == 1
+
+
+def test_responses_create_and_chaining(tel, client):
+    """Responses: reported input_tokens; a previous_response_id call stays in the session, partial coverage."""
+    first = client.responses.create(model="gpt-4o", instructions="You are terse.", input="hello there")
+    assert first.output_text == "ok"
+    client.responses.create(model="gpt-4o", input="read it", previous_response_id=first.id)
+    one, two = tel.calls()
+    # "You are terse." 4 + "hello there" 3 + 10
+    assert attr(one, Attr.REPORTED_TOKENS) == 17
+    assert categories(one) == {"system": 4, "prompts": 3}
+    assert attr(one, GenAI.RESPONSE_ID) == first.id
+    assert attr(two, CONVERSATION) == attr(one, CONVERSATION)
+    assert attr(two, Attr.COVERAGE) == "partial"
+
+
+def test_responses_stream_and_helper(tel, client):
+    """Responses events pass through; usage comes from response.completed; the helper too."""
+    events = list(client.responses.create(model="gpt-4o", input="hello there", stream=True))
+    assert events[-1].type == "response.completed"
+    with client.responses.stream(model="gpt-4o", input="hello again") as stream:
+        final = stream.get_final_response()
+    assert final.output_text == "ok"
+    one, two = tel.calls()
+    assert attr(one, Attr.REPORTED_TOKENS) == 13  # "hello there" 3 + 10
+    assert attr(two, Attr.REPORTED_TOKENS) == 13  # "hello again" 3 + 10
+    assert attr(one, GenAI.RESPONSE_FINISH_REASONS) == ("stop",)
+
+
+def test_tool_call_reply_finish_reason(tel, server, client):
+    """A scripted tool call comes back as tool_calls, and the span says so."""
+    server.reply(Reply.tool_call("read_file", {"path": "a.py"}))
+    result = client.chat.completions.create(model="gpt-4o", messages=FIRST)
+    assert result.choices[0].message.tool_calls[0].function.arguments == '{"path":"a.py"}'
+    assert attr(tel.one_call(), GenAI.RESPONSE_FINISH_REASONS) == ("tool_calls",)
+
+
+def test_declared_compaction_emits_a_post_compaction_span(tel, client):
+    """mark_compaction('manual') makes the next call's post-compaction span, trigger manual."""
+    with ctxscope.session("s-compact"):
+        client.chat.completions.create(model="gpt-4o", messages=SECOND)
+        ctxscope.session.mark_compaction("manual")
+        client.chat.completions.create(
+            model="gpt-4o", messages=[SYSTEM, {"role": "user", "content": "Summary: said hi."}])
+    posts = tel.spans("post-compaction")
+    assert len(posts) == 1
+    assert attr(posts[0], Attr.STAGE) == "post-compaction"
+    assert attr(posts[0], Attr.COMPACTION_TRIGGER) == "manual"
+    assert attr(posts[0], CONVERSATION) == "s-compact"
+    assert attr(tel.calls()[1], Attr.BASELINE) is True
+
+
+def test_async_chat_create_and_stream(tel, client, server):
+    """AsyncOpenAI: create and stream=True are instrumented like the sync client."""
+    async def run():
+        aclient = server.openai_client(async_=True)
+        result = await aclient.chat.completions.create(model="gpt-4o", messages=FIRST)
+        stream = await aclient.chat.completions.create(model="gpt-4o", messages=FIRST, stream=True,
+                                                       stream_options={"include_usage": True})
+        assert isinstance(stream, openai.AsyncStream)
+        chunks = [c async for c in stream]
+        async with aclient.chat.completions.stream(model="gpt-4o", messages=FIRST) as helper:
+            async for _ in helper:
+                pass
+        response = await aclient.responses.create(model="gpt-4o", input="hello there")
+        return result, chunks, response
+
+    result, chunks, response = asyncio.run(run())
+    assert result.choices[0].message.content == "ok"
+    assert chunks[-1].usage.prompt_tokens == 20
+    assert response.output_text == "ok"
+    spans = tel.calls()
+    assert len(spans) == 4
+    assert [attr(s, Attr.REPORTED_TOKENS) for s in spans] == [20, 20, None, 13]
+
+
+def test_instrument_and_uninstrument_twice_is_harmless(tel, client):
+    """A second instrument() adds no second span; uninstrument() twice leaves a bare SDK."""
+    OpenAIInstrumentor().instrument(tracer_provider=tel.provider, tracker=tel.tracker)
+    client.chat.completions.create(model="gpt-4o", messages=FIRST)
+    assert len(tel.calls()) == 1
+    OpenAIInstrumentor().uninstrument()
+    OpenAIInstrumentor().uninstrument()
+    client.chat.completions.create(model="gpt-4o", messages=FIRST)
+    assert len(tel.calls()) == 1
+    assert not isinstance(vars(openai.resources.chat.completions.Completions)["create"], wrapt.ObjectProxy)
+
+
+def test_tokenizer_error_never_reaches_the_caller(tel, client, monkeypatch, caplog):
+    """A counter that raises: the call returns its result, the span has no annotation, a warning is logged."""
+    def broken(self, text):
+        raise RuntimeError("tokenizer broke")
+
+    monkeypatch.setattr(CharsCounter, "count", broken)
+    with caplog.at_level(logging.WARNING, logger="ctxscope"):
+        result = client.chat.completions.create(model="gpt-4o", messages=FIRST)
+    assert result.choices[0].message.content == "ok"
+    span = tel.one_call()
+    assert attr(span, Attr.ESTIMATED_TOKENS) is None
+    assert attr(span, GenAI.USAGE_INPUT_TOKENS) == 20
+    assert "could not annotate" in caplog.text
+
+
+def test_processor_and_exporter_errors_never_reach_the_caller(tel, client):
+    """A span processor whose on_end raises, and an exporter that raises: the call still returns."""
+    class Raising(SpanProcessor):
+        def on_end(self, span):
+            raise RuntimeError("processor broke")
+
+    class RaisingExporter:
+        def export(self, spans):
+            raise RuntimeError("exporter broke")
+
+        def shutdown(self):
+            pass
+
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+
+    tel.provider.add_span_processor(Raising())
+    tel.provider.add_span_processor(SimpleSpanProcessor(RaisingExporter()))
+    result = client.chat.completions.create(model="gpt-4o", messages=FIRST)
+    assert result.choices[0].message.content == "ok"
+    stream = client.chat.completions.create(model="gpt-4o", messages=FIRST, stream=True)
+    assert [c.choices[0].delta.content for c in stream if c.choices][1] == "ok"
+
+
+def test_no_prompt_or_response_text_in_spans(tel, server, client):
+    """Sentinel strings in prompt, tool result and response appear in no span (content capture off)."""
+    server.reply(Reply.text("SENTINEL-RESPONSE-3"))
+    messages = [{"role": "user", "content": "SENTINEL-PROMPT-1"},
+                {"role": "assistant", "content": None, "tool_calls": [
+                    {"id": "call_9", "type": "function", "function": {"name": "read", "arguments": "{}"}}]},
+                {"role": "tool", "tool_call_id": "call_9", "content": "SENTINEL-RESULT-2"}]
+    client.chat.completions.create(model="gpt-4o", messages=messages)
+    for span in tel.spans():
+        assert no_content(span, "SENTINEL-PROMPT-1", "SENTINEL-RESULT-2", "SENTINEL-RESPONSE-3")
