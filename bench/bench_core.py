@@ -8,7 +8,8 @@
    bench builds the items itself and times the ledger alone.
 2. Cold count: a fresh ledger observing the same 2,000 items with tiktoken,
    against tiktoken's own ``encode_ordinary`` of the same item texts one by
-   one, measured in the same run (ratio = ledger / tiktoken).
+   one, measured in the same run, interleaved (ratio = ledger / tiktoken, of
+   the medians and of the minimums).
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from ctxscope.tokens import CharsCounter, counter_for, load_encoding
 
 ITEMS = 2000
 APPEND_ROUNDS = 300
-COLD_ROUNDS = 7
+COLD_ROUNDS = 11
 MODEL = "gpt-4o"
 
 _WORDS = ("the of and to in is that for it with as was on be by this are or from at an "
@@ -157,10 +158,14 @@ def bench_cold(counter: Any) -> dict[str, float]:
         ref_s.append(_timed(reference))
         our_s.append(_timed(ours))
     ref, our = statistics.median(ref_s), statistics.median(our_s)
+    # The ratio of the fastest runs too: on a shared machine the minimum is
+    # the run least disturbed by others, so it is the steadier of the two.
+    best = min(our_s) / min(ref_s)
     figures = {"ledger_median_ms": round(our * 1e3, 3), "tiktoken_median_ms": round(ref * 1e3, 3),
-               "ratio": round(our / ref, 3)}
+               "ratio": round(our / ref, 3), "ratio_of_minimums": round(best, 3)}
     print(f"cold count of {ITEMS} items with {counter.basis}: ledger {our * 1e3:.1f} ms, "
-          f"tiktoken encode_ordinary per item {ref * 1e3:.1f} ms, ratio {our / ref:.3f} (target <= 1.2)")
+          f"tiktoken encode_ordinary per item {ref * 1e3:.1f} ms (medians), ratio {our / ref:.3f}, "
+          f"ratio of minimums {best:.3f} (target <= 1.2)")
     return figures
 
 

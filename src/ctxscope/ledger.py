@@ -303,8 +303,7 @@ class SessionLedger:
                 removed=diff.removed + [old for old, _ in diff.replaced],
                 added=diff.added + [new for _, new in diff.replaced],
                 annotation=post)
-        if baseline:
-            self._prune_cache(items)
+        self._prune_cache(items)
         self._items = items
         snapshot = Snapshot(annotation=annotation, parts=dict(self._part_tokens), items=items,
                             compaction=record, timestamp_ns=timestamp_ns, first=first,
@@ -397,8 +396,10 @@ class SessionLedger:
             self._add(item, self._tokens(item, counter), 1)
 
     def _prune_cache(self, items: list[Item]) -> None:
-        # After a baseline only the items in context matter: forget the rest.
-        if len(self._cache) > 2 * len(items):
+        # Only the items in context need their counts (removed ones were
+        # subtracted already). Pruning once the cache holds twice the context
+        # plus 1,024 keeps a long session's memory bounded at O(1) amortised.
+        if len(self._cache) > 2 * len(items) + 1024:
             keep = {(i.id, i.digest) for i in items}
             self._cache = {k: v for k, v in self._cache.items() if k in keep}
 
