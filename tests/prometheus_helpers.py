@@ -64,7 +64,9 @@ _PROMQL_WORDS = {
 
 def metric_names(expr: str) -> set[str]:
     """Series names selected by a PromQL expression (Grafana variables allowed)."""
-    text = re.sub(r'"(?:[^"\\]|\\.)*"', '""', expr)          # string literals
+    # Grafana's label_values(selector, label): only the selector names series.
+    text = re.sub(r"label_values\((?:(.*),)?\s*\w+\s*\)", r"\1", expr)
+    text = re.sub(r'"(?:[^"\\]|\\.)*"', '""', text)          # string literals
     text = re.sub(r"\{[^}]*\}", "", text)                     # label matchers
     text = re.sub(r"\b(by|without|on|ignoring|group_left|group_right)\s*\([^)]*\)", r"\1", text)
     text = re.sub(r"\[[^\]]*\]", "", text)                    # range selectors
