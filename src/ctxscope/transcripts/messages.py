@@ -53,7 +53,12 @@ class MessagesReader:
             return self._history(record["history"], None, record.get("model"), line)
         if isinstance(record.get("messages"), list):
             self.records += 1
-            if "usage" in record or "choices" not in record and "max_tokens" not in record and "stream" not in record and len(record["messages"]) > 2 and _has_assistant(record["messages"]):
+            messages = record["messages"]
+            last = messages[-1] if messages else None
+            # A request ends with what the model must answer; an exported
+            # transcript ends with the model's answer (or carries its usage).
+            if "usage" in record or (isinstance(last, dict) and last.get("role") == "assistant"
+                                     and "max_tokens" not in record and "stream" not in record):
                 # An exported transcript: a history, its usage (if any) for the last call.
                 return self._history(record["messages"], record, record.get("model"), line)
             return [self._call(record, None, line)]

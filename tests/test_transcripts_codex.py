@@ -1,0 +1,67 @@
+"""Codex rollout reader: calls, reported input, token_count dedupe, compaction."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from conftest import CORPUS, DATA, requires_corpus
+
+from ctxscope.schema import Category
+from ctxscope.transcripts import TranscriptFile
+
+TURNS = DATA / "transcripts" / "codex_turn-2.jsonl"
+
+
+def test_two_turns_are_two_calls_with_last_token_usage():
+    """turn-2.jsonl: two calls whose reported input is last_token_usage.input_tokens (1,024 and 1,100)."""
+    calls = list(TranscriptFile(str(TURNS)).calls())
+    assert [c.reported_tokens for c in calls] == [1024, 1100]
+    assert calls[0].window_tokens == 258400
+
+
+def test_repeated_token_count_is_counted_once(tmp_path: Path):
+    """A token_count written twice (same total_token_usage) does not make or re-price a call."""
+    lines = TURNS.read_text().splitlines(keepends=True)
+    doubled = lines[:12] + [lines[11]] + lines[12:]
+    path = tmp_path / "rollout.jsonl"
+    path.write_text("".join(doubled))
+    calls = list(TranscriptFile(str(path)).calls())
+    assert [c.reported_tokens for c in calls] == [1024, 1100]
+
+
+def test_compacted_replaces_the_context(tmp_path: Path):
+    """After `compacted`, the next call's context is the base instructions and the replacement history."""
+    rec = lambda kind, payload: json.dumps({"timestamp": "2026-01-01T00:00:00Z", "type": kind, "payload": payload})
+    msg = lambda role, text: rec("response_item", {"type": "message", "role": role,
+                                                   "content": [{"type": "input_text", "text": text}]})
+    lines = [rec("session_meta", {"id": "s1", "base_instructions": {"text": "You are Codex."}}),
+             msg("user", "a" * 400), msg("assistant", "b" * 400), msg("user", "next"), msg("assistant", "ok"),
+             rec("compacted", {"message": "", "replacement_history": [
+                 {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "summary of work"}]}]}),
+             msg("user", "go on"), msg("assistant", "done")]
+    path = tmp_path / "c.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    calls = list(TranscriptFile(str(path)).calls())
+    assert len(calls) == 3
+    last = calls[-1]
+    assert last.compaction is not None and last.reset
+    assert [i.text for i in last.items] == ["You are Codex.", "summary of work", "go on"]
+    assert last.items[0].category is Category.SYSTEM
+
+
+@requires_corpus
+def test_real_rollout_has_one_call_per_distinct_token_count():
+    """The 0.125 rollout: 66 calls, each priced by a token_count with a new total (first: 18,703)."""
+    path = CORPUS / "codex" / "codemie" / "rollout-2026-05-11T11-26-55-019e1625-789d-76c0-80ab-3724b5ddb799.jsonl"
+    totals = []
+    for line in path.read_text().splitlines():
+        record = json.loads(line)
+        payload = record.get("payload") or {}
+        if payload.get("type") == "token_count" and payload.get("info"):
+            total = payload["info"]["total_token_usage"]
+            if not totals or totals[-1] != total:
+                totals.append(total)
+    calls = list(TranscriptFile(str(path)).calls())
+    assert len(calls) == 66 == len(totals)
+    assert calls[0].reported_tokens == 18703 and calls[1].reported_tokens == 18911
