@@ -240,6 +240,7 @@ def test_declared_compaction() -> None:
     assert {c.id: (c.change_type.value, c.delta_tokens) for c in post.changes} == {
         "a1": ("removal", -15), "r1": ("removal", -10), "u1": ("removal", -5), "sum": ("addition", 4)}
     assert post.categories == {SYS: 10, SUMMARIES: 4} and post.estimated_tokens == 14
+    assert post.item_stage is Stage.REQUEST_INPUT  # the items were attributed on the request
     # The request itself starts a new baseline.
     assert snap.annotation.baseline and kinds(snap) == {"sys": ("baseline", 10), "sum": ("baseline", 4)}
     assert led.compactions == 1

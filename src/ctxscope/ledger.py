@@ -225,11 +225,12 @@ class SessionLedger:
         if reported_tokens is None:
             return snapshot
         _, factor = calibrate(snapshot.annotation.categories, reported_tokens)
-        for ann in (snapshot.annotation,
-                    snapshot.compaction.annotation if snapshot.compaction else None):
-            if ann is not None:
-                ann.reported_tokens = int(reported_tokens)
-                ann.calibration_factor = factor
+        with self._lock:
+            for ann in (snapshot.annotation,
+                        snapshot.compaction.annotation if snapshot.compaction else None):
+                if ann is not None:
+                    ann.reported_tokens = int(reported_tokens)
+                    ann.calibration_factor = factor
         return snapshot
 
     # -- observation ---------------------------------------------------------
@@ -293,7 +294,8 @@ class SessionLedger:
         if trigger is not None:
             self.compactions += 1
             post_changes, post_omitted = self._diff_changes(diff)
-            post = Annotation(stage=Stage.POST_COMPACTION, baseline=False, item_stage=item_stage,
+            post_item_stage = item_stage or (stage if stage is not Stage.POST_COMPACTION else None)
+            post = Annotation(stage=Stage.POST_COMPACTION, baseline=False, item_stage=post_item_stage,
                               changes=post_changes, omitted_changes=post_omitted,
                               compaction_trigger=trigger, categories=dict(categories),
                               **{k: v for k, v in common.items() if k != "categories"})  # type: ignore[arg-type]
