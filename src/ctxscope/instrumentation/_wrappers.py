@@ -207,11 +207,7 @@ class ModelCall:
             if self.pending is not None:
                 self.telemetry.tracker.observe_response(
                     self.pending, info.usage, response_model=info.response_model, response_id=info.response_id)
-                annotation = self.pending.snapshot.annotation
-                if annotation.reported_tokens is not None:
-                    self.span.set_attribute(Attr.REPORTED_TOKENS, int(annotation.reported_tokens))
-                if annotation.calibration_factor is not None:
-                    self.span.set_attribute(Attr.CALIBRATION_FACTOR, float(annotation.calibration_factor))
+                self._set_reported()
         except Exception:  # noqa: BLE001
             _log.warning("ctxscope: could not record the %s response", self.api, exc_info=True)
         finally:
@@ -231,10 +227,21 @@ class ModelCall:
             if self.pending is not None:
                 self.telemetry.tracker.observe_response(
                     self.pending, info.usage if info else None, error=error_type)
+                self._set_reported()
         except Exception:  # noqa: BLE001
             _log.warning("ctxscope: could not record the %s error", self.api, exc_info=True)
         finally:
             self._end()
+
+    def _set_reported(self) -> None:
+        """The reported input and calibration the ledger attached (SPEC sections 4-5)."""
+        annotation = self.pending.snapshot.annotation if self.pending is not None else None
+        if annotation is None:
+            return
+        if annotation.reported_tokens is not None:
+            self.span.set_attribute(Attr.REPORTED_TOKENS, int(annotation.reported_tokens))
+        if annotation.calibration_factor is not None:
+            self.span.set_attribute(Attr.CALIBRATION_FACTOR, float(annotation.calibration_factor))
 
     def _set_response(self, info: ResponseInfo) -> None:
         attributes: dict[str, Any] = {}
