@@ -86,6 +86,12 @@ def test_ledger_bases(tokenizer: str, basis: str, tokens: int) -> None:
     assert snap.annotation.estimated_tokens == tokens
 
 
+def test_unknown_tokenizer_fails_when_built() -> None:
+    """A misspelt tokenizer is a ValueError at construction, not on the first request."""
+    with pytest.raises(ValueError, match="unknown tokenizer"):
+        SessionLedger("s", tokenizer="tiktokn")
+
+
 def test_ledger_tiktoken_basis(tiktoken_ready: None) -> None:
     """With tiktoken, 'Hello, world!' (4) and '日本語' (2) under o200k_base give 6."""
     items = [Item("a", PROMPTS, "prompts/text", 13, text="Hello, world!", digest="a"),

@@ -38,7 +38,7 @@ from .schema import (
     Stage,
     other_part,
 )
-from .tokens import Counter, counter_for
+from .tokens import TOKENIZERS, Counter, counter_for
 
 __all__ = [
     "CONVERSATION_CATEGORIES",
@@ -171,6 +171,9 @@ class SessionLedger:
     """The snapshots of one session. Thread-safe: observations are serialised."""
 
     def __init__(self, session_id: str, *, counter: Counter | None = None, tokenizer: str = "auto") -> None:
+        if counter is None and tokenizer not in TOKENIZERS:
+            # A configuration error: raised when the ledger is built, not per request.
+            raise ValueError(f"unknown tokenizer {tokenizer!r}: choose one of {', '.join(TOKENIZERS)}")
         self.session_id = session_id
         self._fixed_counter = counter
         self._tokenizer = tokenizer
