@@ -799,8 +799,13 @@ class RequestExtractor:
     def _rebuild(self, body: Mapping[str, Any], api: str, head_key: Any, messages: list[Any]) -> list[Item]:
         ids = _Ids()
         builder = _Builder(api, ids)
-        _head(builder, body)
-        head_items = builder.out
+        if api == self._api and head_key == self._head_key and all(map(ids.register, self._head_items)):
+            head_items = self._head_items
+        else:
+            ids = _Ids()
+            builder = _Builder(api, ids)
+            _head(builder, body)
+            head_items = builder.out
         old_snaps, old_ends, old_items = self._snaps, self._ends, self._msg_items
         same_api = api == self._api
         fn = _MESSAGE_FN[api]

@@ -1,0 +1,377 @@
+"""Request bodies -> items: categories, parts, ids, chars and media, with values worked out by hand."""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from ctxscope.items import (
+    API_ANTHROPIC,
+    API_OPENAI_CHAT,
+    API_OPENAI_RESPONSES,
+    DOCUMENT_PAGE_TOKENS,
+    RequestExtractor,
+    detect_api,
+    items_from_request,
+    tool_definition_text,
+)
+from ctxscope.schema import Category
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def png(width: int, height: int) -> str:
+    """Base64 of a PNG header declaring ``width`` x ``height`` (all the size reader needs)."""
+    header = (b"\x89PNG\r\n\x1a\n" + b"\x00\x00\x00\rIHDR" + width.to_bytes(4, "big")
+              + height.to_bytes(4, "big") + b"\x08\x02\x00\x00\x00" + b"\x00" * 8)
+    return base64.b64encode(header).decode()
+
+
+# 1024 x 768: OpenAI 2x2 tiles -> 85 + 4 * 170 = 765; Anthropic 786,432 px / 750 -> 1,049.
+IMG = png(1024, 768)
+PDF = base64.b64encode(b"%PDF-1.4\n1 0 obj<</Type /Pages>>\n2 0 obj<</Type /Page>>\n3 0 obj<</Type/Page>>\n").decode()
+
+
+def rows(items):
+    return [(i.id, i.part, i.chars, i.label) for i in items]
+
+
+# ---------------------------------------------------------------------------
+# OpenAI chat completions
+# ---------------------------------------------------------------------------
+
+CHAT = {
+    "model": "gpt-4o",
+    "messages": [
+        {"role": "system", "content": "Be brief."},
+        {"role": "user", "content": [
+            {"type": "text", "text": "<system-reminder>\ncwd: /repo\n</system-reminder>\nWhat is in a.py?"},
+            {"type": "image_url", "image_url": {"url": f"data:image/png;base64,{IMG}", "detail": "high"}},
+        ]},
+        {"role": "assistant", "content": None, "reasoning_content": "Look.", "tool_calls": [
+            {"id": "call_1", "type": "function", "function": {"name": "Read", "arguments": '{"file_path":"./a.py"}'}},
+            {"id": "call_2", "type": "function", "function": {"name": "Bash", "arguments": '{"command":"ls  -la"}'}},
+        ]},
+        {"role": "tool", "tool_call_id": "call_2", "content": "a.py"},
+        {"role": "tool", "tool_call_id": "call_1", "content": "print(1)"},
+        {"role": "assistant", "content": "It prints 1."},
+    ],
+    "tools": [{"type": "function", "function": {"name": "Read", "parameters": {"type": "object"}}}],
+}
+
+
+def test_chat_body_every_block_kind():
+    """System, reminder split from user text, image by formula, calls, results by tool, text, tools."""
+    items = items_from_request(CHAT)
+    got = rows(items)
+    tool_text = '{"type":"function","function":{"name":"Read","parameters":{"type":"object"}}}'
+    assert [(r[1], r[2], r[3]) for r in got] == [
+        ("tools/Read", len(tool_text), "Read"),
+        ("system", 9, None),
+        ("environment", len("<system-reminder>\ncwd: /repo\n</system-reminder>"), None),
+        ("prompts/text", len("\nWhat is in a.py?"), None),
+        ("prompts/media/image", 0, None),
+        ("assistant/thinking", 5, None),
+        ("assistant/calls/Read", len('{"file_path":"./a.py"}'), "Read"),
+        ("assistant/calls/Bash", len('{"command":"ls  -la"}'), "Bash"),
+        ("results/Bash", 4, "Bash"),
+        ("results/Read", 8, "Read"),
+        ("assistant/text", 12, None),
+    ]
+    ids = [r[0] for r in got]
+    assert ids[0] == "tool:Read"
+    assert ids[6:10] == ["call_1", "call_2", "call_2:result", "call_1:result"]
+    image = items[4]
+    assert image.fixed_tokens == 765 and image.text == "" and image.category is Category.PROMPTS
+    assert items[6].reference == "Read:file_path=a.py"
+    assert items[7].reference == "Bash:command=ls -la"
+    assert items[9].reference == "Read:file_path=a.py" and items[9].source_call_id == "call_1"
+    assert items[9].source_kind == "tool_result" and items[9].category is Category.RESULTS
+    assert items[0].text == tool_definition_text(API_OPENAI_CHAT, CHAT["tools"][0]) == tool_text
+
+
+def test_hash_ids_never_hold_content_and_repeat_gets_occurrence_suffix():
+    """Two identical user texts get ids h:<hex> and h:<hex>#2; the text is not in the id."""
+    body = {"model": "gpt-4o", "messages": [{"role": "user", "content": "same words"},
+                                            {"role": "user", "content": "same words"}]}
+    first, second = items_from_request(body)
+    assert first.id.startswith("h:") and len(first.id) == 18
+    assert second.id == first.id + "#2"
+    assert "same" not in first.id and first.digest == second.digest
+
+
+def test_ids_stable_across_calls_and_keyed_by_environment():
+    """The same body gives the same ids; another CTXSCOPE_HASH_KEY gives other hash ids."""
+    assert rows(items_from_request(CHAT)) == rows(items_from_request(json.loads(json.dumps(CHAT))))
+    code = ("import json,sys; from ctxscope.items import items_from_request; "
+            "print(json.dumps([i.id for i in items_from_request(json.load(sys.stdin))]))")
+    env = {**os.environ, "CTXSCOPE_HASH_KEY": "another key"}
+    out = subprocess.run([sys.executable, "-c", code], input=json.dumps(CHAT), capture_output=True,
+                         text=True, env=env, check=True, cwd=ROOT)
+    keyed = json.loads(out.stdout)
+    plain = [i.id for i in items_from_request(CHAT)]
+    assert keyed[0] == plain[0] == "tool:Read"             # provider ids do not depend on the key
+    assert keyed[1] != plain[1] and keyed[1].startswith("h:")
+
+
+def test_chat_with_sdk_objects_and_tuples():
+    """An openai ChatCompletionMessage appended to a tuple of messages reads like its dict."""
+    from openai.types.chat import ChatCompletionMessage
+
+    reply = ChatCompletionMessage(role="assistant", content=None, tool_calls=[
+        {"id": "call_9", "type": "function", "function": {"name": "Read", "arguments": '{"file_path":"b.py"}'}}])
+    body = {"model": "gpt-4o", "messages": ({"role": "user", "content": "read b"}, reply,
+                                            {"role": "tool", "tool_call_id": "call_9", "content": "x = 2"})}
+    assert [(i.id, i.part, i.chars) for i in items_from_request(body, API_OPENAI_CHAT)] == [
+        ("h:" + items_from_request(body, API_OPENAI_CHAT)[0].digest, "prompts/text", 6),
+        ("call_9", "assistant/calls/Read", 20),
+        ("call_9:result", "results/Read", 5),
+    ]
+
+
+def test_result_without_its_call_goes_to_results_unknown():
+    """A tool message whose call is not in the request is still counted, under results/unknown."""
+    body = {"model": "gpt-4o", "messages": [{"role": "tool", "tool_call_id": "gone", "content": "old"}]}
+    (item,) = items_from_request(body, API_OPENAI_CHAT)
+    assert (item.id, item.part, item.label, item.chars) == ("gone:result", "results/unknown", "unknown", 3)
+
+
+# ---------------------------------------------------------------------------
+# OpenAI Responses
+# ---------------------------------------------------------------------------
+
+RESPONSES = {
+    "model": "gpt-5",
+    "instructions": "You are Codex.",
+    "input": [
+        {"role": "user", "content": [{"type": "input_text", "text": "<environment_context>\n  <cwd>/r</cwd>\n</environment_context>"}]},
+        {"role": "user", "content": [{"type": "input_text", "text": "fix it"},
+                                     {"type": "input_image", "image_url": f"data:image/png;base64,{IMG}", "detail": "low"}]},
+        {"type": "reasoning", "id": "rs_1", "summary": [{"type": "summary_text", "text": "Plan."}], "encrypted_content": "zzz"},
+        {"type": "function_call", "call_id": "call_a", "name": "shell", "arguments": '{"command":["bash","-lc","cat x"]}'},
+        {"type": "function_call_output", "call_id": "call_a", "output": "hello"},
+        {"type": "custom_tool_call", "call_id": "call_b", "name": "apply_patch", "input": "*** Begin Patch"},
+        {"type": "custom_tool_call_output", "call_id": "call_b", "output": "Done!"},
+        {"role": "assistant", "content": [{"type": "output_text", "text": "Fixed."}]},
+    ],
+    "tools": [{"type": "function", "name": "shell", "parameters": {}}, {"type": "web_search"}],
+}
+
+
+def test_responses_body_every_item_kind():
+    """Instructions, environment, image (low detail: 85), reasoning, calls and outputs by tool."""
+    items = items_from_request(RESPONSES)
+    assert detect_api(RESPONSES) == API_OPENAI_RESPONSES
+    assert [(i.part, i.chars, i.label) for i in items] == [
+        ("system", 14, None),
+        ("tools/shell", len('{"type":"function","name":"shell","parameters":{}}'), "shell"),
+        ("tools/web_search", len('{"type":"web_search"}'), "web_search"),
+        ("environment", len("<environment_context>\n  <cwd>/r</cwd>\n</environment_context>"), None),
+        ("prompts/text", 6, None),
+        ("prompts/media/image", 0, None),
+        ("assistant/thinking", 5, None),
+        ("assistant/calls/shell", 34, "shell"),
+        ("results/shell", 5, "shell"),
+        ("assistant/calls/apply_patch", 15, "apply_patch"),
+        ("results/apply_patch", 5, "apply_patch"),
+        ("assistant/text", 6, None),
+    ]
+    assert items[5].fixed_tokens == 85
+    assert [i.id for i in items[7:11]] == ["call_a", "call_a:result", "call_b", "call_b:result"]
+    assert items[8].reference == "shell:command=cat x"
+    assert items[9].reference == "apply_patch:input=*** Begin Patch"
+
+
+def test_responses_string_input_is_one_prompt():
+    """``input`` as a plain string is the user's prompt."""
+    (item,) = items_from_request({"model": "gpt-5", "input": "hello there"})
+    assert (item.part, item.chars, item.text) == ("prompts/text", 11, "hello there")
+
+
+# ---------------------------------------------------------------------------
+# Anthropic Messages
+# ---------------------------------------------------------------------------
+
+# Claude Code's context reminder: the CLAUDE.md section is rules, the rest environment.
+REMINDER_HEAD = ("<system-reminder>\nAs you answer the user's questions, you can use the following context:\n"
+                 "# claudeMd\nCodebase and user instructions are shown below.\n\n")
+RULES = "Contents of /repo/CLAUDE.md (project instructions, checked into the codebase):\n\nUse uv.\n"
+REMINDER_TAIL = "# currentDate\nToday's date is 2025-01-01.\n</system-reminder>\n"
+CLAUDE_MD = REMINDER_HEAD + RULES + REMINDER_TAIL
+
+ANTHROPIC = {
+    "model": "claude-sonnet-4-5",
+    "max_tokens": 1024,
+    "system": [{"type": "text", "text": "You are Claude Code."}],
+    "tools": [
+        {"name": "Read", "description": "Read a file", "input_schema": {"type": "object"}},
+        {"name": "mcp__github__get_issue", "description": "Get an issue", "input_schema": {"type": "object"}},
+        {"type": "web_search_20250305", "name": "web_search"},
+    ],
+    "messages": [
+        {"role": "user", "content": [
+            {"type": "text", "text": CLAUDE_MD},
+            {"type": "text", "text": "Summarise the PDF."},
+            {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": IMG}},
+            {"type": "document", "source": {"type": "base64", "media_type": "application/pdf", "data": PDF}},
+            {"type": "document", "source": {"type": "text", "media_type": "text/plain", "data": "plain doc"}},
+        ]},
+        {"role": "assistant", "content": [
+            {"type": "thinking", "thinking": "Read it.", "signature": "sig"},
+            {"type": "redacted_thinking", "data": "AAAAAAAAAAAAAAAA"},
+            {"type": "tool_use", "id": "toolu_1", "name": "Read", "input": {"file_path": "src/../a.py"}},
+            {"type": "server_tool_use", "id": "srvtoolu_1", "name": "web_search", "input": {"query": "uv"}},
+            {"type": "web_search_tool_result", "tool_use_id": "srvtoolu_1",
+             "content": [{"type": "web_search_result", "title": "uv", "url": "https://u", "encrypted_content": "e"}]},
+        ]},
+        {"role": "user", "content": [
+            {"type": "tool_result", "tool_use_id": "toolu_1", "content": [
+                {"type": "text", "text": "x = 1"},
+                {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": IMG}},
+            ]},
+        ]},
+    ],
+}
+
+
+def test_anthropic_body_every_block_kind():
+    """System, tools (MCP and server), CLAUDE.md as rules, media, thinking, calls and results."""
+    items = items_from_request(ANTHROPIC)
+    assert detect_api(ANTHROPIC) == API_ANTHROPIC
+    got = [(i.part, i.chars, i.label) for i in items]
+    search_result = '[{"type":"web_search_result","title":"uv","url":"https://u"}]'
+    assert got == [
+        ("system", 20, None),
+        ("tools/Read", len(tool_definition_text(API_ANTHROPIC, ANTHROPIC["tools"][0])), "Read"),
+        ("tools/mcp/github/get_issue", len(tool_definition_text(API_ANTHROPIC, ANTHROPIC["tools"][1])),
+         "mcp__github__get_issue"),
+        ("tools/web_search", len('{"type":"web_search_20250305","name":"web_search"}'), "web_search"),
+        ("environment", len(REMINDER_HEAD), None),
+        ("rules/CLAUDE.md", len(RULES), "CLAUDE.md"),
+        ("environment", len(REMINDER_TAIL), None),
+        ("prompts/text", 18, None),
+        ("prompts/media/image", 0, None),
+        ("prompts/media/document", 0, None),
+        ("prompts/media/document", 9, None),
+        ("assistant/thinking", 8, None),
+        ("assistant/thinking", 0, None),
+        ("assistant/calls/Read", len('{"file_path":"src/../a.py"}'), "Read"),
+        ("assistant/calls/web_search", len('{"query":"uv"}'), "web_search"),
+        ("results/web_search", len(search_result), "web_search"),
+        ("results/Read", 5, "Read"),
+        ("results/Read", 0, "Read"),
+    ]
+    assert [i.text for i in items[4:7]] == [REMINDER_HEAD, RULES, REMINDER_TAIL]
+    by_part = {i.part: i for i in items}
+    assert items[8].fixed_tokens == 1049                      # Anthropic formula, 1024 x 768
+    assert items[9].fixed_tokens == 2 * DOCUMENT_PAGE_TOKENS  # two /Type /Page objects
+    assert items[12].fixed_tokens == 3                        # 16 base64 chars -> 12 bytes -> 3
+    assert by_part["results/web_search"].text == search_result
+    assert [i.id for i in items[-5:]] == ["toolu_1", "srvtoolu_1", "srvtoolu_1:result", "toolu_1:result",
+                                          "toolu_1:result:1"]
+    assert items[-1].fixed_tokens == 1049 and items[-1].category is Category.RESULTS
+    assert items[-2].reference == "Read:file_path=a.py"
+
+
+def test_anthropic_sdk_block_objects():
+    """Anthropic SDK content blocks (TextBlock, ToolUseBlock) read like their dicts."""
+    from anthropic.types import TextBlock, ToolUseBlock
+
+    body = {"model": "claude-sonnet-4-5", "max_tokens": 10, "messages": [
+        {"role": "user", "content": "read a"},
+        {"role": "assistant", "content": [TextBlock(type="text", text="Sure."),
+                                          ToolUseBlock(type="tool_use", id="toolu_7", name="Read",
+                                                       input={"file_path": "a"})]},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_7", "content": "A"}]},
+    ]}
+    items = items_from_request(body, API_ANTHROPIC)
+    assert [(i.id[:2] if i.id.startswith("h:") else i.id, i.part, i.chars) for i in items] == [
+        ("h:", "prompts/text", 6), ("h:", "assistant/text", 5),
+        ("toolu_7", "assistant/calls/Read", len('{"file_path":"a"}')), ("toolu_7:result", "results/Read", 1)]
+
+
+def test_unknown_block_is_kept_by_role():
+    """A block type ctxscope does not know is counted as compact JSON in its role's part."""
+    body = {"model": "claude-x", "max_tokens": 5, "system": "s", "messages": [
+        {"role": "user", "content": [{"type": "hologram", "shape": "cube"}]}]}
+    item = items_from_request(body)[-1]
+    assert (item.part, item.text) == ("prompts/text", '{"type":"hologram","shape":"cube"}')
+
+
+def test_detect_api_rejects_other_json():
+    """A JSON object that is no request body raises ValueError naming what is missing."""
+    with pytest.raises(ValueError, match="messages"):
+        detect_api({"prompt": "hi"})
+
+
+# ---------------------------------------------------------------------------
+# RequestExtractor
+# ---------------------------------------------------------------------------
+
+def _turns(n: int) -> list[dict]:
+    return [{"role": "user" if i % 2 == 0 else "assistant", "content": f"message {i}"} for i in range(n)]
+
+
+def test_extractor_reuses_item_objects_of_unchanged_messages():
+    """Appending a message returns the very same Item objects for the old ones, new ones after."""
+    extractor = RequestExtractor()
+    messages = _turns(4)
+    first = extractor.extract({"model": "gpt-4o", "messages": messages}, API_OPENAI_CHAT)
+    messages = messages + [{"role": "user", "content": "message 4"}]
+    second = extractor.extract({"model": "gpt-4o", "messages": messages}, API_OPENAI_CHAT)
+    assert len(first) == 4 and len(second) == 5
+    assert all(a is b for a, b in zip(first, second))
+    assert second[4].text == "message 4"
+    assert second is not first                      # a new list each call: the ledger keeps the old one
+
+
+def test_extractor_notices_in_place_edit_of_content():
+    """Replacing an old message's content in place yields a new item (new digest) for it only."""
+    extractor = RequestExtractor()
+    messages = _turns(3)
+    first = extractor.extract({"model": "gpt-4o", "messages": messages}, API_OPENAI_CHAT)
+    messages[1]["content"] = "edited"
+    second = extractor.extract({"model": "gpt-4o", "messages": messages}, API_OPENAI_CHAT)
+    assert second[0] is first[0] and second[2] is first[2]
+    assert second[1] is not first[1] and second[1].text == "edited" and second[1].digest != first[1].digest
+
+
+def test_extractor_notices_in_place_edit_of_a_block_text():
+    """Changing the text inside a content block of an old message is noticed too."""
+    extractor = RequestExtractor()
+    messages = [{"role": "user", "content": [{"type": "text", "text": "one"}]},
+                {"role": "assistant", "content": [{"type": "text", "text": "two"}]}]
+    body = {"model": "claude-x", "max_tokens": 5, "system": "s", "messages": messages}
+    first = extractor.extract(body, API_ANTHROPIC)
+    messages[0]["content"][0]["text"] = "uno"
+    second = extractor.extract(body, API_ANTHROPIC)
+    assert [i.text for i in second] == ["s", "uno", "two"]
+    assert second[0] is first[0] and second[2] is first[2] and second[1] is not first[1]
+
+
+def test_extractor_handles_rewritten_history():
+    """Dropping the oldest messages (a rewrite) gives the items of the new history, ids as a fresh pass."""
+    extractor = RequestExtractor()
+    messages = _turns(6)
+    extractor.extract({"model": "gpt-4o", "messages": messages}, API_OPENAI_CHAT)
+    body = {"model": "gpt-4o", "messages": [{"role": "user", "content": "summary"}] + messages[4:]}
+    again = extractor.extract(body, API_OPENAI_CHAT)
+    assert rows(again) == rows(items_from_request(body, API_OPENAI_CHAT))
+
+
+def test_extractor_rebuilds_when_tools_change():
+    """A new tool list yields its new definition item and keeps the message items' ids."""
+    extractor = RequestExtractor()
+    body = {"model": "gpt-4o", "messages": _turns(2),
+            "tools": [{"type": "function", "function": {"name": "a", "parameters": {}}}]}
+    first = extractor.extract(body, API_OPENAI_CHAT)
+    body["tools"].append({"type": "function", "function": {"name": "b", "parameters": {}}})
+    second = extractor.extract(body, API_OPENAI_CHAT)
+    assert [i.id for i in second[:2]] == ["tool:a", "tool:b"]
+    assert second[2] is first[1] and second[3] is first[2]
