@@ -229,3 +229,71 @@ def test_unsupported_protocol_is_a_value_error():
     with pytest.raises(ValueError, match="unsupported OTLP protocol 'http/json'"):
         setup(set_global=False, instrument=False, store=False,
               environ={"OTEL_EXPORTER_OTLP_ENDPOINT": "http://x", "OTEL_EXPORTER_OTLP_PROTOCOL": "http/json"})
+
+
+AGENT = '''
+import ctxscope
+from ctxscope.testing import ProviderServer, Reply
+
+with ProviderServer() as server:
+    server.reply(Reply.text("first answer"), Reply.text("second answer"))
+    client = server.openai_client()
+    messages = [{"role": "system", "content": "You are terse."}, {"role": "user", "content": "hello there"}]
+    with ctxscope.session("auto-agent"):
+        r = client.chat.completions.create(model="gpt-4o", messages=messages)
+        messages += [{"role": "assistant", "content": r.choices[0].message.content},
+                     {"role": "user", "content": "and again"}]
+        client.chat.completions.create(model="gpt-4o", messages=messages)
+print("agent done")
+'''
+
+
+def run_instrumented(tmp_path, env_extra: dict[str, str]) -> None:
+    """``opentelemetry-instrument python agent.py`` with nothing but environment variables."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    pytest.importorskip("openai")
+    script = tmp_path / "agent.py"
+    script.write_text(AGENT)
+    bin_dir = Path(sys.executable).parent
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "CTXSCOPE_"))}
+    env.update({"CTXSCOPE_TOKENIZER": "chars", "CTXSCOPE_DATA_DIR": str(tmp_path / "store"), **env_extra})
+    done = subprocess.run([str(bin_dir / "opentelemetry-instrument"), sys.executable, str(script)], env=env,
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "agent done"
+    assert "Traceback" not in done.stderr and "Failed to export" not in done.stderr, done.stderr
+
+
+def test_opentelemetry_instrument_alone_keeps_the_local_store(tmp_path):
+    """No OTEL_* endpoint: the ctxscope configurator keeps both calls in the local store, exports nothing."""
+    from ctxscope.store import LocalStore
+
+    run_instrumented(tmp_path, {})
+    records = LocalStore(tmp_path / "store").read("auto-agent")
+    # chars/4: system "You are terse." 4, prompts "hello there" 3 + "and again" 3, assistant "first answer" 3.
+    assert [r["parts"] for r in records] == [{"system": 4, "prompts/text": 3},
+                                             {"system": 4, "prompts/text": 6, "assistant/text": 3}]
+
+
+def test_opentelemetry_instrument_exports_over_otlp_with_final_zeros(tmp_path):
+    """OTEL_EXPORTER_OTLP_ENDPOINT alone: spans and metrics reach the receiver; the exit export is all zeros."""
+    handler, port = Collect(), free_port()
+    server = oteltest_sink.HttpSink(handler, logging.getLogger("oteltest-sink"), port=port)
+    server.start()
+    try:
+        run_instrumented(tmp_path, {"OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{port}",
+                                    "OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf",
+                                    "OTEL_SERVICE_NAME": "auto-agent-svc"})
+        wait_for(lambda: len([s for s in spans_of(handler.traces) if s.name == "chat gpt-4o"]) == 2 and
+                 any(tokens_in(r, "auto-agent") for r in handler.metrics))
+    finally:
+        server.stop()
+    resource = attrs(handler.traces[0].resource_spans[0].resource.attributes)
+    assert resource["service.name"] == "auto-agent-svc"
+    finals = [t for t in (tokens_in(r, "auto-agent") for r in handler.metrics) if t]
+    assert set(finals[-1]) >= {"system", "prompts", "assistant"} and set(finals[-1].values()) == {0}
+    assert not (tmp_path / "store").exists()  # exporting: the local store stays off by default
