@@ -57,7 +57,7 @@ def apportion(weights: Mapping[K, int], total: int) -> dict[K, int]:
         remainders.sort()
         for _, _, index in remainders[:left]:
             shares[index] += 1
-    return dict(zip(keys, shares))
+    return dict(zip(keys, shares, strict=True))
 
 
 def calibrate(categories: Mapping[Category, int],
@@ -71,18 +71,19 @@ def calibrate(categories: Mapping[Category, int],
     negative. An ``unattributed`` entry in the input is ignored: it is derived
     here, never estimated.
     """
-    estimates = {c: max(0, int(v)) for c, v in categories.items() if c is not Category.UNATTRIBUTED}
+    estimates: dict[Category, int] = {
+        c: max(0, int(v)) for c, v in categories.items() if c is not Category.UNATTRIBUTED}
     if reported is None:
         return estimates, None
     if reported < 0:
         raise ValueError(f"reported tokens cannot be negative ({reported})")
     estimated = sum(estimates.values())
     if estimated > reported:
-        ordered_estimates = {c: estimates[c] for c in CATEGORIES if c in estimates}
-        calibrated = apportion(ordered_estimates, reported)
-        calibrated[Category.UNATTRIBUTED] = 0
-        return calibrated, reported / estimated
-    calibrated = dict(estimates)
+        ordered_estimates: dict[Category, int] = {c: estimates[c] for c in CATEGORIES if c in estimates}
+        scaled = apportion(ordered_estimates, reported)
+        scaled[Category.UNATTRIBUTED] = 0
+        return scaled, reported / estimated
+    calibrated: dict[Category, int] = dict(estimates)
     calibrated[Category.UNATTRIBUTED] = reported - estimated
     return calibrated, 1.0
 
