@@ -426,3 +426,16 @@ def test_long_sliding_session_keeps_memory_bounded() -> None:
         snap = led.observe(window, model="m")
     assert snap.annotation.estimated_tokens == sum(1 + n % 5 for n in range(5000, 5010))
     assert len(led._cache) <= 2 * 10 + 1024 + 1
+
+
+def test_pure_modules_import_no_telemetry_or_sdk() -> None:
+    """ledger, calibration and tokens load without OpenTelemetry or a provider SDK."""
+    import subprocess
+    import sys
+
+    code = ("import sys, ctxscope.ledger, ctxscope.calibration, ctxscope.tokens; "
+            "print(sorted(m for m in sys.modules if m.split('.')[0] in "
+            "('opentelemetry', 'openai', 'anthropic')))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"
