@@ -193,7 +193,9 @@ def _reminder(text: str, start: int, end: int) -> list[tuple[int, int, str, str 
     inner = text[inner_start:end]
     if "Contents of " in inner:
         spans = []
-        for section_start, section_end, name in _contents_sections(text, inner_start, end):
+        # Sections stop before the closing tag, which stays with the reminder.
+        inner_end = end - len("</system-reminder>")
+        for section_start, section_end, name in _contents_sections(text, inner_start, inner_end):
             spans.append((section_start, section_end, f"rules/{name}", name))
         if spans:
             return _fill_spans(start, end, spans, ENVIRONMENT)
