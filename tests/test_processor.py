@@ -299,3 +299,15 @@ def test_ensure_processor_is_idempotent_and_skips_non_sdk_providers():
     assert first is not None and ensure_processor(tp, mp) is first
     assert [p for p in tp._active_span_processor._span_processors if isinstance(p, ContextSpanProcessor)] == [first]
     assert ensure_processor(NoOpTracerProvider()) is None
+
+
+def test_docs_list_every_instrument_with_its_prometheus_names():
+    """docs/telemetry.md's table names every schema.Metric, its unit and both Prometheus names."""
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parent.parent / "docs" / "telemetry.md").read_text()
+    rows = {line.split("|")[1].strip(): line for line in text.splitlines() if line.startswith("| `llm.context.")}
+    for spec in Metric.ALL:
+        row = rows[f"`{spec.name}`"]
+        assert f"`{spec.unit}`" in row and f"`{spec.prometheus_name}`" in row
+        assert f"`{spec.prometheus_sdk_name}`" in row and f"| {spec.kind} |" in row
