@@ -285,6 +285,15 @@ def test_partial_coverage_never_infers_compaction() -> None:
     assert declared.compaction is not None and declared.compaction.declared
 
 
+def test_emptied_history_is_not_compaction() -> None:
+    """Every conversation item gone and nothing in its place is a new start, not a compaction."""
+    led = ledger()
+    led.observe([item("sys", 5, SYS), item("u1", 10), item("a1", 10, ASSIST)], model="m")
+    snap = led.observe([item("sys", 5, SYS)], model="m")
+    assert snap.compaction is None
+    assert kinds(snap) == {"u1": ("removal", -10), "a1": ("removal", -10)}
+
+
 def test_sliding_window_is_not_compaction() -> None:
     """Dropping the oldest message of six (60 -> 50 conversation tokens) is a plain removal."""
     led = ledger()

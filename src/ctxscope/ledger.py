@@ -486,7 +486,10 @@ class SessionLedger:
             new.category is Category.SUMMARIES for _, new in diff.replaced)
         if summary_added:
             return True
-        return rewritten >= 2 and 2 * self._conversation_tokens() < conversation_before
+        # A history emptied outright is a new start (a cleared session), not a
+        # compaction: a compaction leaves a summary or the recent turns.
+        after = self._conversation_tokens()
+        return rewritten >= 2 and 0 < after and 2 * after < conversation_before
 
     # -- changes ---------------------------------------------------------------
 
