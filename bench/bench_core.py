@@ -10,6 +10,8 @@
    against tiktoken's own ``encode_ordinary`` of the same item texts one by
    one, measured in the same run, interleaved (ratio = ledger / tiktoken, of
    the medians and of the minimums).
+3. Corpus replay: the ledger's cost per call over the real Claude Code and
+   Codex transcripts of ``../shared/corpus`` (reading excluded), when present.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import gc
 import random
 import statistics
 import time
+from pathlib import Path
 from typing import Any, Callable
 
 from ctxscope.ledger import SessionLedger
@@ -169,6 +172,45 @@ def bench_cold(counter: Any) -> dict[str, float]:
     return figures
 
 
+CORPUS = Path(__file__).resolve().parents[2] / "shared" / "corpus"
+
+
+def bench_corpus_replay() -> dict[str, float] | None:
+    """Per-call ledger cost over the real transcripts of the corpus (tiktoken where it loads)."""
+    try:
+        from ctxscope.transcripts import TranscriptFile
+    except ImportError:
+        return None
+    paths = sorted(CORPUS.glob("claude/**/*.jsonl")) + sorted(CORPUS.glob("codex/**/*.jsonl"))
+    if not paths:
+        print("corpus replay: ../shared/corpus is not here, skipped")
+        return None
+    samples: list[float] = []
+    sizes: list[int] = []
+    for path in paths:
+        try:
+            calls = list(TranscriptFile(str(path)).calls())
+        except Exception:  # noqa: BLE001 - a reader's problem is not this bench's figure
+            continue
+        ledgers: dict[str, SessionLedger] = {}
+        for call in calls:
+            ledger = ledgers.get(call.session_id)
+            if ledger is None:
+                ledger = ledgers[call.session_id] = SessionLedger(call.session_id)
+            started = time.perf_counter()
+            ledger.observe(call.items, model=call.model)
+            samples.append(time.perf_counter() - started)
+            sizes.append(len(call.items))
+    if not samples:
+        return None
+    figures = _figures(samples)
+    figures.update(calls=len(samples), max_items=max(sizes), total_s=round(sum(samples), 3))
+    print(f"corpus replay: {len(samples)} calls (up to {max(sizes)} items), ledger per call "
+          f"median {figures['median_ms']:.3f} ms, p90 {figures['p90_ms']:.3f} ms, "
+          f"all {figures['total_s']:.2f} s (first calls and baselines count every item)")
+    return figures
+
+
 def main() -> dict[str, Any]:
     figures: dict[str, Any] = {"append_chars": bench_append(CharsCounter(), "chars/4")}
     extracted = bench_append_extracted(CharsCounter(), "chars/4")
@@ -183,6 +225,9 @@ def main() -> dict[str, Any]:
     if extracted:
         figures["append_extracted_tiktoken"] = extracted
     figures["cold_tiktoken"] = bench_cold(tiktoken_counter)
+    replay = bench_corpus_replay()
+    if replay:
+        figures["corpus_replay"] = replay
     # The append against what a recount of the whole request would cost with
     # tiktoken, both from this run: the share of a naive recount still paid.
     full_ms = figures["cold_tiktoken"]["tiktoken_median_ms"]
