@@ -21,7 +21,7 @@ import threading
 from dataclasses import dataclass, field, replace
 from itertools import compress, count, islice
 from operator import is_not
-from typing import Callable, Iterable, Sequence
+from typing import Iterable, Sequence
 
 from .calibration import apportion, calibrate, free_tokens, used_tokens
 from .schema import (
@@ -496,7 +496,7 @@ class SessionLedger:
     def _baseline_changes(self, items: list[Item]) -> tuple[list[Change], int]:
         # A baseline change's delta is the item's whole size: it ranks the
         # largest items first, and change_type baseline says it is not growth.
-        order = _largest(len(items), lambda i: (-items[i].tokens, i))
+        order = _largest([item.tokens for item in items])
         changes = [_change(items[i], ChangeType.BASELINE, items[i].tokens, items[i].tokens)
                    for i in order]
         return changes, len(items) - len(changes)
@@ -514,16 +514,21 @@ class SessionLedger:
             rows.append((new.tokens - before, new, new.tokens, ChangeType.REPLACEMENT))
         for item in diff.added:
             rows.append((item.tokens, item, item.tokens, ChangeType.ADDITION))
-        order = _largest(len(rows), lambda i: (-abs(rows[i][0]), i))
+        order = _largest([abs(row[0]) for row in rows])
         changes = [_change(rows[i][1], rows[i][3], rows[i][2], rows[i][0]) for i in order]
         return changes, len(rows) - len(changes)
 
 
-def _largest(n: int, key: Callable[[int], tuple[int, int]]) -> list[int]:
-    """Indices of the (at most 64) first rows by ``key``: only these are sorted in full."""
-    if n > MAX_CHANGES_PER_SPAN:
-        return heapq.nsmallest(MAX_CHANGES_PER_SPAN, range(n), key=key)
-    return sorted(range(n), key=key)
+def _largest(sizes: list[int]) -> list[int]:
+    """Indices of the (at most 64) largest sizes, largest first, ties in index order.
+
+    ``heapq.nlargest`` is documented as ``sorted(..., reverse=True)[:n]``,
+    which is stable, so equal sizes keep their index order; only the kept
+    rows are sorted in full, and the key is a C method, not a lambda.
+    """
+    if len(sizes) > MAX_CHANGES_PER_SPAN:
+        return heapq.nlargest(MAX_CHANGES_PER_SPAN, range(len(sizes)), key=sizes.__getitem__)
+    return sorted(range(len(sizes)), key=sizes.__getitem__, reverse=True)
 
 
 def _change(item: Item, change_type: ChangeType, tokens: int, delta: int) -> Change:
