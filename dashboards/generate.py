@@ -209,8 +209,10 @@ def overview_panels(y: int) -> list[dict[str, Any]]:
                            f" (sum by ({SESSION}) ({TOKENS}{{{F}}}) > 0)",
                       "{{%s}} {{%s}}" % (SESSION, CATEGORY), instant=True, table=True)],
               custom={"fillOpacity": 85, "lineWidth": 0, "stacking": {"mode": "normal", "group": "A"}},
+              # groupingToMatrix names its first (string) field "<row>\\<column>"; the bar
+              # chart takes the first string field as its axis, so no xField is set.
               options={"orientation": "horizontal", "stacking": "normal", "showValue": "never",
-                       "xField": SESSION, "legend": {"displayMode": "list", "placement": "bottom", "showLegend": True},
+                       "legend": {"displayMode": "list", "placement": "bottom", "showLegend": True},
                        "tooltip": {"mode": "multi", "sort": "desc"}},
               transformations=[{"id": "groupingToMatrix", "options": {
                   "columnField": CATEGORY, "rowField": SESSION, "valueField": "Value", "emptyValue": "zero"}}],
