@@ -153,3 +153,14 @@ def test_record_never_raises(tmp_path, caplog):
     store = LocalStore(tmp_path / "blocked")
     store.record(observation())
     assert "could not write the local record" in caplog.text
+
+
+def test_submit_writes_in_the_background_and_flush_waits(tmp_path):
+    """The tracker's listener queues: 20 submitted observations are all on disk after flush(), in order."""
+    store = LocalStore(tmp_path)
+    for n in range(20):
+        obs = observation()
+        obs.timestamp_ns = n
+        store.submit(obs)
+    assert store.flush(10.0)
+    assert [r["ts"] for r in store.read("s1")] == list(range(20))

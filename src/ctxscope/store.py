@@ -19,6 +19,7 @@ past :data:`MAX_SESSIONS` files, the least recently written is removed.
 
 from __future__ import annotations
 
+import atexit
 import hashlib
 import json
 import logging
@@ -26,6 +27,8 @@ import os
 import re
 import tempfile
 import threading
+import time
+from collections import defaultdict, deque
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Mapping
@@ -48,6 +51,8 @@ _log = logging.getLogger(__name__)
 FORMAT_VERSION = 1
 MAX_FILE_BYTES = 4 * 1024 * 1024
 MAX_SESSIONS = 64
+# Observations waiting for the background writer; past this, records are dropped.
+MAX_PENDING = 10_000
 _SUFFIX = ".jsonl"
 # The last record of a file is found by reading its tail; a record is a few KB
 # (at most 256 parts a session), so this always holds one whole line.
@@ -97,11 +102,19 @@ def record_from_observation(observation: Observation) -> dict[str, Any]:
     annotation = snapshot.annotation
     ann = annotation.to_json()
     ann.pop("changes", None)  # labels and ids stay out of the store
-    chars: dict[str, int] = {}
     parts = dict(snapshot.parts)
+    # This runs on the caller's thread for every call: one tight pass over the
+    # items, then the rare paths the ledger renamed (past the parts cap, or
+    # placed under their category) are folded into the part it counted them in.
+    by_path: defaultdict[tuple[Any, str], int] = defaultdict(int)
     for item in snapshot.items:
-        part = item.part if item.part in parts else f"{item.category.value}/other"
-        chars[part] = chars.get(part, 0) + int(item.chars)
+        by_path[item.category, item.part] += item.chars
+    chars: dict[str, int] = {}
+    for (category, path), count in by_path.items():
+        if path not in parts:
+            nested = f"{category.value}/{path}" if path else category.value
+            path = nested if nested in parts else f"{category.value}/other"
+        chars[path] = chars.get(path, 0) + int(count)
     usage = observation.usage
     compaction = snapshot.compaction
     return {
@@ -151,6 +164,13 @@ class LocalStore:
         self.max_sessions = max_sessions
         self._lock = threading.Lock()
         self._listener: Callable[[Observation], None] | None = None
+        # Observations from the tracker are written by one background thread,
+        # so that a call pays for a queue append, not for file I/O.
+        self._pending: deque[Observation] = deque()
+        self._busy = 0  # observations taken off the queue and not yet written
+        self._cond = threading.Condition()
+        self._writer: threading.Thread | None = None
+        self._dropped = 0
 
     # -- writing -------------------------------------------------------------
 
@@ -179,12 +199,57 @@ class LocalStore:
             return path
 
     def record(self, observation: Observation) -> None:
-        """Listener of the tracker: store one observation; errors are logged, never raised."""
+        """Store one observation now (synchronously); errors are logged, never raised."""
         try:
             self.append(observation.session_id, record_from_observation(observation))
         except Exception:  # noqa: BLE001 - the local record must never break the user's call
             _log.warning("ctxscope: could not write the local record of session %s",
                          observation.session_id, exc_info=True)
+
+    def submit(self, observation: Observation) -> None:
+        """Queue an observation for the background writer (the tracker's listener)."""
+        try:
+            with self._cond:
+                if len(self._pending) >= MAX_PENDING:
+                    self._dropped += 1
+                    if self._dropped == 1:
+                        _log.warning("ctxscope: the local store is %d calls behind; dropping records",
+                                     MAX_PENDING)
+                    return
+                self._pending.append(observation)
+                if self._writer is None:
+                    self._writer = threading.Thread(target=self._write_loop, name="ctxscope-store",
+                                                    daemon=True)
+                    self._writer.start()
+                    atexit.register(self.flush)
+                self._cond.notify()
+        except Exception:  # noqa: BLE001
+            _log.warning("ctxscope: could not queue a local record", exc_info=True)
+
+    def flush(self, timeout_s: float = 5.0) -> bool:
+        """Wait until every queued observation is written; False on timeout."""
+        deadline = time.monotonic() + timeout_s
+        with self._cond:
+            while self._pending or self._busy:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                self._cond.wait(left)
+        return True
+
+    def _write_loop(self) -> None:
+        while True:
+            with self._cond:
+                while not self._pending:
+                    self._cond.wait()
+                observation = self._pending.popleft()
+                self._busy += 1
+            try:
+                self.record(observation)
+            finally:
+                with self._cond:
+                    self._busy -= 1
+                    self._cond.notify_all()
 
     def _drop_oldest_half(self, path: Path) -> None:
         data = path.read_bytes()
@@ -316,7 +381,7 @@ class LocalStore:
         except ImportError:
             _log.debug("ctxscope: no tracker module; the local store records nothing live")
             return False
-        listener = self.record
+        listener = self.submit
         get_tracker().add_listener(listener)
         self._listener = listener
         return True
@@ -332,3 +397,4 @@ class LocalStore:
             get_tracker().remove_listener(listener)
         except Exception:  # noqa: BLE001
             _log.debug("ctxscope: could not detach the local store", exc_info=True)
+        self.flush()
