@@ -20,6 +20,19 @@ test: $(STAMP)
 bench: $(STAMP)
 	$(PY) bench/run.py
 
+# The README's first command: a small coding agent (examples/coding_agent.py, the real openai
+# SDK against ctxscope.testing's local server: no network, no key) under auto-instrumentation,
+# then the `ctxscope context` report of its session. The local store goes to a temporary data
+# directory, removed afterwards (DEMO_DATA_DIR=... keeps it somewhere of your choice).
+DEMO_DATA_DIR ?=
+demo: $(STAMP)
+	@dir="$(DEMO_DATA_DIR)"; tmp=; if [ -z "$$dir" ]; then tmp=$$(mktemp -d); dir=$$tmp; fi; \
+	if [ -z "$$TIKTOKEN_CACHE_DIR" ] && [ -d ../shared/tiktoken ]; then export TIKTOKEN_CACHE_DIR=$$(cd ../shared/tiktoken && pwd); fi; \
+	CTXSCOPE_DATA_DIR="$$dir" CTXSCOPE_STORE=on OTEL_PYTHON_CONFIGURATOR=ctxscope OTEL_SERVICE_NAME=ctxscope-demo \
+		$(VENV)/bin/opentelemetry-instrument $(PY) examples/coding_agent.py && echo && \
+	CTXSCOPE_DATA_DIR="$$dir" $(VENV)/bin/ctxscope context --session demo-coding-agent; \
+	status=$$?; if [ -n "$$tmp" ]; then rm -rf "$$tmp"; fi; exit $$status
+
 clean:
 	rm -rf $(VENV) build dist src/*.egg-info .pytest_cache .hypothesis
 
