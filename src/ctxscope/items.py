@@ -24,7 +24,8 @@ import logging
 import math
 import os
 import re
-from itertools import islice
+from itertools import compress, count, islice
+from operator import ne
 from typing import Any, Callable, Iterable, Mapping
 
 from . import classify
@@ -813,9 +814,13 @@ class RequestExtractor:
         ends: list[int] = []
         items: list[Item] = []
         builder.out = items
+        # The unchanged prefix is found by one C-level scan; past it, each
+        # message is compared with the previous one at its position.
+        shared = min(len(messages), len(old_snaps)) if same_api else 0
+        first_diff = next(compress(count(), map(ne, islice(messages, shared), islice(old_snaps, shared))), shared)
         for i, msg in enumerate(messages):
             reused = False
-            if same_api and i < len(old_snaps) and msg == old_snaps[i]:
+            if same_api and i < len(old_snaps) and (i < first_diff or msg == old_snaps[i]):
                 start = old_ends[i - 1] if i else 0
                 chunk = old_items[start:old_ends[i]]
                 if all(ids.register(item) for item in chunk):
