@@ -112,7 +112,8 @@ def test_grafana_datasources_point_at_the_stack():
     assert (urls["jaeger"].hostname, urls["jaeger"].port) == ("jaeger", 16686)
     assert 16686 in _published(services["jaeger"])
     mounts = {v.split(":")[1] for v in services["grafana"]["volumes"]}
-    assert {"/etc/grafana/provisioning/datasources", "/etc/grafana/provisioning/dashboards"} <= mounts
+    assert {"/etc/grafana/provisioning/datasources", "/etc/grafana/provisioning/dashboards",
+            "/etc/grafana/provisioning/alerting"} <= mounts
     home = services["grafana"]["environment"]["GF_DASHBOARDS_DEFAULT_HOME_DASHBOARD_PATH"]
     assert home.startswith("/var/lib/grafana/dashboards/ctxscope/")
     assert (ROOT / "dashboards" / home.rsplit("/", 1)[1]).is_file()

@@ -195,3 +195,28 @@ def test_panels_fit_the_24_column_grid(path: Path):
     for panel in _panels(_load(path)["panels"]):
         grid = panel["gridPos"]
         assert grid["x"] + grid["w"] <= 24 and grid["w"] > 0 and grid["h"] > 0, panel["title"]
+
+
+def test_grafana_alerting_is_generated_from_the_prometheus_rules():
+    """Grafana's provisioned alert rules are the Prometheus rules: same expression, for, labels; committed as generated."""
+    gen = _generator()
+    alerting_file = DASHBOARDS / "provisioning" / "alerting" / "ctxscope-alerts.yaml"
+    assert alerting_file.read_text(encoding="utf-8") == gen.render_alerting(gen.grafana_alerting())
+    provisioned = yaml.safe_load(alerting_file.read_text(encoding="utf-8"))
+    prometheus = yaml.safe_load((ROOT / "prometheus" / "rules" / "ctxscope-alerts.yml").read_text())
+    source = {r["alert"]: r for g in prometheus["groups"] for r in g["rules"] if "alert" in r}
+    rules = [r for g in provisioned["groups"] for r in g["rules"]]
+    assert {r["title"] for r in rules} == set(source)
+    uids = [r["uid"] for r in rules]
+    assert len(set(uids)) == len(uids) and all(len(u) <= 40 for u in uids)
+    datasources = yaml.safe_load((DASHBOARDS / "provisioning/datasources/ctxscope.yaml").read_text())
+    prom_uid = next(d["uid"] for d in datasources["datasources"] if d["type"] == "prometheus")
+    for rule in rules:
+        original = source[rule["title"]]
+        query, condition = rule["data"]
+        assert query["datasourceUid"] == prom_uid
+        assert query["model"]["expr"] == original["expr"].strip()
+        assert condition["refId"] == rule["condition"] and condition["model"]["expression"] == "A"
+        assert rule["for"] == original["for"] and rule["labels"] == original["labels"]
+        assert "$value " not in " ".join(rule["annotations"].values())
+        assert rule["annotations"]["runbook_url"] == original["annotations"]["runbook_url"]
