@@ -18,12 +18,11 @@ from __future__ import annotations
 
 import heapq
 import threading
-from dataclasses import dataclass, field, replace
-from itertools import compress, count, islice
-from operator import is_not
-from typing import Iterable, Sequence
+from dataclasses import dataclass, replace
+from typing import Iterable
 
 from .calibration import apportion, calibrate, free_tokens, used_tokens
+from .itemdiff import ItemDiff, diff_items
 from .schema import (
     CATEGORIES,
     MAX_CHANGES_PER_SPAN,
@@ -147,26 +146,6 @@ def _category_of(part: str) -> Category:
     return Category(part.split("/", 1)[0])
 
 
-def _first_not_identical(old: Sequence[Item], new: Sequence[Item], start: int, stop: int) -> int:
-    """The first index in ``[start, stop)`` where the lists hold different objects, else ``stop``."""
-    # compress/map/islice keep the scan of a long shared prefix in C.
-    differs = map(is_not, islice(old, start, stop), islice(new, start, stop))
-    return next(compress(count(start), differs), stop)
-
-
-def _first_not_identical_from_end(old: Sequence[Item], new: Sequence[Item], start: int, stop: int) -> int:
-    """How many trailing positions in ``[start, stop)`` hold the same object in both lists."""
-    differs = map(is_not, islice(reversed(old), start, stop), islice(reversed(new), start, stop))
-    return next(compress(count(start), differs), stop)
-
-
-@dataclass(slots=True)
-class _Diff:
-    removed: list[Item] = field(default_factory=list)
-    added: list[Item] = field(default_factory=list)
-    replaced: list[tuple[Item, Item]] = field(default_factory=list)
-
-
 class SessionLedger:
     """The snapshots of one session. Thread-safe: observations are serialised."""
 
@@ -261,7 +240,7 @@ class SessionLedger:
         conversation_before = self._conversation_tokens()
         tokens_before = prev.annotation.estimated_tokens if prev is not None else None
 
-        diff = self._diff(self._items, items)
+        diff = diff_items(self._items, items, self._cache)
         if first or basis_changed:
             self._basis = counter.basis
             self._rebuild(items, counter)
@@ -390,7 +369,7 @@ class SessionLedger:
         self._cat_tokens, self._cat_items = cat_tokens, cat_items
         self._part_tokens, self._part_items = part_tokens, part_items
 
-    def _apply(self, diff: _Diff, counter: Counter) -> None:
+    def _apply(self, diff: ItemDiff, counter: Counter) -> None:
         cache = self._cache
         for item in diff.removed:
             self._add(item, cache.get((item.id, item.digest), item.tokens), -1)
@@ -411,69 +390,9 @@ class SessionLedger:
     def _conversation_tokens(self) -> int:
         return sum(self._cat_tokens.get(c, 0) for c in CONVERSATION_CATEGORIES)
 
-    # -- diff ------------------------------------------------------------------
+    # -- compaction --------------------------------------------------------------
 
-    def _diff(self, old: list[Item], new: list[Item]) -> _Diff:
-        """Removed, added and replaced items between two lists (multisets by id and digest)."""
-        diff = _Diff()
-        n_old, n_new = len(old), len(new)
-        shortest = min(n_old, n_new)
-        cache = self._cache
-        # Common prefix: the same objects, or equal (id, digest) keys.
-        p = _first_not_identical(old, new, 0, shortest)
-        while p < shortest:
-            a, b = old[p], new[p]
-            if a.id != b.id or a.digest != b.digest:
-                break
-            b.tokens = cache.get((b.id, b.digest), b.tokens)
-            p = _first_not_identical(old, new, p + 1, shortest)
-        # Common suffix of what is left.
-        room = shortest - p
-        s = _first_not_identical_from_end(old, new, 0, room)
-        while s < room:
-            a, b = old[n_old - 1 - s], new[n_new - 1 - s]
-            if a.id != b.id or a.digest != b.digest:
-                break
-            b.tokens = cache.get((b.id, b.digest), b.tokens)
-            s = _first_not_identical_from_end(old, new, s + 1, room)
-        old_mid = old[p:n_old - s]
-        new_mid = new[p:n_new - s]
-        if not old_mid:
-            diff.added = new_mid
-            return diff
-        if not new_mid:
-            diff.removed = old_mid
-            return diff
-        # Middle: match equal keys first (moved items are unchanged), then the
-        # same id with another digest (a replacement), in list order.
-        by_key: dict[tuple[str, str], list[int]] = {}
-        for index, item in enumerate(old_mid):
-            by_key.setdefault((item.id, item.digest), []).append(index)
-        matched = [False] * len(old_mid)
-        unmatched: list[Item] = []
-        for item in new_mid:
-            slots = by_key.get((item.id, item.digest))
-            if slots:
-                matched[slots.pop(0)] = True
-                item.tokens = cache.get((item.id, item.digest), item.tokens)
-            else:
-                unmatched.append(item)
-        by_id: dict[str, list[int]] = {}
-        for index, item in enumerate(old_mid):
-            if not matched[index]:
-                by_id.setdefault(item.id, []).append(index)
-        for item in unmatched:
-            slots = by_id.get(item.id)
-            if slots:
-                index = slots.pop(0)
-                matched[index] = True
-                diff.replaced.append((old_mid[index], item))
-            else:
-                diff.added.append(item)
-        diff.removed = [item for index, item in enumerate(old_mid) if not matched[index]]
-        return diff
-
-    def _looks_compacted(self, diff: _Diff, conversation_before: int) -> bool:
+    def _looks_compacted(self, diff: ItemDiff, conversation_before: int) -> bool:
         """The inference rule of docs/accounting.md: a rewritten conversation history."""
         cache = self._cache
         rewritten = sum(1 for i in diff.removed if i.category in CONVERSATION_CATEGORIES)
@@ -501,7 +420,7 @@ class SessionLedger:
                    for i in order]
         return changes, len(items) - len(changes)
 
-    def _diff_changes(self, diff: _Diff) -> tuple[list[Change], int]:
+    def _diff_changes(self, diff: ItemDiff) -> tuple[list[Change], int]:
         cache = self._cache
         # (delta, item, tokens, change type), in a fixed order: removals in the
         # previous list's order, then replacements and additions in the new one's.
