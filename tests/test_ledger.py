@@ -438,11 +438,11 @@ def test_long_sliding_session_keeps_memory_bounded() -> None:
 
 
 def test_pure_modules_import_no_telemetry_or_sdk() -> None:
-    """ledger, calibration and tokens load without OpenTelemetry or a provider SDK."""
+    """ledger, itemdiff, calibration and tokens load without OpenTelemetry or a provider SDK."""
     import subprocess
     import sys
 
-    code = ("import sys, ctxscope.ledger, ctxscope.calibration, ctxscope.tokens; "
+    code = ("import sys, ctxscope.ledger, ctxscope.itemdiff, ctxscope.calibration, ctxscope.tokens; "
             "print(sorted(m for m in sys.modules if m.split('.')[0] in "
             "('opentelemetry', 'openai', 'anthropic')))")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
