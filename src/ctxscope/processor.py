@@ -208,7 +208,9 @@ class ContextSpanProcessor(SpanProcessor):
             with self._lock:
                 for session_id in list(self._sessions):
                     self._end_locked(session_id)
-            self._flush(timeout_millis)
+                pending = bool(self._endings)
+            if pending:  # nothing to export otherwise: spare the backend an empty round trip
+                self._flush(timeout_millis)
         except Exception:  # noqa: BLE001
             _log.warning("ctxscope: could not end the recording", exc_info=True)
 
