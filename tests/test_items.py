@@ -375,3 +375,12 @@ def test_extractor_rebuilds_when_tools_change():
     second = extractor.extract(body, API_OPENAI_CHAT)
     assert [i.id for i in second[:2]] == ["tool:a", "tool:b"]
     assert second[2] is first[1] and second[3] is first[2]
+
+
+def test_pure_modules_import_no_telemetry_or_sdk():
+    """items, request_formats, payload and classify load without OpenTelemetry or a provider SDK."""
+    code = ("import sys, ctxscope.items, ctxscope.request_formats, ctxscope.payload, ctxscope.classify; "
+            "print(sorted(m for m in sys.modules if m.split('.')[0] in ('opentelemetry', 'openai', 'anthropic')))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd=ROOT)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"
