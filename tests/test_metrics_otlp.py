@@ -297,3 +297,32 @@ def test_opentelemetry_instrument_exports_over_otlp_with_final_zeros(tmp_path):
     finals = [t for t in (tokens_in(r, "auto-agent") for r in handler.metrics) if t]
     assert set(finals[-1]) >= {"system", "prompts", "assistant"} and set(finals[-1].values()) == {0}
     assert not (tmp_path / "store").exists()  # exporting: the local store stays off by default
+
+
+def test_setup_in_code_instruments_and_exports(tmp_path):
+    """``ctxscope.setup(endpoint=...)`` in a fresh process: openai calls become spans and token gauges."""
+    import os
+    import subprocess
+    import sys
+
+    handler, port = Collect(), free_port()
+    server = oteltest_sink.HttpSink(handler, logging.getLogger("oteltest-sink"), port=port)
+    server.start()
+    script = tmp_path / "agent.py"
+    script.write_text(
+        "import ctxscope\n"
+        f"telemetry = ctxscope.setup('in-code', endpoint='http://127.0.0.1:{port}', protocol='http/protobuf')\n"
+        + AGENT + "telemetry.force_flush()\ntelemetry.shutdown()\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "CTXSCOPE_"))}
+    env["CTXSCOPE_TOKENIZER"] = "chars"
+    try:
+        done = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=60)
+        assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
+        wait_for(lambda: len([s for s in spans_of(handler.traces) if s.name == "chat gpt-4o"]) == 2)
+    finally:
+        server.stop()
+    series = [t for t in (tokens_in(r, "auto-agent") for r in handler.metrics) if t]
+    # Second call, chars/4: system 4, prompts 3 + 3, assistant 3 = 13 estimated. The server reports
+    # "system" 2 + 4 + "user" 1 + 3 + "assistant" 3 + 3 + "user" 1 + 3 + 10 hidden = 30: unattributed 17.
+    assert series[0] == {"system": 4, "prompts": 6, "assistant": 3, "unattributed": 17}
+    assert set(series[-1].values()) == {0}
