@@ -293,7 +293,7 @@ class ContextSpanProcessor(SpanProcessor):
         del self._endings[:-max(self._max_sessions, 1)]
         return True
 
-    def _callback(self, spec: InstrumentSpec):
+    def _callback(self, spec: InstrumentSpec) -> ctx_metrics.Callback:
         def callback(options: CallbackOptions) -> Iterable[Observation]:
             try:
                 return list(self._observe(spec))
