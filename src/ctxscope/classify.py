@@ -57,9 +57,7 @@ class Segment:
 _REGION_RE = re.compile(
     r"<(system-reminder|environment_context|env|user_instructions|skills_instructions|"
     r"available_skills|skill|memory|memories|summary)>")
-# Cheap pre-test: any of these substrings may start something we classify.
-_MARKERS = ("<", "Contents of ", "gitStatus:", "# AGENTS.md", "This session is being continued",
-            "Another language model started", "Base directory for this skill", "---\nname:")
+_REMINDER_RE = re.compile(r"<(system-reminder)>")
 
 _SUMMARY_STARTS = (
     # Claude Code's compact summary message.
@@ -68,7 +66,10 @@ _SUMMARY_STARTS = (
     "Another language model started to solve this problem",
 )
 # "Contents of /path/CLAUDE.md (project instructions, checked into the codebase):"
-_CONTENTS_RE = re.compile(r"^Contents of (\S[^\n]*?)(?: \([^\n)]*\))?:[ \t]*$", re.M)
+# The path must look like one (absolute, home- or dot-relative, or a .md file),
+# so that a person's "Contents of the file:" stays their prompt.
+_CONTENTS_RE = re.compile(
+    r"^Contents of ((?:[~/.]|[A-Za-z]:\\)[^\n]*?|[^\n]*?\.mdc?)(?: \([^\n)]*\))?:[ \t]*$", re.M)
 # Claude Code context sections that end a rules file inside its claudeMd reminder.
 _SECTION_END_RE = re.compile(
     r"^(?:# (?:currentDate|claudeMd|gitStatus|important-instruction-reminders)\b|[ \t]*IMPORTANT: this context may)",
@@ -107,27 +108,33 @@ def classify_text(text: str, role: str = "user") -> list[Segment]:
         whole = _whole(text)
         if whole is not None:
             return [whole]
-    if not any(marker in text for marker in _MARKERS):
-        return [Segment(text)]
+        # "<" is found at memchr speed; the other two only matter in these roles.
+        if "<" not in text and "Contents of " not in text and "gitStatus:" not in text:
+            return [Segment(text)]
+        regions = _REGION_RE
+    else:
+        if "<system-reminder>" not in text:
+            return [Segment(text)]
+        regions = _REMINDER_RE
     spans: list[tuple[int, int, str, str | None]] = []
     pos = 0
-    for match in _REGION_RE.finditer(text):
-        if match.start() < pos:
-            continue
+    unclosed: set[str] = set()  # a tag with no closer after one opening has none after later ones
+    for match in regions.finditer(text):
         tag = match.group(1)
+        if match.start() < pos or tag in unclosed:
+            continue
         close = text.find(f"</{tag}>", match.end())
         if close < 0:
+            unclosed.add(tag)
             continue
         end = close + len(tag) + 3
         if tag == "system-reminder":
             spans.extend(_reminder(text, match.start(), end))
-        elif full:
+        else:
             part, label = _region_part(tag, text[match.start():end])
             if part is None:
                 continue
             spans.append((match.start(), end, part, label))
-        else:
-            continue
         pos = end
     if full:
         spans.extend(_outside(text, spans))
@@ -137,7 +144,7 @@ def classify_text(text: str, role: str = "user") -> list[Segment]:
 
 def _whole(text: str) -> Segment | None:
     """A text that is one thing from its start: a summary, an AGENTS.md, a skill body."""
-    head = text.lstrip()[:200]
+    head = text[:400].lstrip()[:200]  # never copy a long text to look at its start
     if head.startswith(_SUMMARY_STARTS):
         return Segment(text, SUMMARIES)
     if head.startswith("<summary>") and text.rstrip().endswith("</summary>"):
@@ -153,7 +160,7 @@ def _whole(text: str) -> Segment | None:
             name = _base(match.group(1))
             return Segment(text, f"skills/{name}", name)
     if head.startswith("---\nname:"):
-        match = _FRONTMATTER_NAME_RE.match(text.lstrip())
+        match = _FRONTMATTER_NAME_RE.match(head)
         if match:
             name = match.group(1).strip().strip("'\"")
             return Segment(text, f"skills/{name}", name)
@@ -199,7 +206,7 @@ def _reminder(text: str, start: int, end: int) -> list[tuple[int, int, str, str 
             spans.append((section_start, section_end, f"rules/{name}", name))
         if spans:
             return _fill_spans(start, end, spans, ENVIRONMENT)
-    head = inner.lstrip()[:120]
+    head = inner[:300].lstrip()[:120]
     if head.startswith(_SKILL_INDEX_STARTS):
         return [(start, end, SKILLS_INDEX, "index")]
     return [(start, end, ENVIRONMENT, None)]

@@ -179,6 +179,8 @@ class Builder:
              base: str | None = None, label: str | None = None, call_id: str | None = None,
              reference: str | None = None) -> None:
         """A text, split by :func:`classify.classify_text`; ``base`` goes to the role's own part."""
+        if not isinstance(text, str):  # a malformed block: count what is there, never fail
+            text = compact_json(text)
         segments = classify.classify_text(text, role) if text else [classify.Segment(text)]
         n = 0
         for seg in segments:
