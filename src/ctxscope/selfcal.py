@@ -1,17 +1,21 @@
 """Self-calibration: learn, per model and tool set, what the framing model misses.
 
 Every call whose usage arrives gives a pair (estimate, reported). What the
-framing model does not explain is mostly one of two shapes:
+framing model does not explain is mostly one of two shapes, or both:
 
 - a **fixed hidden part** (a hidden system prompt, a server tool's definition):
   the residual ``reported - estimate`` is the same whatever the request size;
 - a **ratio** (a proxy encoding, e.g. o200k_base counting Claude text): the
-  residual grows in proportion to the estimate.
+  residual grows in proportion to the estimate;
+- **both** (a proxy encoding under a hidden prompt): ``reported = a * estimate + b``.
 
 :class:`SelfCalibrator` keeps the pairs of each (model, tools key) and, from
-:data:`MIN_PAIRS` pairs on, fits both shapes robustly (median of residuals;
-median of ratios) and keeps the one with the smaller median absolute error on
-the pairs seen; with a single pair it uses that pair's residual. Medians,
+:data:`MIN_PAIRS` pairs on, fits each shape robustly (median of residuals;
+median of ratios; Theil-Sen line: median of pairwise slopes, then median
+intercept) and keeps the one with the smallest median absolute error on the
+pairs seen, the two-parameter line only when it clearly beats the others
+(:data:`AFFINE_MARGIN`) and the estimates spread enough to define a slope;
+with fewer pairs it uses the latest pair's residual. Medians,
 not means, so that one odd call (a retry, a server-tool loop) does not move
 the correction. Raw estimates stay raw: the correction is reported as an
 attribute of its own (``schema.Attr.LEARNED_CORRECTION_TOKENS``) and applied
@@ -38,6 +42,11 @@ MIN_PAIRS = 3
 
 MODE_OFFSET = "offset"
 MODE_RATIO = "ratio"
+MODE_AFFINE = "affine"
+# The line has two parameters: keep it only when its error is below this share of the best one-parameter fit's.
+AFFINE_MARGIN = 0.8
+# Pairs whose estimates differ by less than this share do not define a slope.
+MIN_SLOPE_SPREAD = 0.02
 
 ANY_TOOLS = "*"  # the tools key under which a model's corrections for any tool set are pooled
 
@@ -48,15 +57,17 @@ class Correction:
 
     model: str
     tools_key: str
-    mode: str  # "offset" or "ratio"
-    offset: float  # tokens added to an estimate (mode offset)
-    ratio: float  # factor applied to an estimate (mode ratio)
+    mode: str  # "offset", "ratio" or "affine"
+    offset: float  # tokens added to an estimate (modes offset and affine)
+    ratio: float  # factor applied to an estimate (modes ratio and affine)
     pairs: int  # pairs it was learned from
     median_abs_error: float  # median |calibrated - reported| / reported over those pairs
 
     def apply(self, estimated: int) -> int:
         if self.mode == MODE_RATIO:
             return max(0, round(estimated * self.ratio))
+        if self.mode == MODE_AFFINE:
+            return max(0, round(estimated * self.ratio + self.offset))
         return max(0, round(estimated + self.offset))
 
     def tokens(self, estimated: int) -> int:
@@ -96,8 +107,36 @@ def fit(model: str, tools_key: str, pairs: list[tuple[int, int]]) -> Correction 
     ratio_error = _median_abs_error(usable, lambda e: e * ratio)
     # A tie keeps the offset: a fixed hidden prompt is the commoner cause.
     if ratio_error < offset_error:
-        return Correction(model, tools_key, MODE_RATIO, 0.0, ratio, len(usable), ratio_error)
-    return Correction(model, tools_key, MODE_OFFSET, offset, 1.0, len(usable), offset_error)
+        best = Correction(model, tools_key, MODE_RATIO, 0.0, ratio, len(usable), ratio_error)
+    else:
+        best = Correction(model, tools_key, MODE_OFFSET, offset, 1.0, len(usable), offset_error)
+    line = _theil_sen(usable)
+    if line is not None:
+        slope, intercept = line
+        line_error = _median_abs_error(usable, lambda e: e * slope + intercept)
+        if line_error < best.median_abs_error * AFFINE_MARGIN:
+            return Correction(model, tools_key, MODE_AFFINE, intercept, slope, len(usable), line_error)
+    return best
+
+
+def _theil_sen(pairs: list[tuple[int, int]]) -> tuple[float, float] | None:
+    """Median pairwise slope and median intercept; None when the estimates barely spread.
+
+    Quadratic in the pairs, so only the latest :data:`WINDOW` are used whatever
+    the calibrator's window.
+    """
+    pairs = pairs[-WINDOW:]
+    slopes = []
+    for i, (e1, r1) in enumerate(pairs):
+        for e2, r2 in pairs[i + 1:]:
+            if abs(e2 - e1) >= MIN_SLOPE_SPREAD * max(e1, e2):
+                slopes.append((r2 - r1) / (e2 - e1))
+    if len(slopes) < MIN_PAIRS:
+        return None
+    slope = statistics.median(slopes)
+    if slope <= 0:
+        return None
+    return slope, statistics.median(r - slope * e for e, r in pairs)
 
 
 class SelfCalibrator:
@@ -152,14 +191,41 @@ class SelfCalibrator:
                     "pairs": [{"model": m, "tools_key": k, "pairs": [list(p) for p in pairs]}
                               for (m, k), pairs in sorted(self._pairs.items())]}
 
+    def models(self) -> list[str]:
+        with self._lock:
+            return sorted({model for model, _ in self._pairs})
+
+    def model_json(self, model: str) -> dict[str, Any]:
+        """One model's pairs, the shape ``store.LocalStore.save_calibration(model, data)`` keeps."""
+        with self._lock:
+            return {"version": 1, "window": self._window,
+                    "pairs": [{"model": m, "tools_key": k, "pairs": [list(p) for p in pairs]}
+                              for (m, k), pairs in sorted(self._pairs.items()) if m == model]}
+
+    def restore(self, data: Mapping[str, Any] | None) -> None:
+        """Merge pairs saved by :meth:`to_json` or :meth:`model_json` (e.g. from the local store).
+
+        Saved pairs go before the ones of this process, so recent calls weigh in
+        the window; malformed entries are skipped.
+        """
+        if not data:
+            return
+        with self._lock:
+            for entry in data.get("pairs") or ():
+                try:
+                    key = (str(entry["model"]), str(entry["tools_key"]))
+                    saved = [(int(e), int(r)) for e, r in entry["pairs"]]
+                except (KeyError, TypeError, ValueError):
+                    continue
+                current = list(self._pairs.get(key, ()))
+                pairs = deque(saved + current, maxlen=self._window)
+                self._pairs[key] = pairs
+                fitted = fit(key[0], key[1], list(pairs))
+                if fitted is not None:
+                    self._fitted[key] = fitted
+
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> "SelfCalibrator":
         calibrator = cls(int(data.get("window", WINDOW)))
-        for entry in data.get("pairs") or ():
-            key = (str(entry["model"]), str(entry["tools_key"]))
-            pairs = deque(((int(e), int(r)) for e, r in entry["pairs"]), maxlen=calibrator._window)
-            calibrator._pairs[key] = pairs
-            fitted = fit(key[0], key[1], list(pairs))
-            if fitted is not None:
-                calibrator._fitted[key] = fitted
+        calibrator.restore(data)
         return calibrator
