@@ -10,6 +10,8 @@ import sys
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from ctxscope.items import (
     API_ANTHROPIC,
@@ -384,3 +386,65 @@ def test_pure_modules_import_no_telemetry_or_sdk():
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd=ROOT)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[]"
+
+
+# ---------------------------------------------------------------------------
+# Property: incremental extraction agrees with a fresh one after any edits
+# ---------------------------------------------------------------------------
+
+
+_WORDS = st.sampled_from(["alpha", "beta", "alpha", "<system-reminder>\nx\n</system-reminder>\nhi", ""])
+
+
+def _anthropic_msg(draw, i: int) -> dict:
+    if draw(st.booleans()):
+        return {"role": "user", "content": draw(_WORDS)}
+    return {"role": "assistant", "content": [{"type": "text", "text": draw(_WORDS)},
+                                             {"type": "tool_use", "id": f"t{i}", "name": "Read",
+                                              "input": {"file_path": draw(_WORDS)}}]}
+
+
+@st.composite
+def _histories(draw):
+    messages = [_anthropic_msg(draw, i) for i in range(draw(st.integers(1, 6)))]
+    steps = []
+    for step in range(draw(st.integers(1, 6))):
+        op = draw(st.sampled_from(["append", "edit", "edit_block", "delete", "insert", "rebuild"]))
+        steps.append((op, draw(st.integers(0, 20)), _anthropic_msg(draw, 100 + step), draw(_WORDS)))
+    return messages, steps
+
+
+def _view(items):
+    return [(i.id.partition("#")[0], i.part, i.chars, i.digest, i.label, i.reference) for i in items]
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_histories())
+def test_incremental_extraction_matches_fresh_extraction(history):
+    """After appends, in-place edits, deletions, insertions and rebuilt dicts: same items as a fresh pass."""
+    messages, steps = history
+    extractor = RequestExtractor()
+    body = {"model": "claude-x", "max_tokens": 5, "system": "sys", "messages": messages}
+    before = extractor.extract(body, API_ANTHROPIC)
+    for op, index, new, words in steps:
+        old_len = len(messages)
+        i = index % max(1, len(messages))
+        if op == "append" or not messages:
+            messages.append(new)
+        elif op == "edit":
+            messages[i]["content"] = words
+        elif op == "edit_block" and isinstance(messages[i]["content"], list):
+            messages[i]["content"][0]["text"] = words + "!"
+        elif op == "delete":
+            del messages[i]
+        elif op == "insert":
+            messages.insert(i, new)
+        elif op == "rebuild":
+            messages[:] = json.loads(json.dumps(messages))
+        after = extractor.extract(body, API_ANTHROPIC)
+        fresh = items_from_request(body, API_ANTHROPIC)
+        assert _view(after) == _view(fresh)
+        assert len({i.id for i in after}) == len(after)
+        if op == "append" and old_len:
+            assert all(a is b for a, b in zip(before, after[:len(before)]))
+        before = after
