@@ -12,6 +12,7 @@ import statistics
 import time
 from typing import Any, Callable
 
+from ctxscope.classify import classify_text
 from ctxscope.items import API_ANTHROPIC, API_OPENAI_CHAT, API_OPENAI_RESPONSES, RequestExtractor, items_from_request
 
 N = 2000
@@ -75,11 +76,27 @@ def measure(api: str, make: Callable[[int], dict[str, Any]], n: int = N) -> tupl
     return statistics.median(times) * 1e6, full * 1e6
 
 
+def classify_us(text: str, role: str, rounds: int = 200) -> float:
+    """Median microseconds of one classify_text call."""
+    times = []
+    for _ in range(rounds):
+        start = time.perf_counter()
+        classify_text(text, role)
+        times.append(time.perf_counter() - start)
+    return statistics.median(times) * 1e6
+
+
 def main() -> None:
     for api, make in ((API_OPENAI_CHAT, chat_message), (API_ANTHROPIC, anthropic_message),
                       (API_OPENAI_RESPONSES, responses_item)):
         append_us, full_us = measure(api, make)
         print(f"{api:20s} {N} messages: append one {append_us:8.1f} us   full extraction {full_us:9.1f} us")
+    prose = "Please refactor the parser so that it streams. " * 250
+    code = "def f(x):\n    return x < 3  # <b>\n" * 3000
+    reminder = code + "<system-reminder>\nWhenever you read a file, check it.\n</system-reminder>\n"
+    for name, text, role in (("user prose", prose, "user"), ("tool result, code", code, "tool"),
+                             ("tool result + reminder", reminder, "tool")):
+        print(f"classify {name:24s} {len(text):7d} chars: {classify_us(text, role):8.1f} us")
 
 
 if __name__ == "__main__":

@@ -448,3 +448,11 @@ def test_incremental_extraction_matches_fresh_extraction(history):
         if op == "append" and old_len:
             assert all(a is b for a, b in zip(before, after[:len(before)]))
         before = after
+
+
+def test_one_shot_iterator_is_refused_not_consumed():
+    """A generator of messages is left for the SDK: ValueError, and the generator is untouched."""
+    messages = iter([{"role": "user", "content": "hi"}])
+    with pytest.raises(ValueError, match="one-shot iterator"):
+        items_from_request({"model": "gpt-4o", "messages": messages}, API_OPENAI_CHAT)
+    assert next(messages) == {"role": "user", "content": "hi"}

@@ -14,7 +14,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import os
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Iterable, Mapping
 
 from . import classify
 from .environment_variables import CTXSCOPE_HASH_KEY
@@ -510,6 +510,8 @@ def head(b: Builder, body: Mapping[str, Any]) -> None:
 
 
 def messages_of(body: Mapping[str, Any], api: str) -> list[Any]:
+    """The conversation of a body as a list; ValueError when it is no list (a one-shot
+    iterator is refused rather than consumed: the provider SDK still has to read it)."""
     if api == API_OPENAI_RESPONSES:
         value = _get(body, "input")
         if value is None:
@@ -522,6 +524,9 @@ def messages_of(body: Mapping[str, Any], api: str) -> list[Any]:
         return []
     listed = _as_list(value)
     if listed is None:
-        raise ValueError(f"{'input' if api == API_OPENAI_RESPONSES else 'messages'} is not a list")
+        key = "input" if api == API_OPENAI_RESPONSES else "messages"
+        if isinstance(value, Iterable) and not isinstance(value, (str, bytes, Mapping)):
+            raise ValueError(f"{key} is a one-shot iterator: not read, so that the SDK still can (pass a list)")
+        raise ValueError(f"{key} is not a list but {type(value).__name__}")
     return listed
 
