@@ -1,0 +1,208 @@
+"""The fidelity report: each basis against the provider's reported input, per model."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from conftest import CORPUS, DATA, requires_corpus
+from ctxscope import fidelity
+from ctxscope.cli import main
+from ctxscope.framing import API_ANTHROPIC, API_OPENAI_CHAT, API_OPENAI_RESPONSES
+
+OPENAI_CORPUS = CORPUS / "api" / "openai_chat" / "pydantic-ai-cassettes.requests.jsonl"
+ANTHROPIC_CORPUS = CORPUS / "api" / "anthropic" / "pydantic-ai-cassettes.requests.jsonl"
+
+
+def _write(path: Path, records: list[dict]) -> Path:
+    path.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
+    return path
+
+
+def _chat(content: str, reported: int, model: str = "gpt-4o") -> dict:
+    return {"uri": "https://api.openai.com/v1/chat/completions",
+            "request": {"model": model, "messages": [{"role": "user", "content": content}]},
+            "response": {"usage": {"prompt_tokens": reported}}}
+
+
+# -- the targets of issue 7, over the shared corpus --------------------------------
+
+@pytest.fixture(scope="module")
+def corpus_report(tiktoken_ready):
+    if not CORPUS.is_dir():
+        pytest.skip("../shared/corpus is not here")
+    return fidelity.evaluate_files([OPENAI_CORPUS, ANTHROPIC_CORPUS], ["tiktoken"])
+
+
+@requires_corpus
+def test_gpt4o_family_within_5_percent_before_self_calibration(corpus_report):
+    """gpt-4o recordings: framed tiktoken estimate within 5% (median) of prompt_tokens."""
+    median, count = fidelity.family_median(corpus_report, "gpt-4o", "tiktoken", "framed", provider="openai")
+    assert count >= 15
+    assert median <= 5.0
+
+
+@requires_corpus
+def test_gpt5_family_within_10_percent_before_self_calibration(corpus_report):
+    """gpt-5 recordings: framed tiktoken estimate within 10% (median) of prompt_tokens."""
+    median, count = fidelity.family_median(corpus_report, "gpt-5", "tiktoken", "framed", provider="openai")
+    assert count >= 50
+    assert median <= 10.0
+
+
+@requires_corpus
+def test_framing_is_what_closes_the_gap(corpus_report):
+    """Raw counts of text and tool JSON are far below the reported prompt; framing closes most of it."""
+    raw, _ = fidelity.family_median(corpus_report, "gpt-", "tiktoken", "raw", provider="openai")
+    framed, _ = fidelity.family_median(corpus_report, "gpt-", "tiktoken", "framed", provider="openai")
+    assert raw > 20.0 and framed < raw / 5
+
+
+@requires_corpus
+@pytest.mark.xfail(strict=True, reason=(
+    "current Claude models' hidden tool prompt exceeds Anthropic's published table by ~150 tokens "
+    "(auto) / ~275 (any) in recent recordings; no public source gives the new size, so only "
+    "self-calibration closes it (see docs/fidelity.md)"))
+def test_claude_client_tools_within_15_percent_before_self_calibration(corpus_report):
+    """Anthropic recordings with client tools only: framed estimate within 15% (median)."""
+    median, count = fidelity.family_median(corpus_report, "claude", "tiktoken", "framed", provider="anthropic")
+    assert count >= 90
+    assert median <= 15.0
+
+
+@requires_corpus
+def test_claude_client_tools_after_self_calibration(corpus_report):
+    """Anthropic client-tool recordings: within 5% (median) once the model's correction is learned."""
+    median, count = fidelity.family_median(corpus_report, "claude", "tiktoken", "selfcal", provider="anthropic")
+    assert count >= 60
+    assert median <= 5.0
+
+
+@requires_corpus
+def test_server_tools_within_5_percent_after_self_calibration(corpus_report):
+    """Requests offering server tools: later calls of the same model and tool set within 5% (median)."""
+    median, count = fidelity.family_median(corpus_report, "claude", "tiktoken", "selfcal",
+                                           section=fidelity.SECTION_SERVER, provider="anthropic")
+    assert count >= 5
+    assert median <= 5.0
+    framed, _ = fidelity.family_median(corpus_report, "claude", "tiktoken", "framed",
+                                       section=fidelity.SECTION_SERVER, provider="anthropic")
+    assert framed > 20.0  # the hidden server-tool part is unknown before it is learned
+
+
+# -- the command, on a small real fixture and on hand-made recordings ----------------
+
+def test_command_on_the_fixture_meets_the_openai_targets(tiktoken_ready, capsys):
+    """`ctxscope fidelity --json` over 18 real gpt-4o/gpt-5 recordings reports the targets met."""
+    code = main(["fidelity", str(DATA / "fidelity_openai_chat.jsonl"), "--json", "--check"])
+    out = json.loads(capsys.readouterr().out)
+    targets = {t["target"]: t for t in out["targets"]}
+    assert targets["gpt-4o family, framed"]["count"] == 14
+    assert targets["gpt-4o family, framed"]["met"] is True
+    assert targets["gpt-5 family, framed"]["count"] == 4
+    assert targets["gpt-5 family, framed"]["met"] is True
+    assert code == 0
+
+
+def test_command_figures_by_hand(tmp_path, capsys):
+    """chars/4 of 40 chars is 10 tokens; framing adds 3 + 1 (role) + 3 (priming) = 17.
+    Reported 17: raw 7/17 = 41.2% off, framed exact. The next call (80 chars: framed 27,
+    reported 37) is 10/37 = 27.0% off framed, and still after learning the first call's offset 0."""
+    path = _write(tmp_path / "rec.jsonl", [_chat("x" * 40, 17), _chat("y" * 80, 37)])
+    code = main(["fidelity", str(path), "--basis", "chars", "--json"])
+    assert code == 0
+    row = json.loads(capsys.readouterr().out)["rows"][0]
+    figures = row["figures"]
+    assert row["model"] == "gpt-4o" and row["section"] == "client"
+    # raw: 7/17 = 41.18%, 17/37 = 45.95% -> median 43.56%
+    assert figures["chars/raw"] == {"median_abs_error_pct": pytest.approx((7 / 17 + 17 / 37) / 2 * 100),
+                                    "count": 2}
+    # framed: 0/17 and 10/37 -> median 13.51%
+    assert figures["chars/framed"]["median_abs_error_pct"] == pytest.approx(10 / 37 / 2 * 100)
+    # self-cal: the first call teaches offset 0, so the second stays 10/37 = 27.03% off
+    assert figures["chars/selfcal"] == {"median_abs_error_pct": pytest.approx(10 / 37 * 100), "count": 1}
+
+
+def test_self_calibration_replays_in_order(tmp_path):
+    """A hidden prompt of 100 tokens: the first call is 100 off, every later one exact."""
+    records = [_chat("z" * (40 * n), 17 + 10 * (n - 1) + 100) for n in range(1, 5)]
+    report = fidelity.evaluate_files([_write(tmp_path / "r.jsonl", records)], ["chars"])
+    row = report.ordered()[0]
+    assert row.cell("chars", "selfcal").errors == [0.0, 0.0, 0.0]
+    assert row.cell("chars", "framed").errors[0] == pytest.approx(100 / 117 * 100)
+
+
+def test_markdown_table(tmp_path):
+    """The Markdown report has one row per model with median and count per basis and stage."""
+    report = fidelity.evaluate_files([_write(tmp_path / "r.jsonl", [_chat("x" * 40, 17)])], ["chars"])
+    text = fidelity.render_markdown(report, ["chars"])
+    assert "| model | requests | chars/4 raw | chars/4 framed | chars/4 self-cal |" in text
+    assert "| gpt-4o | 1 | 41.2% (1) | 0.0% (1) | - |" in text
+
+
+def test_bad_line_is_one_clear_line(tmp_path, capsys):
+    """A line that is not JSON: exit 1 and one line naming file and line, no traceback."""
+    path = tmp_path / "bad.jsonl"
+    path.write_text(json.dumps(_chat("x", 5)) + "\n{oops\n", encoding="utf-8")
+    code = main(["fidelity", str(path)])
+    err = capsys.readouterr().err
+    assert code == 1
+    assert err.strip().count("\n") == 0
+    assert f"{path}:2: not JSON" in err and "Traceback" not in err
+
+
+def test_missing_file_is_one_clear_line(tmp_path, capsys):
+    """A file that does not exist: exit 1 with one line naming it."""
+    code = main(["fidelity", str(tmp_path / "nope.jsonl")])
+    err = capsys.readouterr().err
+    assert code == 1 and "nope.jsonl: cannot read" in err and err.strip().count("\n") == 0
+
+
+def test_recordings_without_usage_are_skipped(tmp_path):
+    """A streamed recording without usage is counted as skipped, not as an error."""
+    record = {"request": {"model": "gpt-4o", "messages": [{"role": "user", "content": "hi"}]}, "response": None}
+    report = fidelity.evaluate_files([_write(tmp_path / "r.jsonl", [record])], ["chars"])
+    assert report.skipped == 1 and report.rows == {}
+
+
+def test_reported_input_per_api():
+    """SPEC 4: chat prompt_tokens, Responses input_tokens, Anthropic input + cache creation + cache read."""
+    assert fidelity.reported_input({"usage": {"prompt_tokens": 42}}, API_OPENAI_CHAT) == 42
+    assert fidelity.reported_input({"usage": {"input_tokens": 42}}, API_OPENAI_RESPONSES) == 42
+    usage = {"input_tokens": 10, "cache_creation_input_tokens": 100, "cache_read_input_tokens": 1000}
+    assert fidelity.reported_input({"usage": usage}, API_ANTHROPIC) == 1110
+
+
+def test_anthropic_iterations_take_the_first_sampling():
+    """An advisor/server loop's usage sums its samplings; this request's prompt is the first one's input."""
+    usage = {"input_tokens": 2390, "iterations": [{"type": "message", "input_tokens": 1128},
+                                                  {"type": "advisor_message", "input_tokens": 2518}]}
+    assert fidelity.reported_input({"usage": usage}, API_ANTHROPIC) == 1128
+    assert not fidelity.ran_server_tool({"usage": usage})
+
+
+def test_server_loop_detection():
+    """A response whose content holds a server_tool_use block ran a tool within the call."""
+    assert fidelity.ran_server_tool({"content": [{"type": "server_tool_use", "name": "web_search"}],
+                                     "usage": {"input_tokens": 9000}})
+    assert fidelity.ran_server_tool({"content": [], "usage": {"server_tool_use": {"web_search_requests": 1}}})
+    assert not fidelity.ran_server_tool({"content": [{"type": "text"}], "usage": {"input_tokens": 9}})
+
+
+def test_router_recordings_are_grouped_apart(tmp_path):
+    """A model reached through another host is its own row: '<model> via <host>'."""
+    record = _chat("x" * 40, 17, model="openai/gpt-4o-mini")
+    record["uri"] = "https://openrouter.ai/api/v1/chat/completions"
+    report = fidelity.evaluate_files([_write(tmp_path / "r.jsonl", [record])], ["chars"])
+    assert [r.group for r in report.ordered()] == ["openai/gpt-4o-mini via openrouter.ai"]
+
+
+def test_detect_api():
+    """Anthropic by URI or content blocks, Responses by input, chat otherwise."""
+    assert fidelity.detect_api({"messages": []}, "https://api.anthropic.com/v1/messages") == API_ANTHROPIC
+    assert fidelity.detect_api({"input": "hi"}) == API_OPENAI_RESPONSES
+    assert fidelity.detect_api({"messages": [{"role": "user", "content": "hi"}]}) == API_OPENAI_CHAT
+    with pytest.raises(ValueError):
+        fidelity.detect_api({"prompt": "hi"})
