@@ -76,6 +76,9 @@ class ClaudeCodeReader:
     # -- public -------------------------------------------------------------
 
     def feed(self, record: Mapping[str, Any], line: int) -> list[TranscriptCall]:
+        if not isinstance(record, dict):
+            self.problems.append(Problem(line, f"expected a JSON object, got {type(record).__name__}"))
+            return []
         kind = record.get("type")
         if not isinstance(kind, str):
             self.problems.append(Problem(line, "record without a type, skipped"))

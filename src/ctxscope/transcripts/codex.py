@@ -55,6 +55,9 @@ class CodexReader:
         self._counter = 0
 
     def feed(self, record: Mapping[str, Any], line: int) -> list[TranscriptCall]:
+        if not isinstance(record, dict):
+            self.problems.append(Problem(line, f"expected a JSON object, got {type(record).__name__}"))
+            return []
         kind = record.get("type")
         payload = record.get("payload")
         if not isinstance(kind, str):
@@ -105,6 +108,7 @@ class CodexReader:
 
     def _response_item(self, payload: Mapping[str, Any], line: int, timestamp: int | None) -> list[TranscriptCall]:
         kind = payload.get("type")
+        kind = kind if isinstance(kind, str) else None
         role = payload.get("role")
         is_output = kind in _OUTPUT_TYPES or (kind == "message" and role == "assistant")
         out: list[TranscriptCall] = []
@@ -182,6 +186,7 @@ class CodexReader:
 
     def _convert(self, payload: Mapping[str, Any], summary: bool = False) -> list[Item]:
         kind = payload.get("type")
+        kind = kind if isinstance(kind, str) else None
         if kind == "message":
             role = payload.get("role")
             role = role if isinstance(role, str) else "user"

@@ -55,6 +55,7 @@ def detect_format(head: bytes, forced: str | None = None) -> tuple[str, bool]:
 
 def _sniff(record: dict[str, Any]) -> str:
     kind = record.get("type")
+    kind = kind if isinstance(kind, str) else None
     if kind in _CODEX_TYPES and "payload" in record:
         return FORMAT_CODEX
     if "parentUuid" in record or "sessionId" in record or "leafUuid" in record:

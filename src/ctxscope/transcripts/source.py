@@ -84,7 +84,8 @@ class TranscriptFile:
             else:
                 self.problems.append(Problem(None, "file holds only blank space: no transcript records"))
             return False
-        if b"\x00" in head[:8192]:
+        # Binary: a NUL in the first line (a corrupt later line is reported on its own).
+        if b"\x00" in head.lstrip().split(b"\n", 1)[0][:8192]:
             self.problems.append(Problem(None, "binary file, not a JSON or JSONL transcript"))
             return False
         try:
