@@ -72,7 +72,7 @@ def test_chat_body_every_block_kind():
     """System, reminder split from user text, image by formula, calls, results by tool, text, tools."""
     items = items_from_request(CHAT)
     got = rows(items)
-    tool_text = '{"type":"function","function":{"name":"Read","parameters":{"type":"object"}}}'
+    tool_text = "type Read = () => any;\n\n"  # OpenAI's rendering (framing.tool_definition_text)
     assert [(r[1], r[2], r[3]) for r in got] == [
         ("tools/Read", len(tool_text), "Read"),
         ("system", 9, None),
@@ -172,7 +172,7 @@ def test_responses_body_every_item_kind():
     assert detect_api(RESPONSES) == API_OPENAI_RESPONSES
     assert [(i.part, i.chars, i.label) for i in items] == [
         ("system", 14, None),
-        ("tools/shell", len('{"type":"function","name":"shell","parameters":{}}'), "shell"),
+        ("tools/shell", len("type shell = () => any;\n\n"), "shell"),
         ("tools/web_search", len('{"type":"web_search"}'), "web_search"),
         ("environment", len("<environment_context>\n  <cwd>/r</cwd>\n</environment_context>"), None),
         ("prompts/text", 6, None),
@@ -456,3 +456,15 @@ def test_one_shot_iterator_is_refused_not_consumed():
     with pytest.raises(ValueError, match="one-shot iterator"):
         items_from_request({"model": "gpt-4o", "messages": messages}, API_OPENAI_CHAT)
     assert next(messages) == {"role": "user", "content": "hi"}
+
+
+def test_reused_item_whose_id_a_new_item_took_is_extracted_again():
+    """Old [a, x], new [x as a block, x]: the new first item takes x's id, so the kept x becomes #2."""
+    extractor = RequestExtractor()
+    a = {"role": "user", "content": "a"}
+    x = {"role": "user", "content": "x"}
+    first = extractor.extract({"model": "gpt-4o", "messages": [a, x]}, API_OPENAI_CHAT)
+    block = {"role": "user", "content": [{"type": "text", "text": "x"}]}
+    second = extractor.extract({"model": "gpt-4o", "messages": [block, x]}, API_OPENAI_CHAT)
+    assert [i.id for i in second] == [first[1].id, first[1].id + "#2"]
+    assert second[1] is not first[1]          # extracted again, since its id was taken

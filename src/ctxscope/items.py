@@ -24,6 +24,7 @@ from itertools import compress, count, islice
 from operator import ne
 from typing import Any, Mapping
 
+from . import framing as _framing
 from .payload import DOCUMENT_PAGE_TOKENS, compact_json
 from .payload import as_list as _as_list
 from .payload import get as _get
@@ -63,15 +64,20 @@ def item_id(role: str, content: str) -> str:
 
 
 def tool_definition_text(api: str, tool: Any) -> str:
-    """The text counted for one tool definition: for now its compact JSON.
+    """The text counted for one tool definition: the provider's own rendering of it.
 
     Deferred tools (``defer_loading``) are not in the prompt until searched
-    for: their catalog entry (the name) is counted. Developer F's framing
-    module replaces this with the provider's own rendering.
+    for: their catalog entry (the name) is counted. Other tools are rendered
+    as the provider writes them into the prompt (:func:`ctxscope.framing.tool_definition_text`:
+    OpenAI's ``namespace functions`` TypeScript, Claude's ``<function>`` JSON;
+    server tools as their compact JSON).
     """
     if _get(tool, "defer_loading") is True:
         return str(_get(tool, "name") or "")
-    return json.dumps(_plain(tool), separators=(",", ":"), ensure_ascii=False, default=str)
+    value = _plain(tool)
+    if isinstance(value, Mapping):
+        return _framing.tool_definition_text(api, value)
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False, default=str)
 
 
 # ---------------------------------------------------------------------------
@@ -192,7 +198,7 @@ class RequestExtractor:
     def _rebuild(self, body: Mapping[str, Any], api: str, head_key: Any, messages: list[Any]) -> list[Item]:
         ids = Ids()
         builder = Builder(api, ids, tool_definition_text)
-        if api == self._api and head_key == self._head_key and all(map(ids.register, self._head_items)):
+        if api == self._api and head_key == self._head_key and ids.register_all(self._head_items):
             head_items = self._head_items
         else:
             ids = Ids()
@@ -215,12 +221,10 @@ class RequestExtractor:
             if same_api and i < len(old_snaps) and (i < first_diff or msg == old_snaps[i]):
                 start = old_ends[i - 1] if i else 0
                 chunk = old_items[start:old_ends[i]]
-                if all(ids.register(item) for item in chunk):
+                # An id clash with a new item before it: extract the message afresh.
+                if ids.register_all(chunk):
                     items.extend(chunk)
                     reused = True
-                else:  # an id clash with a new item before it: extract afresh
-                    for item in chunk:
-                        ids.used.discard(item.id)
             if not reused:
                 fn(builder, msg)
             snaps.append(old_snaps[i] if reused else _snapshot(msg))

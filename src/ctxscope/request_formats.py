@@ -147,6 +147,19 @@ class Ids:
             self.calls.setdefault(item.source_call_id, (item.label, item.reference))
         return True
 
+    def register_all(self, items: list[Item]) -> bool:
+        """Take the ids of a reused message's items, all or none."""
+        taken: list[Item] = []
+        for item in items:
+            if not self.register(item):
+                for done in taken:
+                    self.used.discard(done.id)
+                    base = done.id.partition("#")[0]
+                    self.counts[base] -= 1
+                return False
+            taken.append(item)
+        return True
+
 
 class Builder:
     """Appends the items of blocks to ``out``; one per extraction."""
