@@ -121,3 +121,14 @@ def test_console_script_runs_inspect(tmp_path):
                           text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     assert "prompts                2  100.0%" in done.stdout
+
+
+def test_responses_recording_reports_input_tokens(tmp_path, capsys):
+    """A Responses recording: reported input is usage.input_tokens (cached included)."""
+    body = {"model": "gpt-5", "instructions": "i" * 12, "input": "p" * 4}
+    response = {"usage": {"input_tokens": 50, "input_tokens_details": {"cached_tokens": 40}}}
+    path = write(tmp_path, "rec.json", json.dumps({"request": body, "response": response}))
+    code, out, _ = run(capsys, path, "--json", "--tokenizer", "chars")
+    ann = json.loads(out)["annotation"]
+    assert code == 0 and json.loads(out)["api"] == "openai.responses"
+    assert ann["categories"] == {"system": 3, "prompts": 1} and ann["reported_tokens"] == 50
