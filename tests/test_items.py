@@ -468,3 +468,11 @@ def test_reused_item_whose_id_a_new_item_took_is_extracted_again():
     second = extractor.extract({"model": "gpt-4o", "messages": [block, x]}, API_OPENAI_CHAT)
     assert [i.id for i in second] == [first[1].id, first[1].id + "#2"]
     assert second[1] is not first[1]          # extracted again, since its id was taken
+
+
+def test_image_by_url_counts_default_or_low_detail_flat():
+    """An image by URL: SPEC default 1,600; with OpenAI detail low: the flat 85."""
+    body = {"model": "gpt-4o", "messages": [{"role": "user", "content": [
+        {"type": "image_url", "image_url": {"url": "https://example.com/a.png"}},
+        {"type": "image_url", "image_url": {"url": "https://example.com/b.png", "detail": "low"}}]}]}
+    assert [i.fixed_tokens for i in items_from_request(body)] == [1600, 85]

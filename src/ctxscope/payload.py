@@ -18,7 +18,7 @@ import math
 import re
 from typing import Any, Iterable, Mapping
 
-from .tokens import image_size, image_tokens
+from .tokens import image_size, image_tokens, openai_image_tokens
 
 __all__ = [
     "AUDIO_BYTES_PER_TOKEN",
@@ -144,6 +144,9 @@ def split_data_url(url: str) -> tuple[str | None, str | None]:
 
 
 def image_tokens_b64(provider: str, data: str | None, detail: str) -> int:
+    """An image's tokens from its base64 data (size header), else the provider's default."""
+    if provider != "anthropic" and detail == "low":
+        return openai_image_tokens(1, 1, "low")  # a flat price whatever the size, URL images too
     size = image_size(b64_prefix_bytes(data, _IMAGE_HEADER_B64)) if data else None
     width, height = size if size else (None, None)
     return image_tokens(provider, width, height, detail)
