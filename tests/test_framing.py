@@ -116,14 +116,18 @@ def test_render_nested_and_array_types():
 
 
 def test_tool_definition_text_per_api():
-    """OpenAI tools render as TypeScript, Anthropic client tools as <function> JSON, server tools as nothing."""
+    """OpenAI tools render as TypeScript, Anthropic client tools as <function> JSON, server tools as sent,
+    deferred tools as their name."""
     assert framing.tool_definition_text(API_OPENAI_CHAT, TOOL) == "type get_capital = () => any;\n\n"
     responses_tool = {"type": "function", "name": "get_capital", "parameters": {}}
     assert framing.tool_definition_text(API_OPENAI_RESPONSES, responses_tool) == "type get_capital = () => any;\n\n"
     anthropic_tool = {"name": "f", "description": "d", "input_schema": {"type": "object"}}
     assert framing.tool_definition_text(API_ANTHROPIC, anthropic_tool) == (
         '<function>{"description": "d", "name": "f", "parameters": {"type": "object"}}</function>\n')
-    assert framing.tool_definition_text(API_ANTHROPIC, {"type": "web_search_20250305", "name": "web_search"}) == ""
+    assert framing.tool_definition_text(API_ANTHROPIC, {"type": "web_search_20250305", "name": "web_search"}) == (
+        '{"type":"web_search_20250305","name":"web_search"}')
+    assert framing.tool_definition_text(API_OPENAI_RESPONSES, {"type": "web_search"}) == '{"type":"web_search"}'
+    assert framing.tool_definition_text(API_ANTHROPIC, {**anthropic_tool, "defer_loading": True}) == "f"
 
 
 def test_reasoning_models_get_the_harmony_system_message():

@@ -123,17 +123,20 @@ def test_second_turn_reports_additions_largest_first(tel, client):
 
 
 def test_estimates_above_the_report_give_a_factor_below_one(tel, client):
-    """A tool schema counted whole (150 chars) outweighs the server's rule: factor = 26 / estimated."""
+    """A tool rendered with its long parameter names (keys the server's rule skips) outweighs
+    the server's rule: factor = 28 / estimated."""
+    properties = {"the_path_of_the_file_to_read_from_disk": {"type": "string"},
+                  "the_encoding_to_decode_the_file_with": {"type": "string"}}
     tools = [{"type": "function", "function": {"name": "read_file", "description": "Read a file",
-                                               "parameters": {"type": "object",
-                                                              "properties": {"path": {"type": "string"}}}}}]
+                                               "parameters": {"type": "object", "properties": properties}}}]
     client.chat.completions.create(model="gpt-4o", messages=[HELLO], tools=tools)
     span = tel.one_call()
-    # "user" 1 + "hello there" 3 + tools "function" 2 "read_file" 3 "Read a file" 3 "object" 2 "string" 2 + 10
-    assert attr(span, Attr.REPORTED_TOKENS) == 26
+    # "user" 1 + "hello there" 3 + tools "function" 2 "read_file" 3 "Read a file" 3 "object" 2
+    # "string" 2 + 2 + 10
+    assert attr(span, Attr.REPORTED_TOKENS) == 28
     estimated = attr(span, Attr.ESTIMATED_TOKENS)
     assert estimated > 26
-    assert attr(span, Attr.CALIBRATION_FACTOR) == pytest.approx(26 / estimated)
+    assert attr(span, Attr.CALIBRATION_FACTOR) == pytest.approx(28 / estimated)
 
 
 def test_chat_result_is_unchanged(tel, server, client):

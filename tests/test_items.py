@@ -278,6 +278,7 @@ def test_anthropic_body_every_block_kind():
     assert [i.id for i in items[-5:]] == ["toolu_1", "srvtoolu_1", "srvtoolu_1:result", "toolu_1:result",
                                           "toolu_1:result:1"]
     assert items[-1].fixed_tokens == 1049 and items[-1].category is Category.RESULTS
+    assert items[-1].source_kind == "tool_result" and items[-1].label == "Read"
     assert items[-2].reference == "Read:file_path=a.py"
 
 

@@ -348,8 +348,7 @@ def raw_tool_tokens(body: Mapping[str, Any], counter: Counter) -> int:
 
 def rendered_tool_tokens(body: Mapping[str, Any], api: str, counter: Counter) -> int:
     """Tool definitions counted as the provider renders them (framing.tool_definition_text)."""
-    return sum(counter.count(framing.tool_definition_text(api, t)) for t in _tools(body)
-               if not t.get("defer_loading"))
+    return sum(counter.count(framing.tool_definition_text(api, t)) for t in _tools(body))
 
 
 def framing_tokens(body: Mapping[str, Any], api: str, counter: Counter, model: str | None = None) -> int:

@@ -262,17 +262,25 @@ def server_tool_part(tool: Mapping[str, Any]) -> str:
 def tool_definition_text(api: str, tool: Mapping[str, Any]) -> str:
     """The text a tool definition occupies in the prompt, as the provider renders it.
 
-    Counted as ``tools``. Server tools render to nothing here: their hidden part is
-    a framing item of its own (:func:`framing_items`).
+    Counted as ``tools``. A deferred tool (``defer_loading``) is only its name in
+    the catalog until searched for. A server tool counts its declaration as sent
+    (compact JSON); what the provider adds for it is the hidden part
+    ``tools/server/<type>`` of :func:`framing_items`.
     """
+    if tool.get("defer_loading") is True:
+        return str(tool.get("name") or "")
     if api == API_ANTHROPIC:
         if is_anthropic_server_tool(tool):
-            return ""
+            return _compact_json(tool)
         return render_anthropic_tool(tool)
     function = openai_function_of(tool)
     if function is None:
-        return ""
+        return _compact_json(tool)
     return render_openai_function(function)
+
+
+def _compact_json(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False, default=str)
 
 
 # ---------------------------------------------------------------------------
