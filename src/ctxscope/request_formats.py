@@ -280,10 +280,8 @@ class Builder:
             elif kind in ("text", "input_text", "output_text"):
                 self.text(_get(block, "text") or "", "tool", part, source_kind="tool_result",
                           base=block_base, **common)
-            elif kind in ("image", "image_url", "input_image"):
-                self.media(block, part, "tool", base=block_base, **common)
-            elif kind in ("document", "file", "input_file"):
-                self.media(block, part, "tool", base=block_base, **common)
+            elif kind in ("image", "image_url", "input_image", "document", "file", "input_file"):
+                self.media(block, part, "tool", base=block_base, source_kind="tool_result", **common)
             else:
                 self.structured(part, "tool", block, base=block_base, source_kind="tool_result", **common)
 
@@ -325,6 +323,8 @@ class Builder:
             spec = _get(block, "file") if kind == "file" else block
             url = _get(spec, "file_data") or ""
             media_type, data = _split_data_url(url) if url else (None, None)
+            if url and data is None and not url.startswith("data:"):
+                data = url  # Responses also takes the bare base64
             self.document(part or "prompts/media/document", role, media_type, data,
                           key=_get(spec, "file_id") or _get(spec, "file_url") or _get(spec, "filename"), **kw)
         elif kind == "document_url":  # Mistral-style chat part
