@@ -477,3 +477,12 @@ def test_image_by_url_counts_default_or_low_detail_flat():
         {"type": "image_url", "image_url": {"url": "https://example.com/a.png"}},
         {"type": "image_url", "image_url": {"url": "https://example.com/b.png", "detail": "low"}}]}]}
     assert [i.fixed_tokens for i in items_from_request(body)] == [1600, 85]
+
+
+def test_malformed_blocks_are_counted_not_fatal():
+    """Non-string texts and thinking are counted as their JSON; nothing raises."""
+    body = {"model": "claude-x", "max_tokens": 5, "system": "s", "messages": [
+        {"role": "user", "content": [{"type": "text", "text": 42}]},
+        {"role": "assistant", "content": [{"type": "thinking", "thinking": ["a"]}]}]}
+    assert [(i.part, i.text) for i in items_from_request(body)][1:] == [
+        ("prompts/text", "42"), ("assistant/thinking", '["a"]')]

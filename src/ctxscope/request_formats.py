@@ -178,6 +178,8 @@ class Builder:
             source_kind: str | None = None, call_id: str | None = None,
             reference: str | None = None, content_key: str | None = None,
             chars: int | None = None) -> None:
+        if not isinstance(text, str):  # a malformed block: count what is there, never fail
+            text = compact_json(text)
         key = content_key if content_key is not None else text
         digest = keyed_hash(role, key)
         item = Item(
@@ -203,7 +205,9 @@ class Builder:
                 self.add(default_part, seg.text, role=role, base=seg_base, label=label,
                          source_kind=source_kind, call_id=call_id, reference=reference)
             else:
-                self.add(seg.part, seg.text, role=role, label=seg.label, source_kind=source_kind)
+                # Split off (a reminder in a result, CLAUDE.md in a prompt): plain text,
+                # not a result or a prompt of its own.
+                self.add(seg.part, seg.text, role=role, label=seg.label, source_kind="text")
 
     def image(self, part: str, role: str, data: str | None, url: str | None, detail: str = "auto",
               **kw: Any) -> None:
