@@ -486,3 +486,29 @@ def test_malformed_blocks_are_counted_not_fatal():
         {"role": "assistant", "content": [{"type": "thinking", "thinking": ["a"]}]}]}
     assert [(i.part, i.text) for i in items_from_request(body)][1:] == [
         ("prompts/text", "42"), ("assistant/thinking", '["a"]')]
+
+
+_JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(max_size=8)
+    | st.sampled_from(["text", "image", "tool_use", "tool_result", "image_url", "function_call",
+                       "reasoning", "document", "input_image", "web_search_tool_result"]),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(
+        st.sampled_from(["type", "role", "content", "text", "id", "name", "input", "source", "data",
+                         "tool_use_id", "tool_calls", "function", "arguments", "call_id", "output",
+                         "image_url", "url", "summary", "thinking"]), inner, max_size=5),
+    max_leaves=20)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.sampled_from([API_OPENAI_CHAT, API_OPENAI_RESPONSES, API_ANTHROPIC]), st.lists(_JSON, max_size=5),
+       _JSON)
+def test_arbitrary_json_never_breaks_extraction(api, messages, extra):
+    """Any JSON in messages, system and tools gives items (with str text) or a ValueError, nothing else."""
+    key = "input" if api == API_OPENAI_RESPONSES else "messages"
+    body = {"model": "m", key: messages, "system": extra, "instructions": extra, "tools": extra}
+    try:
+        items = items_from_request(body, api)
+    except ValueError:
+        return
+    assert all(isinstance(i.text, str) and i.chars == len(i.text) for i in items)
+    assert len({i.id for i in items}) == len(items)
