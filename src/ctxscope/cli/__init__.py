@@ -22,6 +22,8 @@ COMMANDS = (
     "analyze",
     "diff",
     "context",
+    "replay",
+    "watch",
 )
 
 EXIT_OK = 0

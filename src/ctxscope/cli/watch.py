@@ -1,0 +1,93 @@
+"""``ctxscope watch [DIR...]``: live telemetry of Claude Code and Codex sessions.
+
+Follows the session files as the agents write them and exports each new
+provider call through the standard ``OTEL_*`` settings (``ctxscope.setup()``;
+with no endpoint the calls go to the local store). Runs until interrupted
+(SIGINT/SIGTERM): the recording then ends and the state is saved, so the
+next ``watch`` resumes where this one stopped.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+from ..errors import UserError
+from ..tokens import TOKENIZERS
+
+SERVICE_NAME = "ctxscope-watch"
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    from ..watch import DEFAULT_IDLE_S, DEFAULT_POLL_S, DEFAULT_RESCAN_S
+
+    parser = subparsers.add_parser(
+        "watch", help="follow Claude Code and Codex session files and export their telemetry live",
+        description="Follow agent session files (default: $CLAUDE_CONFIG_DIR/projects or "
+                    "~/.claude/projects, and $CODEX_HOME/sessions or ~/.codex/sessions) and export a span "
+                    "per new provider call and the llm.context.* metrics through the OTEL_* settings. "
+                    "Each call is exported once, across restarts (a state file in the ctxscope data dir).")
+    parser.add_argument("dirs", nargs="*", metavar="DIR", help="folders to watch (recursively)")
+    parser.add_argument("--idle", type=float, default=DEFAULT_IDLE_S, metavar="SECONDS",
+                        help=f"a session without new lines for this long ends (default {DEFAULT_IDLE_S:g})")
+    parser.add_argument("--poll", type=float, default=DEFAULT_POLL_S, metavar="SECONDS",
+                        help=f"polling interval where file notifications are unavailable (default {DEFAULT_POLL_S:g})")
+    parser.add_argument("--rescan", type=float, default=DEFAULT_RESCAN_S, metavar="SECONDS",
+                        help=f"full check interval with notifications, for missed events (default {DEFAULT_RESCAN_S:g})")
+    parser.add_argument("--notify", choices=("auto", "poll"), default="auto",
+                        help="auto: inotify on Linux, else polling; poll: always poll")
+    parser.add_argument("--from-start", action="store_true",
+                        help="on a first watch, also export what the files already hold (default: only new calls)")
+    parser.add_argument("--state", metavar="FILE",
+                        help="the state file (default: <data dir>/watch-state.json)")
+    parser.add_argument("--tokenizer", choices=TOKENIZERS, default="auto",
+                        help="counting basis: auto (tiktoken, chars/4 offline), chars, bytes, tiktoken")
+    parser.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..export import setup
+    from ..replay import CallEmitter
+    from ..watch import WatchState, Watcher, default_dirs, default_state_path
+    from ..watch.watcher import install_signal_handlers
+
+    for name in ("idle", "poll", "rescan"):
+        if getattr(args, name) <= 0:
+            raise UserError(f"--{name} must be a positive number of seconds, got {getattr(args, name)}")
+    wanted = args.dirs or default_dirs()
+    dirs = [d for d in wanted if os.path.isdir(d)]
+    for missing in (d for d in wanted if d not in dirs):
+        if args.dirs:
+            raise UserError(f"{missing}: no such folder")
+        print(f"ctxscope: {missing}: not there; not watched", file=sys.stderr)
+    if not dirs:
+        raise UserError("no folder to watch: pass the folders that hold the session files")
+    state_path = args.state or str(default_state_path())
+    try:
+        telemetry = setup(None if os.environ.get("OTEL_SERVICE_NAME") else SERVICE_NAME, instrument=False,
+                          set_global=False)
+    except ValueError as exc:
+        raise UserError(str(exc)) from None
+
+    def problem(path, found) -> None:  # type: ignore[no-untyped-def]
+        where = f"{path}:{found.line}" if found.line is not None else path
+        print(f"ctxscope: {where}: {found.message}", file=sys.stderr)
+
+    try:
+        store = telemetry.store
+        emitter = CallEmitter.for_provider(telemetry.tracer_provider, tokenizer=args.tokenizer,
+                                           listener=store.record if store is not None else None)
+        watcher = Watcher(dirs, emitter, WatchState.load(state_path),
+                          flush=lambda: telemetry.tracer_provider.force_flush(10_000),
+                          idle_s=args.idle, poll_s=args.poll, rescan_s=args.rescan, notifier=args.notify,
+                          from_start=args.from_start, on_problem=problem)
+        install_signal_handlers(watcher)
+        where = (telemetry.traces_endpoint or telemetry.metrics_endpoint) if telemetry.mode == "otlp" \
+            else "the local store"
+        print(f"ctxscope: watching {', '.join(dirs)} ({watcher.notifier.name}); exporting to {where}; "
+              f"state {state_path}", file=sys.stderr, flush=True)
+        watcher.run()
+    finally:
+        telemetry.shutdown()
+    return 0

@@ -1,0 +1,42 @@
+"""``ctxscope watch``: follow coding agents' session files and emit their telemetry live.
+
+- :mod:`.watcher`: the loop (:class:`Watcher`), the once-only rule, idle ends.
+- :mod:`.state`: the state file that lets a restarted watch resume.
+- :mod:`.notify`: inotify (Linux) or polling.
+
+Spans are written by :class:`ctxscope.replay.CallEmitter`, as for a replay.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Mapping
+
+from .state import STATE_FILE, WatchState
+from .watcher import DEFAULT_IDLE_S, DEFAULT_POLL_S, DEFAULT_RESCAN_S, Watcher
+
+__all__ = ["DEFAULT_IDLE_S", "DEFAULT_POLL_S", "DEFAULT_RESCAN_S", "STATE_FILE", "WatchState", "Watcher",
+           "default_dirs", "default_state_path"]
+
+CLAUDE_CONFIG_DIR = "CLAUDE_CONFIG_DIR"
+CODEX_HOME = "CODEX_HOME"
+
+
+def default_dirs(environ: Mapping[str, str] | None = None) -> list[str]:
+    """Claude Code's projects folder and Codex's sessions folder of the current user.
+
+    ``$CLAUDE_CONFIG_DIR/projects`` (else ``~/.claude/projects``) and
+    ``$CODEX_HOME/sessions`` (else ``~/.codex/sessions``), as the agents do.
+    """
+    env = os.environ if environ is None else environ
+    claude = env.get(CLAUDE_CONFIG_DIR) or os.path.join(Path.home(), ".claude")
+    codex = env.get(CODEX_HOME) or os.path.join(Path.home(), ".codex")
+    return [os.path.join(os.path.expanduser(claude), "projects"), os.path.join(os.path.expanduser(codex), "sessions")]
+
+
+def default_state_path(environ: Mapping[str, str] | None = None) -> Path:
+    """``<ctxscope data dir>/watch-state.json`` (see :func:`ctxscope.store.data_dir`)."""
+    from ..store import data_dir
+
+    return data_dir(environ) / STATE_FILE

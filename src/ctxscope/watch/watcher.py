@@ -1,0 +1,292 @@
+"""The watch loop: follow transcript folders and emit each new call once.
+
+For every ``*.jsonl`` file under the watched folders (new folders and files,
+subagent files included, are picked up as they appear) the watcher keeps a
+small record (:class:`~.state.FileMark`) and, while the file is active, a
+:class:`~ctxscope.follow.FollowedFile` whose reader holds the live context.
+
+Rules (docs/replay-watch.md):
+
+- A call is emitted once: when its index is above its session's mark in the
+  state. Files replaced (new inode) or truncated (smaller than the offset
+  read) are read again from the start; their calls up to the mark are
+  counted silently.
+- Files present when a watch first starts are history: their calls are not
+  emitted (``from_start`` emits them), but their context is rebuilt when
+  they grow, so the next call is measured whole.
+- A file idle for ``idle_s`` ends its sessions (their series report 0 once)
+  and frees its reader; if it grows again it is re-read silently up to where
+  it was (the cost of bounded memory: one re-read of that file).
+- After a restart, files are re-read silently up to their marks; only the
+  last silent call of a session is counted (its ledger baseline), so the
+  cost is parsing the file, not counting every past call.
+- The state is saved after the round's spans are exported (force flush): a
+  kill between the two would repeat that round's calls, never lose them.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable
+
+from ..follow import FollowedFile, TimedCall, file_identity
+from ..transcripts import Problem
+from .notify import Changes, Inotify, Polling, make_notifier
+from .state import FileMark, WatchState
+
+__all__ = ["DEFAULT_IDLE_S", "DEFAULT_POLL_S", "DEFAULT_RESCAN_S", "Watcher"]
+
+_log = logging.getLogger(__name__)
+
+DEFAULT_IDLE_S = 600.0
+DEFAULT_POLL_S = 2.0
+# With notifications, a full stat pass now and then catches anything missed.
+DEFAULT_RESCAN_S = 300.0
+_SUFFIX = ".jsonl"
+
+
+@dataclass
+class _Tracked:
+    path: str
+    mark: FileMark
+    followed: FollowedFile | None = None
+    last_growth: float = 0.0
+    sessions: set[str] = field(default_factory=set)
+    held: dict[str, TimedCall] = field(default_factory=dict)  # newest silent call per session
+    seen_size: int = -1  # the size at the last check (a partial last line is not re-read for nothing)
+    unsupported: bool = False
+
+
+class Watcher:
+    """Follows the folders; ``run()`` until ``stop()`` (or a signal when run in the main thread)."""
+
+    def __init__(self, dirs: Iterable[str], emitter: Any, state: WatchState, *,
+                 flush: Callable[[], Any] = lambda: None, idle_s: float = DEFAULT_IDLE_S,
+                 poll_s: float = DEFAULT_POLL_S, rescan_s: float = DEFAULT_RESCAN_S,
+                 notifier: str = "auto", from_start: bool = False,
+                 on_problem: Callable[[str, Problem], None] | None = None) -> None:
+        if idle_s <= 0 or poll_s <= 0 or rescan_s <= 0:
+            raise ValueError("idle, poll and rescan intervals must be positive")
+        self.dirs = [os.path.abspath(os.path.expanduser(d)) for d in dirs]
+        self.emitter = emitter
+        self.state = state
+        self.flush = flush
+        self.idle_s = idle_s
+        self.poll_s = poll_s
+        self.rescan_s = rescan_s
+        self.from_start = from_start
+        self.on_problem = on_problem
+        self.notifier: Inotify | Polling = make_notifier(notifier)
+        self.emitted = 0
+        self._files: dict[str, _Tracked] = {}
+        self._stop = threading.Event()
+        self._dirty = False
+        self._first_scan = True
+
+    # -- control -------------------------------------------------------------------
+
+    def stop(self) -> None:
+        self._stop.set()
+        self.notifier.wake()
+
+    def run(self) -> None:
+        """Scan, then follow until stopped; at the end every session ends and the state is saved."""
+        try:
+            self.scan()
+            next_rescan = time.monotonic() + self.rescan_s
+            while not self._stop.is_set():
+                changes = self.notifier.wait(self._timeout())
+                if self._stop.is_set():
+                    break
+                now = time.monotonic()
+                polling = isinstance(self.notifier, Polling) or getattr(self.notifier, "full", False)
+                if changes.everything or polling or now >= next_rescan:
+                    self.scan()
+                    next_rescan = now + self.rescan_s
+                else:
+                    self._apply(changes)
+                self.end_idle()
+                self.commit()
+        finally:
+            self.close()
+
+    def close(self) -> None:
+        """End every active file's sessions, export, save the state."""
+        for tracked in self._files.values():
+            self._deactivate(tracked)
+        self.commit(force=True)
+        self.notifier.close()
+
+    # -- one round (public for tests and the benchmark) ---------------------------------
+
+    def scan(self) -> None:
+        """Walk the folders: watch every directory, check every transcript file."""
+        seen: set[str] = set()
+        for root in self.dirs:
+            for folder, subdirs, names in os.walk(root):
+                subdirs.sort()
+                self.notifier.watch_dir(folder)
+                for name in sorted(names):
+                    if name.endswith(_SUFFIX):
+                        path = os.path.join(folder, name)
+                        seen.add(path)
+                        self.check(path)
+        for path in [p for p in self._files if p not in seen]:
+            self._forget(path)
+        if self._first_scan:
+            self._first_scan = False
+            # Files the state names that are gone: drop them.
+            for path in [p for p in self.state.files if p not in seen]:
+                del self.state.files[path]
+            self._dirty = True
+
+    def check(self, path: str) -> None:
+        """Read what a file gained; start anew when it was replaced or truncated."""
+        try:
+            st = os.stat(path)
+        except OSError:
+            self._forget(path)
+            return
+        tracked = self._files.get(path)
+        identity = file_identity(st)
+        if tracked is None:
+            tracked = self._track(path, st)
+        elif (tracked.mark.dev, tracked.mark.ino) != identity or st.st_size < tracked.mark.offset:
+            # Replaced or truncated: read it again from the start; the session
+            # marks keep the calls already emitted from being emitted again.
+            _log.info("ctxscope: %s was replaced or truncated; reading it again", path)
+            tracked.mark = FileMark(identity[0], identity[1])
+            self.state.files[path] = tracked.mark
+            tracked.followed = None
+            tracked.unsupported = False
+            tracked.seen_size = -1
+            self._dirty = True
+        if tracked.unsupported or st.st_size == tracked.seen_size:
+            return
+        if st.st_size > tracked.mark.offset:
+            self._read(tracked)
+        tracked.seen_size = st.st_size
+
+    def end_idle(self, now: float | None = None) -> None:
+        """End the sessions of files idle past ``idle_s`` and free their readers."""
+        now = time.monotonic() if now is None else now
+        for tracked in self._files.values():
+            if tracked.followed is not None and now - tracked.last_growth >= self.idle_s:
+                self._deactivate(tracked)
+
+    def commit(self, force: bool = False) -> None:
+        """Export what was emitted, then save the state (in that order: never lose a call)."""
+        if not (self._dirty or force):
+            return
+        try:
+            self.flush()
+        except Exception:  # noqa: BLE001
+            _log.warning("ctxscope: export flush failed", exc_info=True)
+        self.state.save()
+        self._dirty = False
+
+    def active_files(self) -> int:
+        return sum(1 for t in self._files.values() if t.followed is not None)
+
+    # -- internals ----------------------------------------------------------------------
+
+    def _timeout(self) -> float:
+        timeout = self.poll_s if isinstance(self.notifier, Polling) or getattr(self.notifier, "full", False) \
+            else self.rescan_s
+        now = time.monotonic()
+        for tracked in self._files.values():
+            if tracked.followed is not None:
+                timeout = min(timeout, max(0.0, tracked.last_growth + self.idle_s - now) + 0.01)
+        return timeout
+
+    def _apply(self, changes: Changes) -> None:
+        for folder in sorted(changes.dirs):
+            for sub, subdirs, names in os.walk(folder):
+                subdirs.sort()
+                self.notifier.watch_dir(sub)
+                for name in sorted(names):
+                    if name.endswith(_SUFFIX):
+                        self.check(os.path.join(sub, name))
+        for path in sorted(changes.files):
+            if path.endswith(_SUFFIX):
+                self.check(path)
+
+    def _track(self, path: str, st: os.stat_result) -> _Tracked:
+        dev, ino = file_identity(st)
+        mark = self.state.files.get(path)
+        if mark is None or (mark.dev, mark.ino) != (dev, ino):
+            mark = FileMark(dev, ino)
+            if self._first_scan and not self.state.existed and not self.from_start:
+                # A first watch: what the file holds already is history.
+                mark.silent_until = mark.offset = st.st_size
+            self.state.files[path] = mark
+            self._dirty = True
+        tracked = self._files[path] = _Tracked(path, mark, last_growth=time.monotonic())
+        return tracked
+
+    def _read(self, tracked: _Tracked) -> None:
+        if tracked.followed is None:
+            tracked.followed = FollowedFile(tracked.path, on_problem=self.on_problem)
+        followed = tracked.followed
+        self._take(tracked, followed.read())
+        if followed.unsupported:
+            tracked.followed = None
+            tracked.unsupported = True  # not a JSONL transcript: left alone until replaced
+            return
+        tracked.last_growth = time.monotonic()
+        if followed.offset > tracked.mark.offset:
+            tracked.mark.offset = followed.offset
+            self._dirty = True
+
+    def _take(self, tracked: _Tracked, calls: list[TimedCall]) -> None:
+        held = tracked.held
+        for timed in calls:
+            call = timed.call
+            session_id = call.session_id
+            tracked.sessions.add(session_id)
+            if call.index <= self.state.emitted(session_id) or timed.end_offset <= tracked.mark.silent_until:
+                held[session_id] = timed  # history: only the newest is counted, if needed
+                self.state.mark(session_id, call.index)
+                self._dirty = True
+                continue
+            if session_id not in self.emitter.sessions() and session_id in held:
+                self.emitter.absorb(held.pop(session_id))  # rebuild the context the next call grows
+            self.emitter.emit(timed)
+            self.emitted += 1
+            self.state.mark(session_id, call.index)
+            self._dirty = True
+
+    def _deactivate(self, tracked: _Tracked) -> None:
+        if tracked.followed is None:
+            return
+        self._take(tracked, tracked.followed.finish())
+        for session_id in tracked.sessions:
+            self.emitter.end_session(session_id)
+        tracked.sessions.clear()
+        tracked.held.clear()
+        tracked.followed = None  # frees the reader; a later growth re-reads the file silently
+        self._dirty = True
+
+    def _forget(self, path: str) -> None:
+        tracked = self._files.pop(path, None)
+        if tracked is not None:
+            self._deactivate(tracked)
+        if self.state.files.pop(path, None) is not None:
+            self._dirty = True
+
+
+def install_signal_handlers(watcher: Watcher) -> None:
+    """SIGTERM and SIGINT stop the loop cleanly (the recording ends, the state is saved)."""
+    def handler(signum: int, frame: Any) -> None:
+        watcher.stop()
+
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        try:
+            signal.signal(sig, handler)
+        except (ValueError, OSError):  # not the main thread
+            pass
