@@ -7,12 +7,9 @@ alone and the string lengths written next to it.
 
 from __future__ import annotations
 
-import base64
-
 import pytest
 
 from ctxscope import framing
-from ctxscope.fidelity import DOCUMENT_PAGE_TOKENS, _media_tokens
 from ctxscope.framing import API_ANTHROPIC, API_OPENAI_CHAT, API_OPENAI_RESPONSES
 from ctxscope.schema import Category
 
@@ -71,8 +68,8 @@ def test_tool_choice(choice, expected):
 
 
 def test_tool_call_and_result_headers():
-    """Harmony headers: ' to=functions.get_capital json' (30 chars) less the name (11) counted
-    as an item; the result authored 'functions.get_capital' (21) instead of 'tool' (4)."""
+    """Harmony headers: ' to=functions.get_capital json' (30 chars: the call's item is only its
+    arguments); the result authored 'functions.get_capital' (21) instead of 'tool' (4)."""
     body = {"model": "gpt-4o", "messages": [
         USER,
         {"role": "assistant", "tool_calls": [{"id": "c1", "type": "function",
@@ -81,7 +78,7 @@ def test_tool_call_and_result_headers():
     ]}
     got = parts(body, count=chars)
     per_message = (3 + len("user")) + (3 + len("assistant")) + (3 + len("tool"))
-    assert got["messages"] == per_message + (30 - 11) + (21 - 4)
+    assert got["messages"] == per_message + 30 + (21 - 4)
 
 
 def test_render_matches_harmony_guide_example():
@@ -160,9 +157,9 @@ def test_responses_api_framing():
         {"type": "function_call_output", "call_id": "c1", "output": "ok"}]}
     got = parts(body, api=API_OPENAI_RESPONSES)
     assert got["priming"] == 3
-    # 4 messages of 3 + role (1); call header one(" to=functions.f json") - one("f") = 0;
+    # 4 messages of 3 + role (1); call header one(" to=functions.f json") = 1;
     # result author one("functions.f") - one("tool") = 0.
-    assert got["messages"] == 4 * (3 + 1)
+    assert got["messages"] == 4 * (3 + 1) + 1
 
 
 @pytest.mark.parametrize("model, choice, expected", [
@@ -189,8 +186,8 @@ def test_anthropic_turns_tool_calls_and_context_awareness():
     got = parts(body, api=API_ANTHROPIC)
     assert got["messages"] == 3 and got["priming"] == 1
     assert got["tool-use-prompt"] == 346 and got["functions"] == 1
-    # call: one(rendered) - one(name) - one("{}") = -1; result wrapper: 1
-    assert got["tool-calls"] == 0
+    # call: one(rendered) - one("{}") = 0 (the input JSON is the call's item); result wrapper: 1
+    assert got["tool-calls"] == 1
     assert got["context-awareness"] == 1 + 1
     older = parts({**body, "model": "claude-sonnet-4-0"}, api=API_ANTHROPIC)
     assert "context-awareness" not in older
@@ -242,17 +239,3 @@ def test_tools_key_ignores_order_and_separates_sets():
 def test_claude_version(model, version):
     """Claude model names parse to their version, the date suffix ignored."""
     assert framing.claude_version(model) == version
-
-
-def test_pdf_costs_a_page_figure_per_page():
-    """Documents: Anthropic's lower bound of 1,500 tokens a page, pages read from the PDF."""
-    pdf = b"%PDF-1.4\n1 0 obj <</Type /Pages /Count 2>>\n2 0 obj <</Type /Page>>\n3 0 obj <</Type /Page>>\n"
-    assert _media_tokens("document", base64.b64encode(pdf).decode(), "anthropic") == 2 * DOCUMENT_PAGE_TOKENS == 3000
-
-
-def test_image_by_provider_formula_from_its_header():
-    """A 1024x1024 PNG costs 765 tokens at OpenAI (85 + 170 x 4 tiles) and 1399 at Anthropic (ceil(1024^2 / 750))."""
-    png = b"\x89PNG\r\n\x1a\n" + b"\x00\x00\x00\rIHDR" + (1024).to_bytes(4, "big") + (1024).to_bytes(4, "big") + b"\x08\x02"
-    data = base64.b64encode(png).decode()
-    assert _media_tokens("image", data, "openai") == 765
-    assert _media_tokens("image", data, "anthropic") == 1399  # ceil(1048576 / 750)

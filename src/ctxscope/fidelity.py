@@ -22,9 +22,7 @@ Pure: no OpenTelemetry, no provider SDK.
 
 from __future__ import annotations
 
-import base64
 import json
-import re
 import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -34,9 +32,10 @@ from urllib.parse import urlparse
 from . import framing
 from .errors import InputError, UserError
 from .framing import API_ANTHROPIC, API_OPENAI_CHAT, API_OPENAI_RESPONSES
-from .schema import Category, Item
+from .items import items_from_request
+from .schema import Category
 from .selfcal import SelfCalibrator
-from .tokens import DEFAULT_IMAGE_TOKENS, Counter, counter_for, image_size, image_tokens
+from .tokens import Counter, counter_for
 
 BASES = ("chars", "tiktoken")
 SECTION_CLIENT = "client"
@@ -51,10 +50,6 @@ _SECTION_TITLE = {
                   "the tool's results and several samplings: not learned from)",
 }
 STAGES = ("raw", "framed", "selfcal")
-
-# Anthropic docs, "PDF support": each page costs text tokens plus an image of the
-# page, "typically 1,500-3,000 tokens per page"; ctxscope takes the lower bound.
-DOCUMENT_PAGE_TOKENS = 1500
 
 # Hosts whose models are the provider's own: a recording through any other
 # host (a router, a compatible endpoint) is grouped as "<model> via <host>".
@@ -190,151 +185,21 @@ def read_recordings(paths: Sequence[str | Path]) -> Iterator[Recording]:
 
 
 # ---------------------------------------------------------------------------
-# Content of a request (what items.py extracts; a compact reading here)
+# Content of a request: the items ctxscope extracts live (ctxscope.items)
 # ---------------------------------------------------------------------------
 
-_DATA_URL = re.compile(r"^data:([^;,]+)?(;base64)?,", re.I)
-
-
-def _decode_data(data: str) -> bytes:
-    try:
-        return base64.b64decode(data[:200_000] + "=" * (-len(data[:200_000]) % 4), validate=False)
-    except (ValueError, TypeError):
-        return b""
-
-
-def _pdf_pages(data: bytes) -> int:
-    return max(1, len(re.findall(rb"/Type\s*/Page(?!s)", data)))
-
-
-def _media_tokens(kind: str, data: str | None, provider: str, detail: str = "auto") -> int:
-    """Images by the provider's formula from their size; documents by pages."""
-    raw = _decode_data(data) if data else b""
-    if kind == "document":
-        if raw[:5] == b"%PDF-":
-            return DOCUMENT_PAGE_TOKENS * _pdf_pages(raw)
-        return DOCUMENT_PAGE_TOKENS
-    size = image_size(raw) if raw else None
-    if size is None:
-        return DEFAULT_IMAGE_TOKENS
-    return image_tokens(provider, size[0], size[1], detail)
-
-
-@dataclass(slots=True)
-class _Content:
-    texts: list[str] = field(default_factory=list)
-    fixed: int = 0  # media tokens
-
-
-def _openai_block(block: Mapping[str, Any], out: _Content) -> None:
-    kind = block.get("type")
-    if kind in ("text", "input_text", "output_text"):
-        out.texts.append(str(block.get("text", "")))
-    elif kind in ("image_url", "input_image"):
-        spec = block.get("image_url")
-        url = spec.get("url") if isinstance(spec, Mapping) else spec
-        detail = (spec.get("detail") if isinstance(spec, Mapping) else block.get("detail")) or "auto"
-        match = _DATA_URL.match(str(url or ""))
-        out.fixed += _media_tokens("image", str(url)[match.end():] if match else None, "openai", detail)
-    elif kind in ("file", "input_file"):
-        spec = block.get("file") if isinstance(block.get("file"), Mapping) else block
-        data = str(spec.get("file_data") or "")
-        match = _DATA_URL.match(data)
-        out.fixed += _media_tokens("document", data[match.end():] if match else None, "openai")
-    elif kind == "input_audio":
-        out.fixed += DEFAULT_IMAGE_TOKENS
-    elif kind == "refusal":
-        out.texts.append(str(block.get("refusal", "")))
-
-
-def _anthropic_block(block: Mapping[str, Any], out: _Content) -> None:
-    kind = block.get("type")
-    if kind == "text":
-        out.texts.append(str(block.get("text", "")))
-    elif kind == "thinking":
-        out.texts.append(str(block.get("thinking", "")))
-    elif kind in ("tool_use", "server_tool_use"):
-        out.texts.append(str(block.get("name", "")))
-        out.texts.append(json.dumps(block.get("input") or {}, ensure_ascii=False))
-    elif kind in ("image", "document"):
-        source = block.get("source") or {}
-        if source.get("type") == "text":
-            out.texts.append(str(source.get("data", "")))
-        elif source.get("type") == "content":
-            for inner in source.get("content") or ():
-                if isinstance(inner, Mapping):
-                    _anthropic_block(inner, out)
-        else:
-            out.fixed += _media_tokens(kind, source.get("data"), "anthropic")
-    elif isinstance(block.get("content"), (str, list, Mapping)):
-        # tool_result and the server tools' *_tool_result blocks
-        content = block["content"]
-        if isinstance(content, str):
-            out.texts.append(content)
-        elif isinstance(content, list):
-            for inner in content:
-                if isinstance(inner, Mapping):
-                    _anthropic_block(inner, out)
-        else:
-            out.texts.append(json.dumps(content, ensure_ascii=False))
-
-
-def _content(body: Mapping[str, Any], api: str) -> _Content:
-    out = _Content()
-    if api == API_ANTHROPIC:
-        system = body.get("system")
-        if isinstance(system, str):
-            out.texts.append(system)
-        elif isinstance(system, list):
-            for block in system:
-                if isinstance(block, Mapping):
-                    _anthropic_block(block, out)
-        for message in body.get("messages") or ():
-            content = message.get("content")
-            if isinstance(content, str):
-                out.texts.append(content)
-            for block in content if isinstance(content, list) else ():
-                if isinstance(block, Mapping):
-                    _anthropic_block(block, out)
-        return out
-    if api == API_OPENAI_RESPONSES:
-        if body.get("instructions"):
-            out.texts.append(str(body["instructions"]))
-        items = body.get("input")
-        if isinstance(items, str):
-            out.texts.append(items)
-            return out
-        messages = []
-        for item in items or ():
-            kind = item.get("type", "message")
-            if kind == "function_call":
-                out.texts += [str(item.get("name", "")), str(item.get("arguments", ""))]
-            elif kind == "function_call_output":
-                output = item.get("output")
-                out.texts.append(output if isinstance(output, str) else json.dumps(output))
-            else:
-                messages.append(item)
-    else:
-        messages = list(body.get("messages") or ())
-    for message in messages:
-        content = message.get("content")
-        if isinstance(content, str):
-            out.texts.append(content)
-        for block in content if isinstance(content, list) else ():
-            if isinstance(block, Mapping):
-                _openai_block(block, out)
-        if message.get("name"):
-            out.texts.append(str(message["name"]))
-        for call in message.get("tool_calls") or ():
-            fn = call.get("function") or {}
-            out.texts += [str(fn.get("name", "")), str(fn.get("arguments", ""))]
-    return out
-
-
 def content_tokens(body: Mapping[str, Any], api: str, counter: Counter) -> int:
-    """Tokens of a request's messages and system text (not its tools, not framing)."""
-    content = _content(body, api)
-    return sum(counter.count(t) for t in content.texts) + content.fixed
+    """Tokens of a request's items other than tool definitions (system, messages, media).
+
+    The same extraction as the live instrumentation (:func:`ctxscope.items.items_from_request`),
+    so the figures are those ctxscope shows; media count by their provider formula.
+    """
+    total = 0
+    for item in items_from_request(body, api):
+        if item.category is Category.TOOLS:
+            continue
+        total += item.fixed_tokens if item.fixed_tokens is not None else counter.count(item.text)
+    return total
 
 
 def _tools(body: Mapping[str, Any]) -> list[Mapping[str, Any]]:

@@ -368,7 +368,8 @@ def openai_framing(body: Mapping[str, Any], count: CountFn, *, model: str | None
         for call in message.get("tool_calls") or ():
             if isinstance(call, Mapping):
                 name = str((call.get("function") or {}).get("name", ""))
-                per_message += count(HARMONY_CALL_HEADER.format(name=name)) - count(name)
+                # The call's item is its arguments (ctxscope.items): the header holds the name.
+                per_message += count(HARMONY_CALL_HEADER.format(name=name))
         if role == "tool":
             name = call_names.get(str(message.get("tool_call_id")), "")
             per_message += count(HARMONY_RESULT_AUTHOR.format(name=name)) - count(role)
@@ -449,13 +450,13 @@ def claude_version(model: str | None) -> tuple[int, ...]:
 
 
 def _anthropic_call_tokens(block: Mapping[str, Any], count: CountFn) -> int:
-    """Tokens the tool-call wrapper adds besides the name and the input JSON (counted as items)."""
+    """Tokens the tool-call wrapper adds besides the input JSON (the call's item, ctxscope.items)."""
     name = str(block.get("name", ""))
     arguments = block.get("input") if isinstance(block.get("input"), Mapping) else {}
     rendered = ANTHROPIC_CALL_OPEN.format(name=name) + "".join(
         ANTHROPIC_CALL_PARAMETER.format(key=k, value=v if isinstance(v, str) else json.dumps(v, ensure_ascii=False))
         for k, v in arguments.items()) + ANTHROPIC_CALL_CLOSE
-    return count(rendered) - count(name) - count(json.dumps(arguments, ensure_ascii=False))
+    return count(rendered) - count(json.dumps(arguments, ensure_ascii=False))
 
 
 def anthropic_framing(body: Mapping[str, Any], count: CountFn, *, model: str | None = None) -> list[FramingPart]:
