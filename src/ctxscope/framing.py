@@ -504,8 +504,22 @@ def anthropic_framing(body: Mapping[str, Any], count: CountFn, *, model: str | N
     return parts
 
 
+def _memo(count: CountFn) -> CountFn:
+    """Role names, headers and turn prefixes repeat on every message: count each once a request."""
+    cache: dict[str, int] = {}
+
+    def counted(text: str) -> int:
+        value = cache.get(text)
+        if value is None:
+            value = cache[text] = count(text)
+        return value
+
+    return counted
+
+
 def framing_parts(body: Mapping[str, Any], api: str, count: CountFn, *, model: str | None = None) -> list[FramingPart]:
     """The framing of a request under a provider API."""
+    count = _memo(count)
     if api == API_ANTHROPIC:
         return anthropic_framing(body, count, model=model)
     return openai_framing(body, count, model=model, api=api)
