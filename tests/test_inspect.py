@@ -132,3 +132,11 @@ def test_responses_recording_reports_input_tokens(tmp_path, capsys):
     ann = json.loads(out)["annotation"]
     assert code == 0 and json.loads(out)["api"] == "openai.responses"
     assert ann["categories"] == {"system": 3, "prompts": 1} and ann["reported_tokens"] == 50
+
+
+def test_help_names_the_options(capsys):
+    """``ctxscope inspect --help`` documents FILE:LINE and every option."""
+    code, out, _ = run(capsys, "--help")
+    assert code == 0
+    for text in ("FILE:LINE", "--json", "--tokenizer {auto,chars,tiktoken}", "--model", "--reported N", "--top K"):
+        assert text in out
