@@ -162,3 +162,16 @@ def test_format_forced_wrongly_finds_no_calls(capsys):
     """Forcing --format codex on a Claude Code file yields no calls: exit 1."""
     code, _, err = run(capsys, "analyze", str(MAIN), "--format", "codex")
     assert code == 1 and "no usable calls" in err
+
+
+def test_subagents_beside_session_in_the_20x_layout(tmp_path: Path, capsys):
+    """2.0.x: agent-<id>.jsonl beside the session with its sessionId is added as its own session."""
+    shutil.copy(MAIN, tmp_path / "4c2ddfdc-b619-4525-8d03-1950fb1b0257.jsonl")
+    shutil.copy(DATA / "transcripts" / "claude_agent-36541525.jsonl", tmp_path / "agent-36541525.jsonl")
+    (tmp_path / "agent-other.jsonl").write_text('{"type": "user", "sessionId": "someone-else"}\n')
+    code, out, _ = run(capsys, "analyze", str(tmp_path / "4c2ddfdc-b619-4525-8d03-1950fb1b0257.jsonl"),
+                       "--json", "--tokenizer", "chars")
+    files = json.loads(out)["files"]
+    assert code == 0
+    assert [Path(f["path"]).name for f in files] == ["4c2ddfdc-b619-4525-8d03-1950fb1b0257.jsonl", "agent-36541525.jsonl"]
+    assert files[1]["sessions"][0]["parent_session_id"] == "4c2ddfdc-b619-4525-8d03-1950fb1b0257"

@@ -117,3 +117,30 @@ def test_subagents_folder_sessions_are_separate():
         ids = {s.session_id for s in result.sessions}
         assert all("/agent-" in i for i in ids)
         assert not ids & {s.session_id for s in parent.sessions}
+
+
+def test_poll_resumes_from_the_byte_offset(tmp_path: Path):
+    """A growing file: a half-written line waits; the next poll takes it and only the new calls come out."""
+    lines = MAIN.read_bytes().splitlines(keepends=True)
+    path = tmp_path / "live.jsonl"
+    path.write_bytes(b"".join(lines[:12]) + lines[12][:50])  # calls at lines 3 and 13: line 13 half-written
+    source = TranscriptFile(str(path))
+    first = [c.line for c in source.poll()]
+    assert first == [3] and source.offset == len(b"".join(lines[:12]))
+    path.write_bytes(b"".join(lines))
+    second = [c.line for c in source.poll()]
+    assert second == [13, 16, 18, 20, 23, 25]
+    assert source.problems == []
+
+
+def test_stdlib_json_fallback_gives_the_same_calls():
+    """Without orjson (the `fast` extra) the reader parses with json and finds the same 7 calls."""
+    import subprocess
+    import sys
+
+    code = ("import sys; sys.modules['orjson'] = None\n"
+            "from ctxscope.transcripts import TranscriptFile\n"
+            f"print([c.reported_tokens for c in TranscriptFile({str(MAIN)!r}).calls()])")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    expected = [c.reported_tokens for c in TranscriptFile(str(MAIN)).calls()]
+    assert out.strip() == str(expected)

@@ -60,16 +60,38 @@ def options_from(args: argparse.Namespace) -> WasteOptions:
 
 
 def subagent_files(path: str) -> list[str]:
-    """Claude Code subagent files of a session: ``<session>/subagents/agent-*.jsonl`` (2.1.x)."""
+    """Claude Code subagent files of a session.
+
+    2.1.x keeps them in ``<session>/subagents/agent-*.jsonl``; 2.0.x beside the
+    session as ``agent-<id>.jsonl`` whose lines carry the parent's ``sessionId``.
+    """
     stem = path[:-6] if path.endswith(".jsonl") else None
-    if not stem:
+    if not stem or os.path.basename(stem).startswith("agent-"):
         return []
+    found: list[str] = []
     folder = os.path.join(stem, "subagents")
     try:
-        names = sorted(n for n in os.listdir(folder) if n.startswith("agent-") and n.endswith(".jsonl"))
+        found = [os.path.join(folder, n) for n in sorted(os.listdir(folder))
+                 if n.startswith("agent-") and n.endswith(".jsonl")]
     except OSError:
-        return []
-    return [os.path.join(folder, n) for n in names]
+        pass
+    session_id = os.path.basename(stem)
+    here = os.path.dirname(path) or "."
+    try:
+        siblings = sorted(n for n in os.listdir(here) if n.startswith("agent-") and n.endswith(".jsonl"))
+    except OSError:
+        siblings = []
+    needle = f'"sessionId":"{session_id}"'.encode()
+    for name in siblings:
+        sibling = os.path.join(here, name)
+        try:
+            with open(sibling, "rb") as handle:
+                head = handle.readline(1 << 20).replace(b'": "', b'":"')
+        except OSError:
+            continue
+        if needle in head:
+            found.append(sibling)
+    return found
 
 
 def analyse(paths: list[str], args: argparse.Namespace, *, subagents: bool = True) -> list:
