@@ -1,0 +1,241 @@
+"""ForeignSpanProcessor: model-call spans of other instrumentations -> companion spans.
+
+A finished span cannot be changed, so for each model-call span another
+instrumentation writes (:mod:`.formats`), this processor builds the items and
+the session's snapshot (a private :class:`~ctxscope.tracker.Tracker`: the same
+extractor, ledger, waste and limits as ctxscope's own instrumentation) and
+writes a **companion span** ``ctxscope.context {model}``: a child of the
+original span, same trace, same start and end, carrying the SPEC annotation
+and the gen_ai identity attributes. :class:`~ctxscope.processor.ContextSpanProcessor`
+turns it into metrics like any annotated span.
+
+Never on:
+
+* spans of the ``ctxscope`` scope (its own calls, markers and companions: no recursion);
+* spans that already carry an annotation;
+* another instrumentation's span around or inside a call ctxscope's own
+  instrumentation recorded (seen in ``on_start``): no double counting.
+
+Every body is guarded: an error of ours is logged, never raised into the
+program that ends the span.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import weakref
+from collections import OrderedDict
+from typing import Any
+
+from opentelemetry import trace
+from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor
+from opentelemetry.sdk.trace import TracerProvider as SdkTracerProvider
+from opentelemetry.trace import NonRecordingSpan, SpanKind
+
+from ..instrumentation._wrappers import OPERATION_CHAT, SPAN_CAPTURE_START, SPAN_POST_COMPACTION, Telemetry
+from ..items import API_OPENAI_CHAT
+from ..processor import UNKNOWN_SESSION, ensure_processor
+from ..schema import INSTRUMENTATION_SCOPE, Annotation, Coverage, GenAI, Stage
+from ..session import current_session_id
+from ..tracker import Tracker
+from .formats import ForeignCall, parse_attributes
+
+__all__ = ["COMPANION_SPAN_PREFIX", "ForeignSpanProcessor", "install"]
+
+_log = logging.getLogger(__name__)
+
+COMPANION_SPAN_PREFIX = "ctxscope.context"
+# Span ids of ctxscope's own model calls and of the spans around them, kept
+# for the foreign spans that end after them (bounded: a span lives seconds).
+_MAX_TRACKED = 4096
+
+
+class _Bounded:
+    """A thread-safe set of the newest ids."""
+
+    def __init__(self, size: int = _MAX_TRACKED) -> None:
+        self._ids: OrderedDict[int, None] = OrderedDict()
+        self._size = size
+        self._lock = threading.Lock()
+
+    def add(self, value: int) -> None:
+        with self._lock:
+            self._ids[value] = None
+            if len(self._ids) > self._size:
+                self._ids.popitem(last=False)
+
+    def __contains__(self, value: object) -> bool:
+        with self._lock:
+            return value in self._ids
+
+
+def _scope(span: Any) -> str | None:
+    scope = getattr(span, "instrumentation_scope", None)
+    return getattr(scope, "name", None)
+
+
+class ForeignSpanProcessor(SpanProcessor):
+    """Context annotation for model-call spans written by other GenAI instrumentations.
+
+    ``tracer_provider`` is where the companion spans go (default: the global
+    one); the :class:`~ctxscope.processor.ContextSpanProcessor` that turns them
+    into metrics is installed there too (once, with ``meter_provider``).
+    ``tracker``: a Tracker of one's own (tests, a tokenizer choice); by default
+    a private one, so these sessions never mix with ctxscope's own calls.
+    """
+
+    def __init__(self, tracer_provider: Any = None, meter_provider: Any = None, *,
+                 tracker: Tracker | None = None, tokenizer: str | None = None) -> None:
+        self._telemetry = Telemetry(tracer_provider, tracker or Tracker(tokenizer=tokenizer))
+        self._own_calls = _Bounded()  # span ids of ctxscope's own model-call spans
+        self._covered = _Bounded()  # span ids of foreign spans a ctxscope call ran inside
+        self._shutdown = False
+        ensure_processor(tracer_provider, meter_provider)
+
+    @property
+    def tracker(self) -> Tracker:
+        return self._telemetry.tracker
+
+    # -- SpanProcessor -------------------------------------------------------
+
+    def on_start(self, span: Any, parent_context: Any = None) -> None:
+        try:
+            if _scope(span) != INSTRUMENTATION_SCOPE:
+                return
+            attributes = getattr(span, "attributes", None) or {}
+            if GenAI.OPERATION_NAME not in attributes:
+                return
+            self._own_calls.add(span.context.span_id)
+            parent = getattr(span, "parent", None)
+            if parent is not None:
+                self._covered.add(parent.span_id)
+        except Exception:  # noqa: BLE001 - never break the user's program
+            _log.warning("ctxscope: could not look at a starting span", exc_info=True)
+
+    def on_end(self, span: ReadableSpan) -> None:
+        try:
+            self._on_end(span)
+        except Exception:  # noqa: BLE001 - never break the user's program
+            _log.warning("ctxscope: could not annotate the span %r of another instrumentation",
+                         getattr(span, "name", "?"), exc_info=True)
+
+    def shutdown(self) -> None:
+        if not self._shutdown:
+            self._shutdown = True
+            self._telemetry.close()
+
+    def force_flush(self, timeout_millis: int = 30000) -> bool:
+        return True
+
+    # -- internals -------------------------------------------------------------
+
+    def _on_end(self, span: ReadableSpan) -> None:
+        if self._shutdown or _scope(span) == INSTRUMENTATION_SCOPE:
+            return
+        attrs = span.attributes or {}
+        if Annotation.present_in(attrs):
+            return
+        if span.context is not None and span.context.span_id in self._covered:
+            return
+        if span.parent is not None and span.parent.span_id in self._own_calls:
+            return
+        call = parse_attributes(attrs)
+        if call is None or (call.body is None and call.usage.reported_input is None):
+            return
+        self._annotate(span, call)
+
+    def _session_id(self, call: ForeignCall) -> str | None:
+        """gen_ai.conversation.id / session.id, else the tracker's rules (fingerprint)."""
+        if call.conversation_id:
+            return call.conversation_id
+        if call.body is None and current_session_id() is None:
+            # Without content there is no fingerprint: one session for the rest.
+            return UNKNOWN_SESSION
+        return None
+
+    def _annotate(self, span: ReadableSpan, call: ForeignCall) -> None:
+        tracker = self._telemetry.tracker
+        model = call.model
+        body = call.body if call.body is not None else {"model": model or "", "messages": []}
+        pending = tracker.observe_request(body, API_OPENAI_CHAT, provider=call.provider or "unknown",
+                                          session_id=self._session_id(call), model=model,
+                                          timestamp_ns=span.start_time)
+        snapshot = pending.snapshot
+        annotation = snapshot.annotation
+        if not call.complete:
+            annotation.coverage = Coverage.PARTIAL
+        annotation.sample_offset_ns = 0
+        tracker.observe_response(pending, call.usage, response_model=call.response_model,
+                                 response_id=call.response_id, ended_ns=span.end_time)
+        identity: dict[str, Any] = {
+            GenAI.OPERATION_NAME: OPERATION_CHAT,
+            GenAI.CONVERSATION_ID: pending.session_id,
+            GenAI.PROVIDER_NAME: pending.provider,
+        }
+        if model:
+            identity[GenAI.REQUEST_MODEL] = model
+        if call.response_model:
+            identity[GenAI.RESPONSE_MODEL] = call.response_model
+        if call.usage.reported_input is not None:
+            identity[GenAI.USAGE_INPUT_TOKENS] = call.usage.reported_input
+        parent = trace.set_span_in_context(NonRecordingSpan(span.context))
+        start = span.start_time
+        end = span.end_time if span.end_time is not None else start
+        name = f"{COMPANION_SPAN_PREFIX} {model}" if model else COMPANION_SPAN_PREFIX
+        companion = self._telemetry.tracer.start_span(
+            name, context=parent, kind=SpanKind.INTERNAL,
+            attributes={**identity, **annotation.to_attributes()}, start_time=start)
+        # Markers as ctxscope's own calls write them, children of the companion.
+        inner = trace.set_span_in_context(companion)
+        if pending.first:
+            self._marker(SPAN_CAPTURE_START, snapshot.annotation_for(Stage.CAPTURE_START), identity, inner,
+                         start, end)
+        if snapshot.compaction is not None:
+            post = snapshot.compaction.annotation
+            post.sample_offset_ns = 0
+            if not call.complete:
+                post.coverage = Coverage.PARTIAL
+            self._marker(SPAN_POST_COMPACTION, post, identity, inner, start, end)
+        for event_name, event_attributes in annotation.change_events():
+            companion.add_event(event_name, event_attributes, timestamp=start)
+        companion.end(end_time=end)
+
+    def _marker(self, name: str, annotation: Annotation, identity: dict[str, Any], context: Any,
+                start: int | None, end: int | None) -> None:
+        span = self._telemetry.tracer.start_span(name, context=context, kind=SpanKind.INTERNAL,
+                                                 attributes={**identity, **annotation.to_attributes()},
+                                                 start_time=start)
+        for event_name, event_attributes in annotation.change_events():
+            span.add_event(event_name, event_attributes, timestamp=start)
+        span.end(end_time=end)
+
+
+_installed: "weakref.WeakKeyDictionary[Any, ForeignSpanProcessor]" = weakref.WeakKeyDictionary()
+_install_lock = threading.Lock()
+
+
+def install(tracer_provider: Any = None, meter_provider: Any = None, *,
+            tokenizer: str | None = None) -> ForeignSpanProcessor | None:
+    """Add one :class:`ForeignSpanProcessor` to an SDK tracer provider (idempotent).
+
+    ``tracer_provider`` defaults to the global one. Returns None (logged at
+    debug level) when it is not the SDK's: there is nothing to attach to.
+    """
+    try:
+        provider = tracer_provider if tracer_provider is not None else trace.get_tracer_provider()
+        if not isinstance(provider, SdkTracerProvider):
+            _log.debug("ctxscope: %s is not an SDK TracerProvider; other instrumentations not profiled",
+                       type(provider).__name__)
+            return None
+        with _install_lock:
+            existing = _installed.get(provider)
+            if existing is not None:
+                return existing
+            processor = ForeignSpanProcessor(provider, meter_provider, tokenizer=tokenizer)
+            provider.add_span_processor(processor)
+            _installed[provider] = processor
+            return processor
+    except Exception:  # noqa: BLE001
+        _log.warning("ctxscope: could not install the processor for other instrumentations", exc_info=True)
+        return None
