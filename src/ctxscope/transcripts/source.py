@@ -84,8 +84,9 @@ class TranscriptFile:
             else:
                 self.problems.append(Problem(None, "file holds only blank space: no transcript records"))
             return False
-        # Binary: a NUL in the first line (a corrupt later line is reported on its own).
-        if b"\x00" in head.lstrip().split(b"\n", 1)[0][:8192]:
+        # Binary: a NUL or bytes that are not UTF-8 in the first line (a corrupt
+        # later line is reported on its own and the rest still read).
+        if _binary(head.lstrip().split(b"\n", 1)[0][:8192]):
             self.problems.append(Problem(None, "binary file, not a JSON or JSONL transcript"))
             return False
         try:
@@ -172,6 +173,16 @@ def _lines(handle: BinaryIO) -> Iterator[tuple[bytes, bool, bool]]:
             yield b"", True, True
             continue
         yield raw, raw.endswith(b"\n"), False
+
+
+def _binary(first_line: bytes) -> bool:
+    if b"\x00" in first_line:
+        return True
+    try:
+        first_line.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        return exc.start < len(first_line) - 4  # a multi-byte character cut at the 8 KB edge is text
+    return False
 
 
 def _size(handle: BinaryIO) -> int:
