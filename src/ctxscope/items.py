@@ -139,13 +139,17 @@ def _snapshot(value: Any) -> Any:
     while unchanged strings compare by identity at once.
     """
     kind = type(value)
+    # Leaves are returned in place without a call: most values are strings.
     if kind is dict:
-        return {k: _snapshot(v) for k, v in value.items()}
+        return {k: _snapshot(v) if type(v) in _CONTAINERS else v for k, v in value.items()}
     if kind is list:
-        return [_snapshot(v) for v in value]
+        return [_snapshot(v) if type(v) in _CONTAINERS else v for v in value]
     if kind is tuple:
-        return tuple(_snapshot(v) for v in value)
+        return tuple([_snapshot(v) if type(v) in _CONTAINERS else v for v in value])
     return value
+
+
+_CONTAINERS = frozenset((dict, list, tuple))
 
 
 class RequestExtractor:

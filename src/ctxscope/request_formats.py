@@ -56,9 +56,13 @@ def _hash_key() -> bytes:
 _KEY = _hash_key()
 
 
+# A keyed hasher to copy: copying skips the key set-up of every new hasher.
+_KEYED = hashlib.blake2b(key=_KEY, digest_size=8)
+
+
 def keyed_hash(*parts: str) -> str:
     """BLAKE2b (8 bytes, hex) of the parts under the CTXSCOPE_HASH_KEY key: ids and digests."""
-    h = hashlib.blake2b(key=_KEY, digest_size=8)
+    h = _KEYED.copy()
     for part in parts:
         h.update(part.encode("utf-8", "surrogatepass"))
         h.update(b"\x00")
