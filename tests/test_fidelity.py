@@ -206,3 +206,30 @@ def test_detect_api():
     assert fidelity.detect_api({"messages": [{"role": "user", "content": "hi"}]}) == API_OPENAI_CHAT
     with pytest.raises(ValueError):
         fidelity.detect_api({"prompt": "hi"})
+
+
+def test_responses_recording_by_hand(tmp_path):
+    """Responses: input text of 40 chars is 10 tokens; one user message 3 + 1 and priming 3: 17."""
+    record = {"uri": "https://api.openai.com/v1/responses",
+              "request": {"model": "gpt-4o", "input": "x" * 40},
+              "response": {"usage": {"input_tokens": 17}}}
+    report = fidelity.evaluate_files([_write(tmp_path / "r.jsonl", [record])], ["chars"])
+    assert report.ordered()[0].cell("chars", "framed").errors == [0.0]
+
+
+def test_text_output_lists_what_was_learned(tmp_path, capsys):
+    """The text report names each model's learned correction: here a hidden part of +100 tokens."""
+    records = [_chat("z" * (40 * n), 17 + 10 * (n - 1) + 100) for n in range(1, 4)]
+    code = main(["fidelity", str(_write(tmp_path / "r.jsonl", records)), "--basis", "chars"])
+    out = capsys.readouterr().out
+    assert code == 0
+    assert "- gpt-4o: offset +100 tokens from 3 calls" in out
+    assert "| gpt-4o | 3 | " in out
+
+
+def test_help_says_what_the_command_does(capsys):
+    """`ctxscope fidelity --help` documents the input shape and the three stages."""
+    code = main(["fidelity", "--help"])
+    out = capsys.readouterr().out
+    assert code == 0
+    assert '{"request": body, "response": answer}' in out and "self-calibrated" in out

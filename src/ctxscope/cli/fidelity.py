@@ -72,6 +72,13 @@ def run(args: argparse.Namespace) -> int:
     else:
         sys.stdout.write("Median absolute error of the estimate against the reported input (count).\n\n")
         sys.stdout.write(fidelity.render_markdown(report, bases))
+        learned = [c for c in report.learned.get(bases[-1], []) if c.tools_key == "*"]
+        if learned:
+            sys.stdout.write(f"\nLearned corrections per model ({bases[-1]}, all tool sets):\n\n")
+            for c in learned:
+                shape = {"offset": f"{c.offset:+.0f} tokens", "ratio": f"x {c.ratio:.3f}",
+                         "affine": f"x {c.ratio:.3f} {c.offset:+.0f} tokens"}[c.mode]
+                sys.stdout.write(f"- {c.model}: {c.mode} {shape} from {c.pairs} calls\n")
         sys.stdout.write("\nTargets (tiktoken):\n\n")
         for target in targets:
             median = target["median_abs_error_pct"]
