@@ -31,6 +31,10 @@ def chat_message(i: int) -> dict[str, Any]:
     return {"role": "user", "content": f"Please look at file {i + 1}."}
 
 
+def plain_chat_message(i: int) -> dict[str, Any]:
+    return {"role": "user" if i % 2 == 0 else "assistant", "content": f"message {i}: " + "words " * 30}
+
+
 def anthropic_message(i: int) -> dict[str, Any]:
     if i % 2:
         return {"role": "assistant", "content": [
@@ -87,10 +91,12 @@ def classify_us(text: str, role: str, rounds: int = 200) -> float:
 
 
 def main() -> None:
-    for api, make in ((API_OPENAI_CHAT, chat_message), (API_ANTHROPIC, anthropic_message),
-                      (API_OPENAI_RESPONSES, responses_item)):
+    for name, api, make in (("chat, text only", API_OPENAI_CHAT, plain_chat_message),
+                            ("chat, tool calls", API_OPENAI_CHAT, chat_message),
+                            ("anthropic, blocks", API_ANTHROPIC, anthropic_message),
+                            ("responses, calls", API_OPENAI_RESPONSES, responses_item)):
         append_us, full_us = measure(api, make)
-        print(f"{api:20s} {N} messages: append one {append_us:8.1f} us   full extraction {full_us:9.1f} us")
+        print(f"{name:20s} {N} messages: append one {append_us:8.1f} us   full extraction {full_us:9.1f} us")
     prose = "Please refactor the parser so that it streams. " * 250
     code = "def f(x):\n    return x < 3  # <b>\n" * 3000
     reminder = code + "<system-reminder>\nWhenever you read a file, check it.\n</system-reminder>\n"
