@@ -372,3 +372,26 @@ def test_no_prompt_or_response_text_in_spans(tel, server, client):
     client.chat.completions.create(model="gpt-4o", messages=messages)
     for span in tel.spans():
         assert no_content(span, "SENTINEL-PROMPT-1", "SENTINEL-RESULT-2", "SENTINEL-RESPONSE-3")
+
+
+def test_evicted_session_gets_one_session_end_span(server):
+    """Past max_sessions the tracker drops a session: one session-end span, even with both instrumentors."""
+    from ctxscope.instrumentation.anthropic import AnthropicInstrumentor
+    from ctxscope.tracker import Tracker
+
+    t = make_telemetry()
+    t.tracker = Tracker(tokenizer="chars", max_sessions=1)
+    OpenAIInstrumentor().instrument(tracer_provider=t.provider, tracker=t.tracker)
+    AnthropicInstrumentor().instrument(tracer_provider=t.provider, tracker=t.tracker)
+    try:
+        client = server.openai_client()
+        with ctxscope.session("first"):
+            client.chat.completions.create(model="gpt-4o", messages=FIRST)
+        with ctxscope.session("second"):
+            client.chat.completions.create(model="gpt-4o", messages=FIRST)
+    finally:
+        OpenAIInstrumentor().uninstrument()
+        AnthropicInstrumentor().uninstrument()
+    ends = t.spans("session-end")
+    assert [attr(s, CONVERSATION) for s in ends] == ["first"]
+    assert attr(ends[0], Attr.SESSION_ENDED) is True

@@ -90,16 +90,23 @@ def request_body(kwargs: dict[str, Any], iterable_fields: tuple[str, ...] = ("me
 class Telemetry:
     """The tracer and the tracker an instrumentor works with."""
 
+    # Live instances: with both instrumentors on one tracker, one of them marks a session's end.
+    _live: list["Telemetry"] = []
+
     def __init__(self, tracer_provider: Any = None, tracker: Tracker | None = None) -> None:
         self.tracer: Tracer = trace.get_tracer(INSTRUMENTATION_SCOPE, _version(), tracer_provider=tracer_provider)
         self.tracker = tracker or get_tracker()
         self.tracker.add_eviction_listener(self.session_ended)
+        Telemetry._live = [*Telemetry._live, self]
 
     def close(self) -> None:
         self.tracker.remove_eviction_listener(self.session_ended)
+        Telemetry._live = [t for t in Telemetry._live if t is not self]
 
     def session_ended(self, session_id: str) -> None:
         """A session left the tracker: a marker span lets the span processor end its series."""
+        if next((t for t in Telemetry._live if t.tracker is self.tracker), self) is not self:
+            return
         span = self.tracer.start_span(SPAN_SESSION_END, kind=SpanKind.INTERNAL,
                                       context=otel_context.Context(),
                                       attributes={GenAI.CONVERSATION_ID: session_id, Attr.SESSION_ENDED: True})

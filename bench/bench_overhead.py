@@ -1,0 +1,250 @@
+"""Added latency of the instrumentation per model call, and memory per live session.
+
+A conversation of 2,000 items (system prompt, 5 tool definitions, then rounds
+of user text, an assistant tool call and its tool result of 200-2,000
+characters) is sent with the real ``openai`` SDK to ``ctxscope.testing``'s
+local server, growing by one user message per call, as an agent's history
+grows. Each round sends the same request twice, once bare and once
+instrumented (ctxscope's span, annotation, tracker and span processor, on an
+SDK tracer provider with no exporter), in alternating order.
+
+The SDK itself spends about a second on such a body (its request transforms,
+JSON, HTTP), with a spread of hundreds of milliseconds on a shared machine,
+so a difference of two end-to-end times cannot resolve a millisecond. A timer
+placed around the SDK's own ``create``, under ctxscope's wrapper, splits each
+call into the SDK's time and the time added above it; the figure is the
+median over rounds of (added above the SDK, instrumented) minus (the same,
+bare). End-to-end medians are printed too. Target: under 1 ms.
+
+Memory: tracemalloc growth of the tracker for live sessions of that
+conversation, per session (the conversation's own strings belong to the
+application and are not counted).
+"""
+
+from __future__ import annotations
+
+import gc
+import logging
+import os
+import statistics
+import sys
+import time
+import tracemalloc
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT / "src") not in sys.path:
+    sys.path.insert(0, str(ROOT / "src"))
+SHARED_TIKTOKEN = ROOT.parent / "shared" / "tiktoken"
+if SHARED_TIKTOKEN.is_dir():
+    os.environ.setdefault("TIKTOKEN_CACHE_DIR", str(SHARED_TIKTOKEN))
+
+ITEMS = 2000
+ROUNDS = 30
+WARMUP = 3
+MODEL = "gpt-4o"
+
+
+def conversation(items: int = ITEMS, tag: str = "") -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """Messages and tools making ``items`` items (1 system + 5 tools + messages)."""
+    tools = [{"type": "function", "function": {
+        "name": f"tool_{t}", "description": f"Tool number {t}: does one thing well. " * 4,
+        "parameters": {"type": "object", "properties": {"path": {"type": "string"}}}}} for t in range(5)]
+    messages: list[dict[str, Any]] = [{"role": "system", "content": f"You are a coding agent {tag}. " * 40}]
+    n = 1 + len(tools)
+    i = 0
+    while n < items:
+        kind = i % 3
+        if kind == 0:
+            messages.append({"role": "user", "content": f"Step {i}: please look at module {i} next. " * 3})
+        elif kind == 1:
+            messages.append({"role": "assistant", "content": None, "tool_calls": [{
+                "id": f"call_{i}", "type": "function",
+                "function": {"name": f"tool_{i % 5}", "arguments": f'{{"path": "src/mod_{i}.py"}}'}}]})
+        else:
+            size = 200 + (i * 37) % 1800
+            body = (f"def f_{i}(x):\n    return x * {i}\n" * (size // 30 + 1))[:size]
+            messages.append({"role": "tool", "tool_call_id": f"call_{i - 1}", "content": body})
+        n += 1
+        i += 1
+    return messages, tools
+
+
+class _InnerTimer:
+    """Times the SDK's own ``create`` (HTTP, JSON, the SDK's transforms) from inside.
+
+    Installed before the instrumentor, so ctxscope's wrapper wraps it: a call's
+    total time minus this inner time is what the layers above the SDK add.
+    """
+
+    def __init__(self) -> None:
+        self.last = 0.0
+
+    def __call__(self, wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
+        started = time.perf_counter()
+        try:
+            return wrapped(*args, **kwargs)
+        finally:
+            self.last = time.perf_counter() - started
+
+
+def latency() -> dict[str, float]:
+    import wrapt
+    from opentelemetry.instrumentation.utils import unwrap
+    from opentelemetry.sdk.trace import TracerProvider
+
+    import openai.resources.chat.completions as completions
+    from ctxscope.instrumentation.openai import OpenAIInstrumentor
+    from ctxscope.testing import ProviderServer
+    from ctxscope.tracker import Tracker
+
+    logging.getLogger("opentelemetry.instrumentation.instrumentor").setLevel(logging.ERROR)
+    messages, tools = conversation()
+    provider = TracerProvider()  # no exporter: the cost of ctxscope, not of a backend
+    tracker = Tracker()
+    instrumentor = OpenAIInstrumentor()
+    instrumentor.uninstrument()
+    inner = _InnerTimer()
+    wrapt.wrap_function_wrapper(completions, "Completions.create", inner)
+    try:
+        with ProviderServer() as server:
+            server.record_requests = False
+            client = server.openai_client()
+
+            instrumentor.instrument(tracer_provider=provider, tracker=tracker)
+            # Bare calls go straight to the timer under ctxscope's wrapper: no re-patching
+            # between calls, so both sides run equally warm.
+            bare_create = vars(completions.Completions)["create"].__wrapped__
+
+            def call(instrumented: bool) -> tuple[float, float]:
+                kwargs = dict(model=MODEL, messages=messages, tools=tools)
+                started = time.perf_counter()
+                if instrumented:
+                    client.chat.completions.create(**kwargs)
+                else:
+                    bare_create(client.chat.completions, **kwargs)
+                total = time.perf_counter() - started
+                return total, inner.last
+
+            # The first instrumented call counts every item (the baseline): reported apart.
+            first_total, first_inner = call(True)
+            bare, instrumented, added = [], [], []
+            for r in range(WARMUP + ROUNDS):
+                messages.append({"role": "user", "content": f"One more thing, number {r}."})
+                order = (False, True) if r % 2 == 0 else (True, False)
+                outside = {}
+                for flag in order:
+                    total, sdk = call(flag)
+                    outside[flag] = (total, total - sdk)
+                if r >= WARMUP:
+                    bare.append(outside[False][0])
+                    instrumented.append(outside[True][0])
+                    added.append(outside[True][1] - outside[False][1])
+    finally:
+        instrumentor.uninstrument()
+        unwrap(completions.Completions, "create")
+    basis = tracker.ledger(tracker.sessions()[0]).latest.annotation.basis
+    return {
+        "items": ITEMS,
+        "basis": basis,
+        "rounds": ROUNDS,
+        "bare_median_ms": statistics.median(bare) * 1e3,
+        "instrumented_median_ms": statistics.median(instrumented) * 1e3,
+        "added_median_ms": statistics.median(added) * 1e3,
+        "added_p90_ms": sorted(added)[int(len(added) * 0.9)] * 1e3,
+        "first_call_added_ms": (first_total - first_inner) * 1e3,
+    }
+
+
+def in_process() -> dict[str, float]:
+    """The tracker's own work per call (extract, diff, count the new item), without HTTP."""
+    from ctxscope.tracker import Tracker
+
+    messages, tools = conversation()
+    tracker = Tracker()
+    body = {"model": MODEL, "messages": messages, "tools": tools}
+    tracker.observe_request(body, "openai.chat", provider="openai", session_id="bench")
+    times = []
+    for r in range(200):
+        messages.append({"role": "user", "content": f"One more thing, number {r}."})
+        started = time.perf_counter()
+        tracker.observe_request(body, "openai.chat", provider="openai", session_id="bench")
+        times.append(time.perf_counter() - started)
+    return {"observe_request_median_ms": statistics.median(times) * 1e3}
+
+
+def wrapper_alone() -> dict[str, float]:
+    """ctxscope's whole wrapper (span, annotation, processor) around a stub that returns a completion."""
+    from openai.types.chat import ChatCompletion
+    from opentelemetry.sdk.trace import TracerProvider
+
+    from ctxscope.instrumentation._wrappers import Telemetry, install_processor
+    from ctxscope.instrumentation.openai import API_CHAT, _sync_create
+    from ctxscope.tracker import Tracker
+
+    completion = ChatCompletion.model_validate({
+        "id": "c", "object": "chat.completion", "created": 0, "model": MODEL,
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": "ok"}, "finish_reason": "stop"}],
+        "usage": {"prompt_tokens": 100, "completion_tokens": 1, "total_tokens": 101}})
+    provider = TracerProvider()
+    install_processor(provider)
+    wrapper = _sync_create(Telemetry(provider, Tracker()), API_CHAT)
+    messages, tools = conversation()
+
+    def stub(*args: Any, **kwargs: Any) -> Any:
+        return completion
+
+    wrapper(stub, None, (), dict(model=MODEL, messages=messages, tools=tools))
+    times = []
+    for r in range(300):
+        messages.append({"role": "user", "content": f"One more thing, number {r}."})
+        started = time.perf_counter()
+        wrapper(stub, None, (), dict(model=MODEL, messages=messages, tools=tools))
+        times.append(time.perf_counter() - started)
+    return {"wrapper_alone_median_ms": statistics.median(times) * 1e3}
+
+
+def memory(sessions: int = 4) -> dict[str, float]:
+    from ctxscope.tracker import Tracker
+
+    bodies = []
+    for s in range(sessions):
+        messages, tools = conversation(tag=f"#{s}")
+        bodies.append({"model": MODEL, "messages": messages, "tools": tools})
+    tracker = Tracker(max_sessions=sessions + 1)
+    # Warm what every session shares (encodings, limits, caches) before measuring.
+    warm_messages, warm_tools = conversation(items=50, tag="warm")
+    tracker.observe_request({"model": MODEL, "messages": warm_messages, "tools": warm_tools}, "openai.chat",
+                            provider="openai", session_id="warm")
+    gc.collect()
+    tracemalloc.start()
+    before = tracemalloc.get_traced_memory()[0]
+    for s, body in enumerate(bodies):
+        tracker.observe_request(body, "openai.chat", provider="openai", session_id=f"s{s}")
+    gc.collect()
+    after = tracemalloc.get_traced_memory()[0]
+    tracemalloc.stop()
+    return {"memory_per_session_kib": (after - before) / sessions / 1024, "sessions": sessions}
+
+
+def main() -> dict[str, Any]:
+    figures: dict[str, Any] = {}
+    figures.update(latency())
+    figures.update(in_process())
+    figures.update(wrapper_alone())
+    figures.update(memory())
+    print(f"  conversation of {figures['items']} items, basis {figures['basis']}, {figures['rounds']} paired rounds")
+    print(f"  bare call median          {figures['bare_median_ms']:8.2f} ms")
+    print(f"  instrumented call median  {figures['instrumented_median_ms']:8.2f} ms")
+    print(f"  added latency median      {figures['added_median_ms']:8.3f} ms   (p90 {figures['added_p90_ms']:.3f} ms;"
+          f" target < 1 ms: {'met' if figures['added_median_ms'] < 1 else 'NOT met'})")
+    print(f"  wrapper alone per call    {figures['wrapper_alone_median_ms']:8.3f} ms   (stub SDK call, no HTTP)")
+    print(f"  tracker alone per call    {figures['observe_request_median_ms']:8.3f} ms   (extract, diff, count, waste)")
+    print(f"  first call added          {figures['first_call_added_ms']:8.1f} ms  (counts all {figures['items']} items once)")
+    print(f"  memory per live session   {figures['memory_per_session_kib']:8.0f} KiB")
+    return figures
+
+
+if __name__ == "__main__":
+    main()
