@@ -173,3 +173,21 @@ def test_window_must_be_positive():
     """A window below one is a configuration error raised at construction."""
     with pytest.raises(ValueError):
         SelfCalibrator(window=0)
+
+
+def test_server_tool_sets_are_not_pooled():
+    """A tool set with a server tool learns its own hidden part and neither feeds nor borrows the model's pool."""
+    calibrator = SelfCalibrator()
+    calibrator.learn("m", "s:search", 1000, 5000)  # a web search definition of ~4000 hidden tokens
+    assert calibrator.corrected("m", "client-set", 1000) == 1000
+    calibrator.learn("m", "client-set", 1000, 1100)
+    assert calibrator.corrected("m", "other-client-set", 1000) == 1100
+    assert calibrator.corrected("m", "s:other-server-set", 1000) == 1000
+    assert calibrator.corrected("m", "s:search", 1000) == 5000
+
+
+def test_implausible_slopes_fall_back_to_one_parameter():
+    """A line steeper than 2 (no tokenizer differs that much) is not learned; offset or ratio is."""
+    pairs = [(e, 3 * e - 50) for e in (100, 200, 400, 800, 1600)]  # a line of slope 3 fits exactly
+    assert fit("m", "-", pairs).mode == MODE_RATIO
+    assert fit("m", "-", [(e, round(1.5 * e) - 50) for e in (100, 200, 400, 800, 1600)]).mode == MODE_AFFINE

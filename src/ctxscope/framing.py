@@ -52,6 +52,7 @@ API_ANTHROPIC = "anthropic.messages"
 
 OVERHEAD_PART = Category.OVERHEAD.value
 SERVER_TOOL_PART_PREFIX = "tools/server/"
+SERVER_TOOLS_KEY_PREFIX = "s:"  # tools_key of a tool set with a server tool
 
 CountFn = Callable[[str], int]
 
@@ -544,7 +545,10 @@ def framing_items(body: Mapping[str, Any], api: str, count: CountFn, *, model: s
 
 
 def tools_key(body: Mapping[str, Any]) -> str:
-    """A stable key of a request's tool set (names and server tool types), for self-calibration."""
+    """A stable key of a request's tool set (names and server tool types), for self-calibration.
+
+    ``-`` without tools; ``s:<digest>`` when a server tool is among them.
+    """
     names = []
     for tool in _tools_of(body):
         function = openai_function_of(tool)
@@ -554,7 +558,12 @@ def tools_key(body: Mapping[str, Any]) -> str:
             names.append("fn:" + str(tool.get("name")))
         else:
             names.append("server:" + str(tool.get("type")))
-    return hashlib.blake2b("\n".join(sorted(names)).encode(), digest_size=8).hexdigest() if names else "-"
+    if not names:
+        return "-"
+    digest = hashlib.blake2b("\n".join(sorted(names)).encode(), digest_size=8).hexdigest()
+    # Sets with a server tool are marked: their hidden part is their own, so
+    # self-calibration does not pool them with the model's other tool sets.
+    return (SERVER_TOOLS_KEY_PREFIX + digest) if any(n.startswith("server:") for n in names) else digest
 
 
 def has_server_tools(body: Mapping[str, Any], api: str) -> bool:

@@ -48,7 +48,11 @@ AFFINE_MARGIN = 0.8
 # Pairs whose estimates differ by less than this share do not define a slope.
 MIN_SLOPE_SPREAD = 0.02
 
-ANY_TOOLS = "*"  # the tools key under which a model's corrections for any tool set are pooled
+ANY_TOOLS = "*"  # the tools key under which a model's corrections for any client tool set are pooled
+# framing.tools_key marks tool sets with a server tool so (kept in sync; selfcal imports nothing).
+SERVER_TOOLS_KEY_PREFIX = "s:"
+# Plausible slopes of a learned line: tokenizers differ by well under 2x on text.
+SLOPE_RANGE = (0.5, 2.0)
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,7 +138,7 @@ def _theil_sen(pairs: list[tuple[int, int]]) -> tuple[float, float] | None:
     if len(slopes) < MIN_PAIRS:
         return None
     slope = statistics.median(slopes)
-    if slope <= 0:
+    if not SLOPE_RANGE[0] <= slope <= SLOPE_RANGE[1]:
         return None
     return slope, statistics.median(r - slope * e for e, r in pairs)
 
@@ -154,8 +158,11 @@ class SelfCalibrator:
         """Record one call's raw (framed) estimate and the provider's reported input."""
         if estimated <= 0 or reported <= 0:
             return None
+        keys = [(model, tools_key)]
+        if not tools_key.startswith(SERVER_TOOLS_KEY_PREFIX) and tools_key != ANY_TOOLS:
+            keys.append((model, ANY_TOOLS))
         with self._lock:
-            for key in ((model, tools_key), (model, ANY_TOOLS)):
+            for key in keys:
                 pairs = self._pairs.setdefault(key, deque(maxlen=self._window))
                 pairs.append((int(estimated), int(reported)))
                 fitted = fit(key[0], key[1], list(pairs))
@@ -164,9 +171,16 @@ class SelfCalibrator:
             return self._fitted.get((model, tools_key))
 
     def correction(self, model: str, tools_key: str) -> Correction | None:
-        """The correction for a model and tool set; the model's pooled one when the set is new."""
+        """The correction for a model and tool set; the model's pooled one when the set is new.
+
+        A set with a server tool (``tools_key`` ``s:...``) is never pooled: its hidden
+        part belongs to it, so an unseen one has no correction yet.
+        """
         with self._lock:
-            return self._fitted.get((model, tools_key)) or self._fitted.get((model, ANY_TOOLS))
+            fitted = self._fitted.get((model, tools_key))
+            if fitted is None and not tools_key.startswith(SERVER_TOOLS_KEY_PREFIX):
+                fitted = self._fitted.get((model, ANY_TOOLS))
+            return fitted
 
     def corrected(self, model: str, tools_key: str, estimated: int) -> int:
         """The calibrated figure for a request whose usage has not arrived (the estimate if nothing is learned)."""
