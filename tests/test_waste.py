@@ -54,7 +54,7 @@ def test_findings_and_plan_saving_match_waste():
     found = {(f.kind, f.reference): (f.count, f.tokens_saved) for f in report.findings}
     assert found[("duplicate", "A")] == (1, 500)
     assert found[("stale", "A")] == (1, 300)
-    assert found[("duplicate", "C")] == (1, 1000)
+    assert found[("duplicate", "B (same body under other references)")] == (1, 1000)
     assert found[("bloat", "B")] == (1, 600)
     assert report.plan.saving == 2500 == report.wasted
     assert report.ratio == 0.25

@@ -281,38 +281,42 @@ def _findings(tracker: WasteTracker, total: int) -> Report:
     findings: list[Finding] = []
     plan = Plan()
     seen_kept: dict[str, str] = {}
+    cross: dict[str, list[int]] = {}  # digest -> [copies, tokens] of identical kept bodies
     aging_cut = tracker.calls - 1 - options.aging_calls
+
+    def add(kind: str, reference: str, count: int, tokens: int, action: str, into: list[Finding]) -> None:
+        if tokens <= 0:
+            return  # an empty body costs nothing: no finding
+        level = "low" if kind == "aging" else severity(tokens, total)
+        finding = Finding(kind, level, reference, count, tokens, action)
+        findings.append(finding)
+        into.append(finding)
+
     for key, group in tracker._groups.items():
-        reference = key if not key.startswith("body:") else f"identical result of {group.items[-1].label or 'a tool'}"
-        dup, stale = group.evaluate()
         kept = group.items[-1]
-        cross = kept.digest in seen_kept
-        if cross:
-            dup = dup + [kept]
+        reference = key if not key.startswith("body:") else f"identical result of {kept.label or 'a tool'}"
+        dup, stale = group.evaluate()
+        copy = kept.digest in seen_kept
+        if copy:
+            entry = cross.setdefault(kept.digest, [0, kept.tokens])
+            entry[0] += 1
         else:
-            seen_kept[kept.digest] = key
-        if dup:
-            tokens = sum(i.tokens for i in dup)
-            f = Finding(WasteKind.DUPLICATE.value, severity(tokens, total), reference, len(dup), tokens, "drop")
-            findings.append(f)
-            plan.drop.append(f)
-        if stale:
-            tokens = sum(i.tokens for i in stale)
-            f = Finding(WasteKind.STALE.value, severity(tokens, total), reference, len(stale), tokens, "drop")
-            findings.append(f)
-            plan.drop.append(f)
-        if not cross and kept.tokens > options.result_cap:
-            excess = kept.tokens - options.result_cap
-            f = Finding(WasteKind.BLOAT.value, severity(excess, total), reference, 1, excess, "summarise")
-            findings.append(f)
-            plan.summarise.append(f)
-        elif not cross and kept.reference and tracker._last_use.get(kept.reference, tracker.calls) <= aging_cut:
-            # Aging: not used again for many calls; summarising it to the cap is the saving.
-            saving = max(0, kept.tokens - min(kept.tokens, options.result_cap // 4))
-            if saving:
-                f = Finding("aging", "low", reference, 1, saving, "summarise")
-                findings.append(f)
-                plan.summarise.append(f)
+            seen_kept[kept.digest] = reference
+        add(WasteKind.DUPLICATE.value, reference, len(dup), sum(i.tokens for i in dup), "drop", plan.drop)
+        add(WasteKind.STALE.value, reference, len(stale), sum(i.tokens for i in stale), "drop", plan.drop)
+        if copy:
+            continue
+        if kept.tokens > options.result_cap:
+            add(WasteKind.BLOAT.value, reference, 1, kept.tokens - options.result_cap, "summarise", plan.summarise)
+        elif kept.reference and tracker._last_use.get(kept.reference, tracker.calls) <= aging_cut:
+            # Aging: not used again for many calls; summarised to a quarter of the cap.
+            add("aging", reference, 1, kept.tokens - min(kept.tokens, options.result_cap // 4), "summarise",
+                plan.summarise)
+    for digest, (copies, tokens) in cross.items():
+        # The same body returned under other references (e.g. "Todos have been modified"):
+        # one finding for all its extra copies, named by the first one kept.
+        add(WasteKind.DUPLICATE.value, f"{seen_kept[digest]} (same body under other references)", copies,
+            copies * tokens, "drop", plan.drop)
     totals = tracker.totals()
     overage = totals[WasteKind.TOOL_DEFINITION_OVERAGE]
     if overage:
