@@ -1,0 +1,243 @@
+"""ctxscope watch: a real session written line by line is emitted once, in order, across pauses,
+rotations, idle ends and restarts (in-process and as a subprocess into a real OTLP receiver)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+from ctxscope.processor import ContextSpanProcessor
+from ctxscope.replay import CallEmitter
+from ctxscope.schema import Attr, GenAI, Metric, MetricAttr
+from ctxscope.watch import Watcher, WatchState, default_dirs
+
+DATA = Path(__file__).parent / "data" / "transcripts"
+SOURCE = DATA / "claude_4c2ddfdc.jsonl"
+SESSION = "4c2ddfdc-b619-4525-8d03-1950fb1b0257"
+LINES = SOURCE.read_bytes().splitlines(keepends=True)
+# By hand from the file: the 7 calls (first lines 3, 13, 16, 18, 20, 23, 25) and their usage,
+# input + cache creation + cache read.
+CALL_LINES = [3, 13, 16, 18, 20, 23, 25]
+REPORTED = [35069, 35666, 35757, 35998, 36393, 36423, 36526]
+
+
+class Sinks:
+    """An emitter whose spans land in memory, with the context processor and a metric reader."""
+
+    def __init__(self) -> None:
+        self.reader = InMemoryMetricReader()
+        self.meters = MeterProvider(metric_readers=[self.reader])
+        self.tracers = TracerProvider()
+        self.processor = ContextSpanProcessor(self.meters)
+        self.tracers.add_span_processor(self.processor)
+        self.exporter = InMemorySpanExporter()
+        self.tracers.add_span_processor(SimpleSpanProcessor(self.exporter))
+        self.emitter = CallEmitter.for_provider(self.tracers, tokenizer="chars")
+
+    def requests(self) -> list:
+        return [s for s in self.exporter.get_finished_spans() if s.name.startswith("chat")]
+
+    def reported(self) -> list[int]:
+        return [s.attributes[Attr.REPORTED_TOKENS] for s in self.requests()]
+
+    def tokens(self) -> list[float]:
+        data = self.reader.get_metrics_data()
+        return [p.value for rm in data.resource_metrics for sm in rm.scope_metrics for m in sm.metrics
+                if m.name == Metric.TOKENS.name for p in m.data.data_points
+                if p.attributes.get(MetricAttr.CONVERSATION_ID) == SESSION] if data else []
+
+
+def watcher(folder: Path, sinks: Sinks, state: Path, **kwargs) -> Watcher:
+    return Watcher([str(folder)], sinks.emitter, WatchState.load(state), **kwargs)
+
+
+def append(path: Path, lines: list[bytes]) -> None:
+    with open(path, "ab") as handle:
+        for line in lines:
+            handle.write(line)
+
+
+@pytest.mark.parametrize("notify", ["auto", "poll"])
+def test_every_call_once_in_order_through_pauses_and_rotations(tmp_path, notify):
+    """Lines written one by one, a pause mid-line, a replaced file and a truncated rewrite: 7 calls, once, in order."""
+    sinks = Sinks()
+    folder = tmp_path / "projects" / "-tmp-private"
+    folder.mkdir(parents=True)
+    w = watcher(tmp_path / "projects", sinks, tmp_path / "state.json", idle_s=30, poll_s=0.05, notifier=notify)
+    thread = threading.Thread(target=w.run)
+    thread.start()
+    path = folder / f"{SESSION}.jsonl"  # a new folder and a new file after the watch started
+    try:
+        for n, line in enumerate(LINES, 1):
+            if n == 13:  # the second call's line arrives in two halves
+                append(path, [line[:40]])
+                time.sleep(0.3)
+                assert sinks.reported() == REPORTED[:1]  # the half line is not read
+                append(path, [line[40:]])
+            elif n == 15:  # rotation: the file is replaced (new inode) by a copy plus the next line
+                tmp = folder / "rewrite.tmp"
+                tmp.write_bytes(b"".join(LINES[:n]))
+                os.replace(tmp, path)
+            elif n == 21:  # truncated to nothing, then rewritten whole
+                with open(path, "r+b") as handle:
+                    handle.truncate(0)
+                time.sleep(0.2)
+                path.write_bytes(b"".join(LINES[:n]))
+            else:
+                append(path, [line])
+            time.sleep(0.03)
+        deadline = time.monotonic() + 10
+        while len(sinks.requests()) < 7 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        time.sleep(0.3)  # nothing more may come
+    finally:
+        w.stop()
+        thread.join(10)
+    assert sinks.reported() == REPORTED
+    assert [s.attributes[GenAI.CONVERSATION_ID] for s in sinks.requests()] == [SESSION] * 7
+
+
+def test_restart_resumes_where_it_stopped_with_the_context_rebuilt(tmp_path):
+    """A second watch emits only calls 4-7; its first is measured against the rebuilt context, not a baseline."""
+    path = tmp_path / "s.jsonl"
+    first = Sinks()
+    w = watcher(tmp_path, first, tmp_path / "state.json", from_start=True)
+    path.write_bytes(b"".join(LINES[:17]))
+    w.scan()
+    w.close()
+    assert first.reported() == REPORTED[:3]
+
+    append(path, LINES[17:])
+    second = Sinks()
+    w = watcher(tmp_path, second, tmp_path / "state.json")
+    w.scan()
+    w.close()
+    assert second.reported() == REPORTED[3:]
+    resumed = second.requests()[0]
+    assert resumed.attributes[Attr.BASELINE] is False
+    assert resumed.attributes[Attr.ESTIMATED_TOKENS] > 0
+    (capture,) = [s for s in second.exporter.get_finished_spans() if s.name == "capture-start"]
+    assert capture.parent.span_id == resumed.context.span_id  # the new recording starts at the resumed call
+
+
+def test_a_first_watch_treats_what_files_hold_as_history(tmp_path):
+    """Existing content is not emitted; the calls written after are, measured on the whole context."""
+    path = tmp_path / "s.jsonl"
+    path.write_bytes(b"".join(LINES[:17]))
+    sinks = Sinks()
+    w = watcher(tmp_path, sinks, tmp_path / "state.json")
+    w.scan()
+    assert sinks.reported() == []
+    append(path, LINES[17:19])
+    w.check(str(path))
+    assert sinks.reported() == [REPORTED[3]]
+    assert sinks.requests()[0].attributes[Attr.BASELINE] is False
+
+
+def test_an_idle_session_ends_its_series_and_frees_its_reader(tmp_path):
+    """After the idle time the session's gauges report 0 once, then leave; a later line re-reads silently."""
+    path = tmp_path / "s.jsonl"
+    sinks = Sinks()
+    w = watcher(tmp_path, sinks, tmp_path / "state.json", idle_s=5)
+    w.scan()
+    append(path, LINES[:17])
+    w.check(str(path))
+    live = sinks.tokens()
+    assert live and sum(live) == REPORTED[2]  # calibrated: the gauges add up to the last reported input
+    assert w.active_files() == 1
+    w.end_idle(now=time.monotonic() + 6)
+    assert w.active_files() == 0
+    assert sinks.tokens() == [0] * len(live)
+    assert sinks.tokens() == []
+    append(path, LINES[17:19])
+    w.check(str(path))
+    assert sinks.reported() == REPORTED[:4]  # call 4 only is new: the first three were not repeated
+
+
+def test_default_folders_follow_the_agents_settings(tmp_path):
+    """CLAUDE_CONFIG_DIR and CODEX_HOME move the default folders, as they move the agents' own."""
+    env = {"CLAUDE_CONFIG_DIR": str(tmp_path / "c"), "CODEX_HOME": str(tmp_path / "x")}
+    assert default_dirs(env) == [str(tmp_path / "c" / "projects"), str(tmp_path / "x" / "sessions")]
+    home = Path.home()
+    assert default_dirs({}) == [str(home / ".claude" / "projects"), str(home / ".codex" / "sessions")]
+
+
+# ---------------------------------------------------------------------------
+# The command, as a subprocess, into a real OTLP receiver
+# ---------------------------------------------------------------------------
+
+def start_watch(folder: Path, state: Path, endpoint: str, tmp_path: Path) -> tuple[subprocess.Popen, list[str]]:
+    env = {**os.environ, "OTEL_EXPORTER_OTLP_ENDPOINT": endpoint, "OTEL_EXPORTER_OTLP_PROTOCOL": "grpc",
+           "OTEL_METRIC_EXPORT_INTERVAL": "500", "CTXSCOPE_DATA_DIR": str(tmp_path / "data"),
+           "OTEL_BSP_SCHEDULE_DELAY": "100"}
+    proc = subprocess.Popen([sys.executable, "-c", "from ctxscope.cli import run; run()", "watch", str(folder),
+                             "--state", str(state), "--idle", "20", "--tokenizer", "chars"],
+                            env=env, stderr=subprocess.PIPE, text=True)
+    lines: list[str] = []
+    ready = threading.Event()
+
+    def read() -> None:
+        for line in proc.stderr:  # type: ignore[union-attr]
+            lines.append(line)
+            if "watching" in line:
+                ready.set()
+
+    threading.Thread(target=read, daemon=True).start()
+    assert ready.wait(30), "".join(lines)
+    return proc, lines
+
+
+def test_watch_subprocess_killed_and_restarted_loses_and_repeats_nothing(tmp_path):
+    """SIGKILL after 3 calls, lines written while it is dead, a restart: the receiver gets 7 calls once, in order."""
+    pytest.importorskip("oteltest.sink")
+    from _otlp_sink import Receiver, attrs, gauge_points, wait_for
+
+    folder = tmp_path / "projects"
+    folder.mkdir()
+    path = folder / "session.jsonl"
+    state = tmp_path / "state.json"
+    with Receiver() as receiver:
+        def reported() -> list[int]:
+            return [attrs(s.attributes)[Attr.REPORTED_TOKENS] for s in receiver.handler.spans()
+                    if s.name.startswith("chat")]
+
+        proc, log = start_watch(folder, state, receiver.endpoint, tmp_path)
+        try:
+            for line in LINES[:17]:
+                append(path, [line])
+                time.sleep(0.02)
+            wait_for(lambda: len(reported()) == 3, what="".join(log))
+            time.sleep(0.3)
+            proc.send_signal(signal.SIGKILL)
+            proc.wait(10)
+            append(path, LINES[17:21])  # calls 4 and 5 are written while no watch runs
+            proc, log = start_watch(folder, state, receiver.endpoint, tmp_path)
+            for line in LINES[21:]:
+                append(path, [line])
+                time.sleep(0.02)
+            wait_for(lambda: len(reported()) >= 7, what="".join(log))
+            # The periodic export (every 0.5 s) shows the last call: the gauges add up to its reported input.
+            wait_for(lambda: any(sum(v for a, v in gauge_points(r, Metric.TOKENS.name)
+                                     if a[MetricAttr.CONVERSATION_ID] == SESSION) == REPORTED[-1]
+                                 for r in list(receiver.handler.metrics)), what="no export of the last call")
+        finally:
+            proc.send_signal(signal.SIGTERM)
+            assert proc.wait(20) == 0, "".join(log)
+        assert reported() == REPORTED
+        wait_for(lambda: any(gauge_points(r, Metric.TOKENS.name) for r in receiver.handler.metrics))
+        exports = [[v for a, v in gauge_points(r, Metric.TOKENS.name) if a[MetricAttr.CONVERSATION_ID] == SESSION]
+                   for r in receiver.handler.metrics]
+        exports = [e for e in exports if e]
+        assert exports[-1] == [0] * len(exports[-1])  # the stop ended the recording
