@@ -143,9 +143,10 @@ def _account(state: _Live, call: TranscriptCall, keep_text: bool) -> None:
     calibrated = snapshot.calibrated()
     result = state.result
     compaction = None
-    if call.compaction is not None or snapshot.compaction is not None:
-        trigger = (call.compaction.trigger if call.compaction is not None and call.compaction.trigger
-                   else snapshot.compaction.trigger if snapshot.compaction is not None else None)
+    # Only compactions the transcript declares count: a rewind also drops
+    # history, and the ledger's inference cannot tell the two apart here.
+    if call.compaction is not None:
+        trigger = call.compaction.trigger
         compaction = trigger.value if trigger is not None else "auto"
         result.compactions += 1
     result.rows.append(CallRow(call.index, call.line, call.timestamp_ns, call.model,
