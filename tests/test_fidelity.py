@@ -233,3 +233,13 @@ def test_help_says_what_the_command_does(capsys):
     out = capsys.readouterr().out
     assert code == 0
     assert '{"request": body, "response": answer}' in out and "self-calibrated" in out
+
+
+def test_malformed_request_is_one_clear_line(tmp_path, capsys):
+    """A request whose messages are not a list: exit 1, one line naming file and line."""
+    good = _chat("x", 5)
+    bad = {"request": {"model": "gpt-4o", "messages": "hello"}, "response": {"usage": {"prompt_tokens": 5}}}
+    code = main(["fidelity", str(_write(tmp_path / "r.jsonl", [good, bad])), "--basis", "chars"])
+    err = capsys.readouterr().err
+    assert code == 1
+    assert f"{tmp_path / 'r.jsonl'}:2: " in err and err.strip().count("\n") == 0

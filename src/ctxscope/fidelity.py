@@ -298,7 +298,11 @@ def evaluate(recordings: Iterable[Recording], bases: Sequence[str] = BASES) -> R
         row = report.row(recording)
         for basis in bases:
             counter = _counter(basis, recording.model)
-            est = estimate(recording.body, recording.api, counter, recording.model)
+            try:
+                est = estimate(recording.body, recording.api, counter, recording.model)
+            except (ValueError, TypeError, AttributeError, KeyError) as exc:
+                raise InputError(recording.path, f"not a usable {recording.api} request ({exc})",
+                                 recording.line) from None
             row.cell(basis, "raw").errors.append(_error(est.raw, recording.reported))
             row.cell(basis, "framed").errors.append(_error(est.framed, recording.reported))
             if recording.server_loop:
