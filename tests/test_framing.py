@@ -239,3 +239,17 @@ def test_tools_key_ignores_order_and_separates_sets():
 def test_claude_version(model, version):
     """Claude model names parse to their version, the date suffix ignored."""
     assert framing.claude_version(model) == version
+
+
+def test_pure_modules_import_no_telemetry_or_sdk():
+    """framing, selfcal and fidelity load without OpenTelemetry or a provider SDK."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    code = ("import sys, ctxscope.framing, ctxscope.selfcal, ctxscope.fidelity; "
+            "print(sorted(m for m in sys.modules if m.split('.')[0] in ('opentelemetry', 'openai', 'anthropic')))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+                          cwd=Path(__file__).resolve().parent.parent)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"
