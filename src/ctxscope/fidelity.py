@@ -32,6 +32,7 @@ from urllib.parse import urlparse
 from . import framing
 from .errors import InputError, UserError
 from .framing import API_ANTHROPIC, API_OPENAI_CHAT, API_OPENAI_RESPONSES
+from .items import detect_api as items_detect_api
 from .items import items_from_request
 from .schema import Category
 from .selfcal import SelfCalibrator
@@ -90,22 +91,18 @@ class Recording:
 
 
 def detect_api(body: Mapping[str, Any], uri: str = "") -> str:
-    """Which request shape a body has: Anthropic Messages, OpenAI Responses or OpenAI chat."""
-    if "/messages" in uri or "anthropic" in urlparse(uri).netloc:
+    """Which request shape a body has: the recording's URI where it says, else the body's structure.
+
+    ValueError when the body is none of the three shapes (:func:`ctxscope.items.detect_api`).
+    """
+    path = urlparse(uri).path
+    if path.endswith("/messages") or "anthropic" in urlparse(uri).netloc:
         return API_ANTHROPIC
-    if "/responses" in uri or "input" in body and "messages" not in body:
+    if path.endswith("/responses"):
         return API_OPENAI_RESPONSES
-    if "messages" in body:
-        messages = body.get("messages") or []
-        if "max_tokens" in body and isinstance(body.get("system"), (str, list)):
-            return API_ANTHROPIC
-        for message in messages:
-            content = message.get("content") if isinstance(message, Mapping) else None
-            if isinstance(content, list) and any(
-                    isinstance(b, Mapping) and b.get("type") in ("tool_use", "tool_result") for b in content):
-                return API_ANTHROPIC
+    if path.endswith("/chat/completions") and "messages" in body:
         return API_OPENAI_CHAT
-    raise ValueError("neither messages nor input: not a chat, Responses or Messages request")
+    return items_detect_api(body)
 
 
 def reported_input(response: Mapping[str, Any] | None, api: str) -> int | None:
