@@ -395,3 +395,35 @@ def test_evicted_session_gets_one_session_end_span(server):
     ends = t.spans("session-end")
     assert [attr(s, CONVERSATION) for s in ends] == ["first"]
     assert attr(ends[0], Attr.SESSION_ENDED) is True
+
+
+def test_one_shot_iterator_of_messages_is_sent_whole(tel, server, client):
+    """messages given as a generator: measured by ctxscope and still sent in full by the SDK."""
+    client.chat.completions.create(model="gpt-4o", messages=(m for m in FIRST))
+    assert server.requests[-1].body["messages"] == FIRST
+    assert attr(tel.one_call(), Attr.ESTIMATED_TOKENS) == 7
+
+
+def test_demo_agent_records_capture_compaction_and_summary(tel):
+    """examples/coding_agent.py: one capture-start per session, a declared auto compaction, a summary part."""
+    import importlib.util
+
+    from ctxscope import limits
+    from conftest import ROOT
+
+    spec = importlib.util.spec_from_file_location("coding_agent", ROOT / "examples" / "coding_agent.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    try:
+        assert module.main(["--quiet"]) == 0
+    finally:
+        limits.reset()
+    calls = tel.calls()
+    assert len(calls) == 12
+    assert {attr(s, CONVERSATION) for s in calls} == {"demo-coding-agent", "demo-coding-agent/compaction"}
+    posts = tel.spans("post-compaction")
+    assert [attr(s, Attr.COMPACTION_TRIGGER) for s in posts] == ["auto"]
+    after = [s for s in calls if attr(s, CONVERSATION) == "demo-coding-agent"][7]  # first call after it
+    assert attr(after, Attr.BASELINE) is True
+    assert "summaries" in categories(after)
+    assert len(tel.spans("capture-start")) == 2
