@@ -84,7 +84,11 @@ def test_incremental_tracker_equals_batch_over_random_histories():
     context: list[Item] = []
     for step in range(300):
         action = rng.random()
-        if action < 0.7 or not context:
+        if action < 0.15:
+            body = rng.choice("pq")
+            context = context + [Item(id=f"e{step}", category=Category.ENVIRONMENT, part="environment", chars=0,
+                                      digest=body, tokens={"p": 20, "q": 60}[body])]
+        elif action < 0.7 or not context:
             ref = rng.choice(["A", "B", "C", None])
             body = rng.choice("xyz")  # one body, one size: a digest names its content
             context = context + [result(ref, body, {"x": 100, "y": 450, "z": 900}[body], step)]
@@ -93,3 +97,14 @@ def test_incremental_tracker_equals_batch_over_random_histories():
         else:
             context = [tool("t", 900)] + context[len(context) // 2:]
         assert tracker.observe_items(context) == waste_of(context)
+
+
+def test_repeated_text_outside_results_is_duplicate():
+    """An environment reminder of 50 tokens injected 3 times: 2 copies, 100 tokens duplicate; 'ok' ignored."""
+    def text(part: str, body: str, tokens: int, n: int) -> Item:
+        return Item(id=f"{part}{n}", category=Category(part.split("/")[0]), part=part, chars=0, digest=body, tokens=tokens)
+
+    items = [text("environment", "rem", 50, n) for n in range(3)] + [text("prompts/text", "ok", 1, n) for n in range(4)]
+    report = analyze(items)
+    assert report.waste[WasteKind.DUPLICATE] == 100
+    assert [(f.reference, f.count, f.tokens_saved) for f in report.findings] == [("identical environment text", 2, 100)]

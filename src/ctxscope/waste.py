@@ -35,6 +35,10 @@ from .schema import Category, Item, WasteKind
 DEFAULT_RESULT_CAP = 400
 DEFAULT_TOOL_BUDGET = 800
 DEFAULT_AGING_CALLS = 20
+# Repeated text shorter than this ("ok", "continue") is not worth a finding.
+MIN_DUPLICATE_TEXT_TOKENS = 8
+_TEXT_CATEGORIES = frozenset((Category.PROMPTS, Category.ENVIRONMENT, Category.RULES, Category.SKILLS,
+                              Category.SUMMARIES, Category.ASSISTANT))
 
 
 @dataclass(frozen=True, slots=True)
@@ -148,6 +152,10 @@ class WasteTracker:
         self._duplicate = 0  # within groups
         self._stale = 0
         self._cross_duplicate = 0  # identical kept bodies under different references
+        # Other content repeated verbatim (a reminder re-injected, a prompt pasted
+        # twice): digest -> [copies, tokens, part]; every copy after the first is duplicate.
+        self._texts: dict[str, list] = {}
+        self._text_duplicate = 0
         self._bloat = 0
         self._tools = 0
         self.calls = 0
@@ -187,7 +195,7 @@ class WasteTracker:
 
     def totals(self) -> dict[WasteKind, int]:
         overage = max(0, self._tools - self.options.tool_budget)
-        return {WasteKind.DUPLICATE: self._duplicate + self._cross_duplicate,
+        return {WasteKind.DUPLICATE: self._duplicate + self._cross_duplicate + self._text_duplicate,
                 WasteKind.STALE: self._stale, WasteKind.BLOAT: self._bloat,
                 WasteKind.TOOL_DEFINITION_OVERAGE: overage}
 
@@ -200,6 +208,14 @@ class WasteTracker:
     def _add(self, item: Item, touched: set[str]) -> None:
         if item.category is Category.TOOLS:
             self._tools += item.tokens
+        elif item.category in _TEXT_CATEGORIES:
+            if item.digest and item.tokens >= MIN_DUPLICATE_TEXT_TOKENS:
+                entry = self._texts.get(item.digest)
+                if entry is None:
+                    self._texts[item.digest] = [1, item.tokens, item.part]
+                else:
+                    entry[0] += 1
+                    self._text_duplicate += entry[1]
         elif item.category is Category.RESULTS:
             key = _key(item)
             group = self._groups.get(key)
@@ -211,6 +227,14 @@ class WasteTracker:
     def _remove(self, item: Item, touched: set[str]) -> None:
         if item.category is Category.TOOLS:
             self._tools -= item.tokens
+        elif item.category in _TEXT_CATEGORIES:
+            entry = self._texts.get(item.digest) if item.tokens >= MIN_DUPLICATE_TEXT_TOKENS else None
+            if entry is not None:
+                entry[0] -= 1
+                if entry[0] == 0:
+                    del self._texts[item.digest]
+                else:
+                    self._text_duplicate -= entry[1]
         elif item.category is Category.RESULTS:
             key = _key(item)
             group = self._groups.get(key)
@@ -317,6 +341,10 @@ def _findings(tracker: WasteTracker, total: int) -> Report:
         # one finding for all its extra copies, named by the first one kept.
         add(WasteKind.DUPLICATE.value, f"{seen_kept[digest]} (same body under other references)", copies,
             copies * tokens, "drop", plan.drop)
+    for digest, (copies, tokens, part) in tracker._texts.items():
+        if copies > 1:
+            add(WasteKind.DUPLICATE.value, f"identical {part} text", copies - 1, (copies - 1) * tokens, "drop",
+                plan.drop)
     totals = tracker.totals()
     overage = totals[WasteKind.TOOL_DEFINITION_OVERAGE]
     if overage:
