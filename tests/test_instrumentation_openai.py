@@ -362,16 +362,24 @@ def test_processor_and_exporter_errors_never_reach_the_caller(tel, client):
     assert [c.choices[0].delta.content for c in stream if c.choices][1] == "ok"
 
 
-def test_no_prompt_or_response_text_in_spans(tel, server, client):
-    """Sentinel strings in prompt, tool result and response appear in no span (content capture off)."""
+def test_no_prompt_or_response_text_in_spans_or_logs(tel, server, client, caplog):
+    """Sentinels in prompt, tool result and response appear in no span and no ctxscope log line."""
+    caplog.set_level(logging.DEBUG, logger="ctxscope")
     server.reply(Reply.text("SENTINEL-RESPONSE-3"))
     messages = [{"role": "user", "content": "SENTINEL-PROMPT-1"},
                 {"role": "assistant", "content": None, "tool_calls": [
                     {"id": "call_9", "type": "function", "function": {"name": "read", "arguments": "{}"}}]},
                 {"role": "tool", "tool_call_id": "call_9", "content": "SENTINEL-RESULT-2"}]
     client.chat.completions.create(model="gpt-4o", messages=messages)
+    server.reply(Reply.error(400, "bad: SENTINEL-PROMPT-1"))  # a provider error quoting the prompt
+    with pytest.raises(openai.BadRequestError):
+        client.chat.completions.create(model="gpt-4o", messages=messages)
+    assert len(tel.spans()) >= 3
     for span in tel.spans():
         assert no_content(span, "SENTINEL-PROMPT-1", "SENTINEL-RESULT-2", "SENTINEL-RESPONSE-3")
+        assert "SENTINEL" not in (span.status.description or "")
+    ours = [r.getMessage() for r in caplog.records if r.name.startswith("ctxscope")]
+    assert not any("SENTINEL" in line for line in ours)
 
 
 def test_evicted_session_gets_one_session_end_span(server):
@@ -427,3 +435,32 @@ def test_demo_agent_records_capture_compaction_and_summary(tel):
     assert attr(after, Attr.BASELINE) is True
     assert "summaries" in categories(after)
     assert len(tel.spans("capture-start")) == 2
+
+
+def test_provider_error_is_the_same_object_the_sdk_raised(tel, server, client):
+    """A recorder under ctxscope's wrapper sees the SDK's exception; the caller gets that very object."""
+    from opentelemetry.instrumentation.utils import unwrap
+
+    import openai.resources.chat.completions as completions
+
+    raised = []
+
+    def recorder(wrapped, instance, args, kwargs):
+        try:
+            return wrapped(*args, **kwargs)
+        except Exception as error:
+            raised.append(error)
+            raise
+
+    OpenAIInstrumentor().uninstrument()
+    wrapt.wrap_function_wrapper(completions, "Completions.create", recorder)
+    OpenAIInstrumentor().instrument(tracer_provider=tel.provider, tracker=tel.tracker)
+    try:
+        server.reply(Reply.error(500, "boom"))
+        with pytest.raises(openai.InternalServerError) as caught:
+            client.chat.completions.create(model="gpt-4o", messages=FIRST)
+    finally:
+        OpenAIInstrumentor().uninstrument()
+        unwrap(completions.Completions, "create")
+    assert raised and caught.value is raised[0]
+    assert attr(tel.one_call(), "error.type") == "InternalServerError"
