@@ -90,6 +90,10 @@ def speed(target_mb: int, repeat: int) -> dict[str, object]:
 _TOOL_ID = re.compile(r"\b(toolu_[A-Za-z0-9]+|call_[A-Za-z0-9]+)\b")
 
 
+def _head(reference: str) -> str:
+    return reference.split(" (same body", 1)[0].split(",", 1)[0]
+
+
 def compare() -> list[dict[str, object]]:
     """Per corpus session: waste totals of both tools, and whether ctxscope names each ctxlens duplicate."""
     sys.path.insert(0, str(ROOT / "src"))
@@ -116,14 +120,25 @@ def compare() -> list[dict[str, object]]:
             for block in content if isinstance(content, list) else ():
                 if isinstance(block, dict) and block.get("type") == "tool_use":
                     refs[block.get("id")] = reference(str(block.get("name")), block.get("input") or {})
-        sessions = [s for f in ours["files"] for s in f["sessions"] if s["parent_session_id"] is None]
-        found = {f["reference"] for s in sessions for f in s["waste"]["findings"]}
+        sessions = [s for f in ours["files"] for s in f["sessions"]
+                    if s["parent_session_id"] is None or path.name.startswith("agent-")]
+        # ctxlens keys a reference by its first argument only (Read:file_path=X), ours by all
+        # the normalised arguments (offset, limit...): compare on the first argument.
+        found = {_head(f["reference"]) for s in sessions for f in s["waste"]["findings"]
+                 if f["kind"] in ("duplicate", "stale")}
+        tools_found = {ref.split(":", 1)[0] for ref in found}
+        texts_found = any(ref.startswith("identical ") for ref in found)
         dup_items = [i for i in lens["waste"]["items"] if i["kind"].startswith("duplicate")]
         named = 0
         for item in dup_items:
             match = _TOOL_ID.search(item["detail"])
-            ref = refs.get(match.group(1)) if match else item["detail"].split(" repeated")[0]
-            named += ref in found
+            if item["kind"] == "duplicate content":
+                # The same body repeated: ctxlens names the first call id; ctxscope the
+                # reference it keeps, so the tool must match (or, without a call id, a text).
+                ref = refs.get(match.group(1)) if match else None
+                named += (ref.split(":", 1)[0] in tools_found) if ref else texts_found
+            else:
+                named += _head(item["detail"].split(" repeated")[0]) in found
         ours_waste = {k: sum(s["waste"]["tokens"].get(k, 0) for s in sessions)
                       for k in ("duplicate", "stale", "bloat", "tool_definition_overage")}
         rows.append({"file": str(path.relative_to(CORPUS)), "ctxlens_duplicate": lens["waste"]["duplicate_tokens"],
