@@ -73,6 +73,13 @@ def test_compaction_summaries():
         assert parts(text) == [("summaries", text)]
 
 
+def test_summary_inside_a_task_notification_is_not_a_compaction():
+    """Claude Code's <task-notification> holds a <summary> of a background task: it stays the prompt."""
+    text = ('<task-notification>\n<task-id>b07</task-id>\n<status>completed</status>\n'
+            '<summary>Monitor "PR #140 check transitions" stream ended</summary>\n</task-notification>')
+    assert parts(text) == [(None, text)]
+
+
 def test_html_summary_in_a_tool_result_is_not_a_compaction():
     """<details><summary> inside a tool result stays the result's text."""
     html = "<details><summary>Click</summary>body</details>"

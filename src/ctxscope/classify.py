@@ -56,7 +56,7 @@ class Segment:
 # Region tags whose whole extent (open tag to close tag) is one thing.
 _REGION_RE = re.compile(
     r"<(system-reminder|environment_context|env|user_instructions|skills_instructions|"
-    r"available_skills|skill|memory|memories|summary)>")
+    r"available_skills|skill|memory|memories)>")
 _REMINDER_RE = re.compile(r"<(system-reminder)>")
 
 _SUMMARY_STARTS = (
@@ -189,8 +189,6 @@ def _region_part(tag: str, region: str) -> tuple[str | None, str | None]:
         return f"skills/{name}", name
     if tag in ("memory", "memories"):
         return "rules/memory", "memory"
-    if tag == "summary":
-        return SUMMARIES, None
     return None, None
 
 
