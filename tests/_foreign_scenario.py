@@ -1,0 +1,123 @@
+"""One scenario of tests/test_foreign_instrumentations.py, run in a process of its own.
+
+Instrumenting the openai SDK with several instrumentations in one process
+interferes (OpenLLMetry's uninstrument leaves a wrapper behind that still
+writes spans to the old tracer provider), so each scenario runs here, in a
+fresh interpreter, and prints its spans and ctxscope metrics as JSON::
+
+    python tests/_foreign_scenario.py '{"instrument": ["openinference"], "foreign": true,
+                                        "stream": false, "session": null}'
+
+The environment (content capture of each instrumentation) is the caller's.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any
+
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+from ctxscope.foreign import ForeignSpanProcessor
+from ctxscope.schema import MetricAttr
+from ctxscope.testing import ProviderServer, Reply
+from ctxscope.tracker import Tracker
+
+TOOLS = [{"type": "function", "function": {
+    "name": "read_file", "description": "Read a file",
+    "parameters": {"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]}}}]
+FIRST = [{"role": "system", "content": "You are terse."}, {"role": "user", "content": "hello there"}]
+
+
+def instrumentor(name: str) -> Any:
+    if name == "openai-v2":
+        from opentelemetry.instrumentation.openai_v2 import OpenAIInstrumentor
+    elif name == "openllmetry":
+        from opentelemetry.instrumentation.openai import OpenAIInstrumentor  # type: ignore[no-redef]
+    elif name == "openinference":
+        from openinference.instrumentation.openai import OpenAIInstrumentor  # type: ignore[no-redef]
+    elif name == "ctxscope":
+        from ctxscope.instrumentation.openai import OpenAIInstrumentor  # type: ignore[no-redef]
+    else:
+        raise ValueError(f"unknown instrumentation {name!r}")
+    return OpenAIInstrumentor()
+
+
+def conversation(server: ProviderServer, *, stream: bool) -> None:
+    """Two turns: a tool call, then its result and a text answer (turn 2 streamed if asked)."""
+    server.reply(Reply.tool_call("read_file", {"path": "app.py"}), Reply.text("done"))
+    client = server.openai_client()
+    first = client.chat.completions.create(model="gpt-4o", messages=FIRST, tools=TOOLS)
+    call = first.choices[0].message
+    second = FIRST + [call.model_dump(exclude_none=True),
+                      {"role": "tool", "tool_call_id": call.tool_calls[0].id, "content": "print(1)"}]
+    if stream:
+        chunks = client.chat.completions.create(model="gpt-4o", messages=second, tools=TOOLS, stream=True,
+                                                stream_options={"include_usage": True})
+        text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    else:
+        text = client.chat.completions.create(model="gpt-4o", messages=second, tools=TOOLS).choices[0].message.content
+    assert text == "done", text
+
+
+def span_json(span: Any) -> dict[str, Any]:
+    return {
+        "name": span.name,
+        "scope": span.instrumentation_scope.name,
+        "span_id": span.context.span_id,
+        "trace_id": span.context.trace_id,
+        "parent_id": span.parent.span_id if span.parent else None,
+        "start": span.start_time,
+        "end": span.end_time,
+        "attributes": dict(span.attributes or {}),
+        "events": [{"name": e.name, "attributes": dict(e.attributes or {})} for e in span.events],
+    }
+
+
+def metrics_json(reader: InMemoryMetricReader) -> list[dict[str, Any]]:
+    out = []
+    data = reader.get_metrics_data()
+    for resource in data.resource_metrics if data else ():
+        for scope in resource.scope_metrics:
+            if scope.scope.name != "ctxscope":
+                continue
+            for metric in scope.metrics:
+                for point in metric.data.data_points:
+                    attrs = dict(point.attributes or {})
+                    out.append({"name": metric.name, "session": attrs.get(MetricAttr.CONVERSATION_ID),
+                                "detail": attrs.get(MetricAttr.CATEGORY) or attrs.get(MetricAttr.LIMIT),
+                                "value": point.value})
+    return out
+
+
+def run(config: dict[str, Any]) -> dict[str, Any]:
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    reader = InMemoryMetricReader()
+    meter_provider = MeterProvider(metric_readers=[reader])
+    if config.get("foreign"):
+        provider.add_span_processor(ForeignSpanProcessor(provider, meter_provider, tokenizer="chars"))
+    instrumentors = []
+    for name in config["instrument"]:
+        extra = {"tracker": Tracker(tokenizer="chars")} if name == "ctxscope" else {}
+        instrumentor(name).instrument(tracer_provider=provider, meter_provider=meter_provider, **extra)
+        instrumentors.append(instrumentor(name))
+    with ProviderServer() as server:
+        if config.get("session"):
+            from openinference.instrumentation import using_session
+
+            with using_session(config["session"]):
+                conversation(server, stream=bool(config.get("stream")))
+        else:
+            conversation(server, stream=bool(config.get("stream")))
+    return {"spans": [span_json(s) for s in exporter.get_finished_spans()], "metrics": metrics_json(reader)}
+
+
+if __name__ == "__main__":
+    print(json.dumps(run(json.loads(sys.argv[1])), default=list))
