@@ -224,3 +224,12 @@ def test_no_text_in_spans(tel, server, client):
                            messages=[{"role": "user", "content": "SENTINEL-IN"}])
     for span in tel.spans():
         assert no_content(span, "SENTINEL-SYS", "SENTINEL-IN", "SENTINEL-OUT")
+
+
+def test_beta_messages_create_and_stream(tel, client):
+    """client.beta.messages: create and the stream helper are instrumented like messages."""
+    message = client.beta.messages.create(**REQUEST)
+    with client.beta.messages.stream(**REQUEST) as stream:
+        final = stream.get_final_message()
+    assert message.content[0].text == "ok" and final.content[0].text == "ok"
+    assert [attr(s, Attr.REPORTED_TOKENS) for s in tel.calls()] == [18, 18]

@@ -464,3 +464,20 @@ def test_provider_error_is_the_same_object_the_sdk_raised(tel, server, client):
         unwrap(completions.Completions, "create")
     assert raised and caught.value is raised[0]
     assert attr(tel.one_call(), "error.type") == "InternalServerError"
+
+
+def test_structured_output_parse_is_one_span(tel, server, client):
+    """chat.completions.parse() and responses.parse() post themselves: each still gives one span."""
+    import pydantic
+
+    class Answer(pydantic.BaseModel):
+        answer: str
+
+    server.reply(Reply.text('{"answer":"4"}'), Reply.text('{"answer":"5"}'))
+    parsed = client.chat.completions.parse(model="gpt-4o", messages=FIRST, response_format=Answer)
+    assert parsed.choices[0].message.parsed == Answer(answer="4")
+    response = client.responses.parse(model="gpt-4o", input="hello there", text_format=Answer)
+    assert response.output_parsed == Answer(answer="5")
+    one, two = tel.calls()
+    assert attr(one, Attr.REPORTED_TOKENS) == 20
+    assert attr(two, Attr.REPORTED_TOKENS) == 13

@@ -1,9 +1,10 @@
 """Instrumentor of the Anthropic SDK: messages.
 
-Wraps ``messages.create`` (sync and async, ``stream=True`` included) and the
-``messages.stream(...)`` helper (sync and async context managers), which
-sends its request itself rather than through ``create``. Each call is a GenAI
-client span ``chat {model}`` carrying the context annotation.
+Wraps ``messages.create`` (sync and async, ``stream=True`` included),
+``messages.parse``, and the ``messages.stream(...)`` helper (sync and async
+context managers, which send their request themselves rather than through
+``create``); the same of ``beta.messages``. Each call is a GenAI client span
+``chat {model}`` carrying the context annotation.
 
 Reported input (SPEC section 4): ``input_tokens + cache_creation_input_tokens
 + cache_read_input_tokens``; a stream reports it in ``message_start`` (and,
@@ -29,13 +30,23 @@ API_MESSAGES = "anthropic.messages"
 
 _INSTRUMENTS = ("anthropic >= 0.40",)
 
+# parse() posts itself rather than calling create(); beta.messages is the same API
+# with beta features (what agent harnesses such as Claude Code call).
 _CREATE_TARGETS = (
     ("anthropic.resources.messages", "Messages.create", False),
     ("anthropic.resources.messages", "AsyncMessages.create", True),
+    ("anthropic.resources.messages", "Messages.parse", False),
+    ("anthropic.resources.messages", "AsyncMessages.parse", True),
+    ("anthropic.resources.beta.messages", "Messages.create", False),
+    ("anthropic.resources.beta.messages", "AsyncMessages.create", True),
+    ("anthropic.resources.beta.messages", "Messages.parse", False),
+    ("anthropic.resources.beta.messages", "AsyncMessages.parse", True),
 )
 _HELPER_TARGETS = (
     ("anthropic.resources.messages", "Messages.stream", False),
     ("anthropic.resources.messages", "AsyncMessages.stream", True),
+    ("anthropic.resources.beta.messages", "Messages.stream", False),
+    ("anthropic.resources.beta.messages", "AsyncMessages.stream", True),
 )
 
 
@@ -244,7 +255,10 @@ class AnthropicInstrumentor(BaseInstrumentor):  # type: ignore[misc,valid-type]
         telemetry = Telemetry(tracer_provider, kwargs.get("tracker"))
         type(self)._telemetry = telemetry
         for module, name, is_async in _CREATE_TARGETS:
-            wrap_function_wrapper(module, name, (_async_create if is_async else _sync_create)(telemetry))
+            try:
+                wrap_function_wrapper(module, name, (_async_create if is_async else _sync_create)(telemetry))
+            except (AttributeError, ImportError):  # an SDK version without this method
+                _log.debug("ctxscope: %s.%s not found; not instrumented", module, name)
         for module, name, is_async in _HELPER_TARGETS:
             try:
                 wrap_function_wrapper(module, name, _helper(telemetry, is_async))

@@ -1,7 +1,7 @@
 """Instrumentor of the OpenAI SDK: chat completions and Responses.
 
-Wraps ``create`` (sync and async, ``stream=True`` included) of
-``chat.completions`` and ``responses``, and the streaming helpers
+Wraps ``create`` (sync and async, ``stream=True`` included) and ``parse``
+of ``chat.completions`` and ``responses``, and the streaming helpers
 ``chat.completions.stream(...)`` / ``responses.stream(...)`` (which call
 ``create`` themselves). Each call is a GenAI client span ``chat {model}``
 carrying the context annotation (see :mod:`._wrappers`).
@@ -34,6 +34,11 @@ _CREATE_TARGETS = (
     ("openai.resources.chat.completions", "AsyncCompletions.create", API_CHAT, True),
     ("openai.resources.responses", "Responses.create", API_RESPONSES, False),
     ("openai.resources.responses", "AsyncResponses.create", API_RESPONSES, True),
+    # Structured outputs: parse() posts itself rather than calling create().
+    ("openai.resources.chat.completions", "Completions.parse", API_CHAT, False),
+    ("openai.resources.chat.completions", "AsyncCompletions.parse", API_CHAT, True),
+    ("openai.resources.responses", "Responses.parse", API_RESPONSES, False),
+    ("openai.resources.responses", "AsyncResponses.parse", API_RESPONSES, True),
 )
 _HELPER_TARGETS = (
     ("openai.resources.chat.completions", "Completions.stream"),
@@ -274,7 +279,10 @@ class OpenAIInstrumentor(BaseInstrumentor):  # type: ignore[misc,valid-type]
         type(self)._telemetry = telemetry
         for module, name, api, is_async in _CREATE_TARGETS:
             factory = _async_create if is_async else _sync_create
-            wrap_function_wrapper(module, name, factory(telemetry, api))
+            try:
+                wrap_function_wrapper(module, name, factory(telemetry, api))
+            except (AttributeError, ImportError):  # an SDK version without this method
+                _log.debug("ctxscope: %s.%s not found; not instrumented", module, name)
         for module, name in _HELPER_TARGETS:
             try:
                 wrap_function_wrapper(module, name, _helper)
