@@ -175,3 +175,34 @@ def test_subagents_beside_session_in_the_20x_layout(tmp_path: Path, capsys):
     assert code == 0
     assert [Path(f["path"]).name for f in files] == ["4c2ddfdc-b619-4525-8d03-1950fb1b0257.jsonl", "agent-36541525.jsonl"]
     assert files[1]["sessions"][0]["parent_session_id"] == "4c2ddfdc-b619-4525-8d03-1950fb1b0257"
+
+
+def test_progress_bar_only_on_a_terminal(monkeypatch, capsys):
+    """With stderr a terminal the bar reaches 100 %; piped, nothing but the report is written."""
+    import io
+    import sys
+
+    from ctxscope.cli import analyze as analyze_cmd
+
+    class Tty(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    monkeypatch.setattr(analyze_cmd, "PROGRESS_MIN_BYTES", 0)
+    fake = Tty()
+    monkeypatch.setattr(sys, "stderr", fake)
+    assert main(["analyze", str(MAIN), "--tokenizer", "chars"]) == 0
+    assert "100%" in fake.getvalue() and "[##############################]" in fake.getvalue()
+    monkeypatch.undo()
+    capsys.readouterr()
+    monkeypatch.setattr(analyze_cmd, "PROGRESS_MIN_BYTES", 0)
+    assert main(["analyze", str(MAIN), "--tokenizer", "chars"]) == 0
+    assert capsys.readouterr().err == ""
+
+
+def test_tiktoken_basis_when_the_encoding_loads(tiktoken_ready, capsys):
+    """--tokenizer auto counts with tiktoken o200k_base where it can load (the offline cache here)."""
+    code, out, _ = run(capsys, "analyze", str(MAIN), "--json")
+    session = json.loads(out)["files"][0]["sessions"][0]
+    assert code == 0 and session["basis"] == "tiktoken/o200k_base"
+    assert session["used_tokens"] == 36526

@@ -144,3 +144,15 @@ def test_stdlib_json_fallback_gives_the_same_calls():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     expected = [c.reported_tokens for c in TranscriptFile(str(MAIN)).calls()]
     assert out.strip() == str(expected)
+
+
+@requires_corpus
+def test_whole_corpus_reads_without_errors_beyond_the_known_bad_files():
+    """Every JSONL of the corpus: no exception; problems only in empty files, edge cases and non-transcripts."""
+    bad = {}
+    for path in sorted(CORPUS.rglob("*.jsonl")):
+        result = analyze_file(str(path), tokenizer="chars")
+        if result.problems:
+            bad[path.name] = [p.message.split(":")[0] for p in result.problems]
+    for name, messages in bad.items():
+        assert name in ("edge_cases.jsonl", "journal.jsonl", "expected-conversation.jsonl") or messages == ["empty file"], (name, messages)
