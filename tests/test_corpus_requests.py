@@ -1,4 +1,8 @@
-"""Every recorded request body of the shared corpus extracts, adds up and loses nothing."""
+"""Every recorded request body extracts, adds up and loses nothing.
+
+Runs on the small real slices in tests/data always, and on the whole shared
+corpus where ../shared is present.
+"""
 
 from __future__ import annotations
 
@@ -8,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from conftest import CORPUS, requires_corpus
+from conftest import CORPUS, DATA, requires_corpus
 from ctxscope.items import API_ANTHROPIC, API_OPENAI_CHAT, detect_api, items_from_request, tool_definition_text
 from ctxscope.ledger import SessionLedger
 from ctxscope.schema import Category, Stage
@@ -16,6 +20,10 @@ from ctxscope.schema import Category, Stage
 FILES = {
     API_ANTHROPIC: CORPUS / "api" / "anthropic" / "pydantic-ai-cassettes.requests.jsonl",
     API_OPENAI_CHAT: CORPUS / "api" / "openai_chat" / "pydantic-ai-cassettes.requests.jsonl",
+}
+FIXTURES = {
+    API_ANTHROPIC: DATA / "requests_anthropic.jsonl",
+    API_OPENAI_CHAT: DATA / "requests_openai_chat.jsonl",
 }
 
 NOISE = {"signature", "encrypted_content", "encrypted_index", "cache_control"}
@@ -111,13 +119,9 @@ def chat_chars(body: dict[str, Any]) -> int:
 CHARS = {API_ANTHROPIC: anthropic_chars, API_OPENAI_CHAT: chat_chars}
 
 
-@requires_corpus
-@pytest.mark.parametrize("api", sorted(FILES))
-def test_every_recorded_body_extracts_and_nothing_is_lost(api: str) -> None:
+def check_nothing_lost(api: str, path: Path) -> None:
     """Each body: detected as its API, unique ids, item chars == text chars counted independently."""
-    records = _records(FILES[api])
-    assert len(records) > 100
-    for line, record in records:
+    for line, record in _records(path):
         body = record["request"]
         assert detect_api(body) == api, f"line {line}"
         items = items_from_request(body, api)
@@ -127,11 +131,9 @@ def test_every_recorded_body_extracts_and_nothing_is_lost(api: str) -> None:
         assert all(len(item.text) == item.chars for item in items), f"line {line}"
 
 
-@requires_corpus
-@pytest.mark.parametrize("api", sorted(FILES))
-def test_categories_sum_to_estimated_tokens(api: str) -> None:
+def check_categories_sum(api: str, path: Path) -> None:
     """Observed through the ledger, categories add up to estimated_tokens and to the items' tokens."""
-    for line, record in _records(FILES[api]):
+    for line, record in _records(path):
         body = record["request"]
         items = items_from_request(body, api)
         ledger = SessionLedger(f"corpus-{line}", tokenizer="chars")
@@ -140,6 +142,29 @@ def test_categories_sum_to_estimated_tokens(api: str) -> None:
         assert sum(annotation.categories.values()) == annotation.estimated_tokens, f"line {line}"
         assert annotation.estimated_tokens == sum(item.tokens for item in items), f"line {line}"
         assert Category.UNATTRIBUTED not in annotation.categories
+
+
+@pytest.mark.parametrize("api", sorted(FIXTURES))
+def test_fixture_bodies_lose_nothing_and_add_up(api: str) -> None:
+    """The real slices in tests/data: nothing lost, categories sum to estimated_tokens."""
+    assert len(_records(FIXTURES[api])) >= 13
+    check_nothing_lost(api, FIXTURES[api])
+    check_categories_sum(api, FIXTURES[api])
+
+
+@requires_corpus
+@pytest.mark.parametrize("api", sorted(FILES))
+def test_every_recorded_body_extracts_and_nothing_is_lost(api: str) -> None:
+    """Each corpus body: detected as its API, unique ids, item chars == text chars counted independently."""
+    assert len(_records(FILES[api])) > 100
+    check_nothing_lost(api, FILES[api])
+
+
+@requires_corpus
+@pytest.mark.parametrize("api", sorted(FILES))
+def test_categories_sum_to_estimated_tokens(api: str) -> None:
+    """Each corpus body observed through the ledger: categories add up to estimated_tokens."""
+    check_categories_sum(api, FILES[api])
 
 
 @requires_corpus
