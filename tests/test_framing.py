@@ -253,3 +253,71 @@ def test_pure_modules_import_no_telemetry_or_sdk():
                           cwd=Path(__file__).resolve().parent.parent)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[]"
+
+
+def test_sdk_message_objects_are_framed_like_dicts():
+    """Messages the SDKs hand back (objects read by attribute) get the same framing as their dicts."""
+    from types import SimpleNamespace as NS
+
+    call = NS(id="c1", type="function", function=NS(name="get_capital", arguments="{}"))
+    as_objects = {"model": "gpt-4o", "messages": [USER, NS(role="assistant", content=None, tool_calls=[call]),
+                                                  {"role": "tool", "tool_call_id": "c1", "content": "Paris"}]}
+    as_dicts = {"model": "gpt-4o", "messages": [USER, {"role": "assistant", "tool_calls": [
+        {"id": "c1", "type": "function", "function": {"name": "get_capital", "arguments": "{}"}}]},
+        {"role": "tool", "tool_call_id": "c1", "content": "Paris"}]}
+    assert parts(as_objects, count=chars) == parts(as_dicts, count=chars)
+    block = NS(type="tool_use", id="t1", name="f", input={"a": 1})
+    anthropic = {"model": "claude-sonnet-4-5", "messages": [{"role": "user", "content": "hi"},
+                                                           NS(role="assistant", content=[block])]}
+    as_dict = {**anthropic, "messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": [
+        {"type": "tool_use", "id": "t1", "name": "f", "input": {"a": 1}}]}]}
+    assert parts(anthropic, API_ANTHROPIC, chars) == parts(as_dict, API_ANTHROPIC, chars)
+    assert parts(anthropic, API_ANTHROPIC, chars)["tool-calls"] > 0
+
+
+_JSON = None
+
+
+def _json_strategy():
+    from hypothesis import strategies as st
+
+    scalars = st.one_of(st.none(), st.booleans(), st.integers(), st.text(max_size=8))
+    return st.recursive(scalars, lambda inner: st.one_of(
+        st.lists(inner, max_size=4), st.dictionaries(st.sampled_from(
+            ["role", "content", "tool_calls", "function", "name", "type", "id", "tool_call_id", "input",
+             "tool_use_id", "messages", "tools", "tool_choice", "parameters", "properties", "input_schema",
+             "required", "items", "enum", "response_format", "json_schema", "schema", "defer_loading"]),
+            inner, max_size=5)), max_leaves=25)
+
+
+def test_odd_bodies_never_raise():
+    """Whatever shape a body has, framing returns items and never raises (it runs inside the user's call)."""
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    @settings(max_examples=300, deadline=None)
+    @given(body=st.dictionaries(st.sampled_from(["model", "messages", "tools", "tool_choice", "input",
+                                                 "instructions", "response_format", "text"]),
+                                _json_strategy(), max_size=6),
+           api=st.sampled_from([API_OPENAI_CHAT, API_OPENAI_RESPONSES, API_ANTHROPIC]))
+    def check(body, api):
+        items = framing.framing_items(body, api, chars)
+        assert all(i.fixed_tokens is not None for i in items)
+        framing.tools_key(body)
+        framing.has_server_tools(body, api)
+        tools = body.get("tools")
+        for tool in tools if isinstance(tools, list) else ():
+            if isinstance(tool, dict):
+                framing.tool_definition_text(api, tool)
+                function = tool.get("function")
+                if isinstance(function, dict):  # schemas of any shape render without raising
+                    framing.render_openai_function(function)
+
+    check()
+
+
+def test_malformed_schema_renders_what_it_can():
+    """A schema with a non-object property, a type list and a bad 'required' still renders: any, a union, optional."""
+    text = framing.render_openai_function({"name": "f", "parameters": {
+        "type": "object", "required": 3, "properties": {"a": 5, "b": {"type": ["string", "null"]}}}})
+    assert text == "type f = (_: {\na?: any,\nb?: string | null,\n}) => any;\n\n"

@@ -44,6 +44,8 @@ import re
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
+from .payload import as_list as _as_list
+from .payload import get as _get
 from .schema import Category, Item
 
 API_OPENAI_CHAT = "openai.chat"
@@ -169,7 +171,7 @@ def _ts_type(schema: Mapping[str, Any], indent: int) -> str:
     if kind in ("boolean", "null"):
         return kind
     if kind == "object":
-        if not schema.get("properties"):
+        if not isinstance(schema.get("properties"), Mapping) or not schema["properties"]:
             return "object"
         return "{\n" + _ts_properties(schema, indent + 2) + "\n" + " " * indent + "}"
     if kind == "array":
@@ -179,9 +181,11 @@ def _ts_type(schema: Mapping[str, Any], indent: int) -> str:
 
 
 def _ts_properties(schema: Mapping[str, Any], indent: int) -> str:
-    required = schema.get("required") or ()
+    required = schema.get("required")
+    required = required if isinstance(required, (list, tuple)) else ()
+    properties = schema.get("properties")
     lines: list[str] = []
-    for name, prop in (schema.get("properties") or {}).items():
+    for name, prop in properties.items() if isinstance(properties, Mapping) else ():
         if isinstance(prop, Mapping) and prop.get("description"):
             lines.append(f"// {prop['description']}")
         optional = "" if name in required else "?"
@@ -205,7 +209,7 @@ def render_openai_function(function: Mapping[str, Any]) -> str:
     if function.get("description"):
         lines.append(f"// {function['description']}")
     params = function.get("parameters") or {}
-    if isinstance(params, Mapping) and params.get("properties"):
+    if isinstance(params, Mapping) and isinstance(params.get("properties"), Mapping) and params["properties"]:
         lines.append(f"type {name} = (_: {{")
         lines.append(_ts_properties(params, 0))
         lines.append("}) => any;")
@@ -298,23 +302,37 @@ class FramingPart:
     learned: bool = False  # size unknown from any source: self-calibration learns it
 
 
+def _model_of(body: Mapping[str, Any], model: str | None) -> str | None:
+    """The model name: the one given, else the body's, if a string."""
+    if isinstance(model, str):
+        return model
+    named = body.get("model")
+    return named if isinstance(named, str) else None
+
+
 def _is_harmony(model: str | None) -> bool:
     name = (model or "").lower().rsplit("/", 1)[-1]
     return name.startswith(_HARMONY_PREFIXES)
 
 
 def _tools_of(body: Mapping[str, Any]) -> list[Mapping[str, Any]]:
-    tools = body.get("tools") or ()
-    return [t for t in tools if isinstance(t, Mapping)]
+    return [t for t in _as_list(body.get("tools")) or () if isinstance(t, Mapping)]
 
 
-def _chat_tool_call_names(messages: Sequence[Mapping[str, Any]]) -> dict[str, str]:
+def _messages(body: Mapping[str, Any]) -> list[Any]:
+    """The messages of a body: dicts or SDK objects (read with payload.get), never a one-shot iterator."""
+    return [m for m in _as_list(body.get("messages")) or () if m is not None and not isinstance(m, (str, int, float))]
+
+
+def _call_name(call: Any) -> str:
+    return str(_get(_get(call, "function"), "name") or "")
+
+
+def _chat_tool_call_names(messages: Sequence[Any]) -> dict[str, str]:
     names: dict[str, str] = {}
     for message in messages:
-        for call in message.get("tool_calls") or ():
-            if isinstance(call, Mapping):
-                fn = call.get("function") or {}
-                names[str(call.get("id"))] = str(fn.get("name", ""))
+        for call in _as_list(_get(message, "tool_calls")) or ():
+            names[str(_get(call, "id"))] = _call_name(call)
     return names
 
 
@@ -349,11 +367,11 @@ def _response_format_text(body: Mapping[str, Any]) -> str:
 def openai_framing(body: Mapping[str, Any], count: CountFn, *, model: str | None = None,
                    api: str = API_OPENAI_CHAT) -> list[FramingPart]:
     """Framing of an OpenAI chat or Responses request, in the model's tokens."""
-    model = model or body.get("model")
+    model = _model_of(body, model)
     if api == API_OPENAI_RESPONSES:
         messages = _responses_messages(body)
     else:
-        messages = [m for m in body.get("messages") or () if isinstance(m, Mapping)]
+        messages = _messages(body)
     functions = [f for f in (openai_function_of(t) for t in _tools_of(body)) if f is not None]
     parts: list[FramingPart] = []
 
@@ -361,18 +379,16 @@ def openai_framing(body: Mapping[str, Any], count: CountFn, *, model: str | None
     has_system = False
     call_names = _chat_tool_call_names(messages)
     for message in messages:
-        role = str(message.get("role", "user"))
+        role = str(_get(message, "role") or "user")
         has_system = has_system or role in ("system", "developer")
         per_message += OPENAI_TOKENS_PER_MESSAGE + count(role)
-        if message.get("name"):
+        if _get(message, "name"):
             per_message += OPENAI_TOKENS_PER_NAME
-        for call in message.get("tool_calls") or ():
-            if isinstance(call, Mapping):
-                name = str((call.get("function") or {}).get("name", ""))
-                # The call's item is its arguments (ctxscope.items): the header holds the name.
-                per_message += count(HARMONY_CALL_HEADER.format(name=name))
+        for call in _as_list(_get(message, "tool_calls")) or ():
+            # The call's item is its arguments (ctxscope.items): the header holds the name.
+            per_message += count(HARMONY_CALL_HEADER.format(name=_call_name(call)))
         if role == "tool":
-            name = call_names.get(str(message.get("tool_call_id")), "")
+            name = call_names.get(str(_get(message, "tool_call_id")), "")
             per_message += count(HARMONY_RESULT_AUTHOR.format(name=name)) - count(role)
     parts.append(FramingPart("messages", per_message))
     parts.append(FramingPart("priming", OPENAI_REPLY_PRIMING))
@@ -414,19 +430,15 @@ def _responses_messages(body: Mapping[str, Any]) -> list[Mapping[str, Any]]:
     items = body.get("input")
     if isinstance(items, str):
         return out + [{"role": "user"}]
-    names: dict[str, str] = {}
-    for item in items or ():
-        if not isinstance(item, Mapping):
-            continue
-        kind = item.get("type", "message")
+    for item in _as_list(items) or ():
+        kind = _get(item, "type") or "message"
         if kind == "function_call":
-            names[str(item.get("call_id"))] = str(item.get("name", ""))
             out.append({"role": "assistant", "tool_calls": [
-                {"id": item.get("call_id"), "function": {"name": item.get("name", "")}}]})
+                {"id": _get(item, "call_id"), "function": {"name": _get(item, "name") or ""}}]})
         elif kind == "function_call_output":
-            out.append({"role": "tool", "tool_call_id": item.get("call_id")})
-        elif kind == "message" or "role" in item:
-            out.append({"role": item.get("role", "user")})
+            out.append({"role": "tool", "tool_call_id": _get(item, "call_id")})
+        elif kind == "message" or _get(item, "role"):
+            out.append({"role": _get(item, "role") or "user"})
     return out
 
 
@@ -450,10 +462,11 @@ def claude_version(model: str | None) -> tuple[int, ...]:
     return tuple(int(g) for g in match.groups() if g is not None)
 
 
-def _anthropic_call_tokens(block: Mapping[str, Any], count: CountFn) -> int:
+def _anthropic_call_tokens(block: Any, count: CountFn) -> int:
     """Tokens the tool-call wrapper adds besides the input JSON (the call's item, ctxscope.items)."""
-    name = str(block.get("name", ""))
-    arguments = block.get("input") if isinstance(block.get("input"), Mapping) else {}
+    name = str(_get(block, "name") or "")
+    arguments = _get(block, "input")
+    arguments = arguments if isinstance(arguments, Mapping) else {}
     rendered = ANTHROPIC_CALL_OPEN.format(name=name) + "".join(
         ANTHROPIC_CALL_PARAMETER.format(key=k, value=v if isinstance(v, str) else json.dumps(v, ensure_ascii=False))
         for k, v in arguments.items()) + ANTHROPIC_CALL_CLOSE
@@ -462,10 +475,10 @@ def _anthropic_call_tokens(block: Mapping[str, Any], count: CountFn) -> int:
 
 def anthropic_framing(body: Mapping[str, Any], count: CountFn, *, model: str | None = None) -> list[FramingPart]:
     """Framing of an Anthropic Messages request, in proxy (o200k) tokens where counted."""
-    model = model or body.get("model")
-    messages = [m for m in body.get("messages") or () if isinstance(m, Mapping)]
+    model = _model_of(body, model)
+    messages = _messages(body)
     parts: list[FramingPart] = []
-    turns = sum(count(ANTHROPIC_TURN_PREFIX.get(str(m.get("role")), ANTHROPIC_TURN_PREFIX["user"]))
+    turns = sum(count(ANTHROPIC_TURN_PREFIX.get(str(_get(m, "role")), ANTHROPIC_TURN_PREFIX["user"]))
                 for m in messages)
     parts.append(FramingPart("messages", turns))
     parts.append(FramingPart("priming", count(ANTHROPIC_REPLY_PRIMING)))
@@ -473,15 +486,14 @@ def anthropic_framing(body: Mapping[str, Any], count: CountFn, *, model: str | N
     calls = results = 0
     result_count = 0
     for message in messages:
-        content = message.get("content")
-        for block in content if isinstance(content, list) else ():
-            if not isinstance(block, Mapping):
-                continue
-            if block.get("type") == "tool_use":
-                names[str(block.get("id"))] = str(block.get("name", ""))
+        content = _get(message, "content")
+        for block in () if isinstance(content, str) else (_as_list(content) or ()):
+            kind = _get(block, "type")
+            if kind == "tool_use":
+                names[str(_get(block, "id"))] = str(_get(block, "name") or "")
                 calls += _anthropic_call_tokens(block, count)
-            elif block.get("type") == "tool_result":
-                name = names.get(str(block.get("tool_use_id")), "")
+            elif kind == "tool_result":
+                name = names.get(str(_get(block, "tool_use_id")), "")
                 results += count(ANTHROPIC_RESULT_WRAPPER.format(name=name))
                 result_count += 1
     if calls or results:
