@@ -8,6 +8,12 @@ from ..schema import CATEGORIES
 from .analysis import FileResult, SessionResult
 
 _BAR = 30
+# What each source lacks, which the provider's count includes: the unattributed part.
+MISSING = {
+    "claude-code": "not in the file: system prompt, tool schemas",
+    "codex": "not in the file: tool schemas, request framing",
+    "messages": "request framing and anything the body does not show",
+}
 
 
 def _n(value: int | None) -> str:
@@ -35,7 +41,7 @@ def render_session(session: SessionResult, out: TextIO, *, top: int = 10, growth
                 continue
             share = value / used if used else 0.0
             bar = "#" * max(1, round(share * _BAR)) if value else ""
-            note = "  (not in the file: system prompt, tool schemas)" if category.value == "unattributed" else ""
+            note = f"  ({MISSING.get(session.format, 'not in the input')})" if category.value == "unattributed" else ""
             out.write(f"    {category.value:<13}{value:>11,}  {share:6.1%}  {bar}{note}\n")
     if session.rows:
         out.write("\n  growth over calls (used tokens; * compaction)\n")
