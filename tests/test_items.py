@@ -512,3 +512,15 @@ def test_arbitrary_json_never_breaks_extraction(api, messages, extra):
         return
     assert all(isinstance(i.text, str) and i.chars == len(i.text) for i in items)
     assert len({i.id for i in items}) == len(items)
+
+
+def test_sdk_not_given_sentinels_are_absent_values():
+    """openai/anthropic NOT_GIVEN for tools, system or input count as absent, not as content."""
+    import anthropic
+    import openai
+
+    responses = {"model": "gpt-5", "input": openai.NOT_GIVEN, "instructions": "hi", "tools": openai.NOT_GIVEN}
+    assert [(i.part, i.text) for i in items_from_request(responses, API_OPENAI_RESPONSES)] == [("system", "hi")]
+    claude = {"model": "c", "system": anthropic.NOT_GIVEN, "tools": anthropic.NOT_GIVEN,
+              "messages": [{"role": "user", "content": "x"}]}
+    assert [(i.part, i.text) for i in items_from_request(claude, API_ANTHROPIC)] == [("prompts/text", "x")]

@@ -541,8 +541,8 @@ def messages_of(body: Mapping[str, Any], api: str) -> list[Any]:
             return [value]
     else:
         value = _get(body, "messages")
-    if value is None:
-        return []
+    if value is None or (not value and not isinstance(value, (list, tuple))):
+        return []  # absent, or an SDK sentinel (NOT_GIVEN / omit are falsy)
     listed = _as_list(value)
     if listed is None:
         key = "input" if api == API_OPENAI_RESPONSES else "messages"
