@@ -162,11 +162,9 @@ def run(args: argparse.Namespace) -> int:
 
         _write(args.output, html_report.render(results))
     if args.json:
-        import json
+        from ..report.json_report import dumps, files_json
 
-        from ..report.json_report import files_json
-
-        text = json.dumps(files_json(results), indent=2)
+        text = dumps(files_json(results))
         if args.output and not args.html:
             _write(args.output, text + "\n")
         else:

@@ -10,6 +10,22 @@ from .analysis import FileResult, SessionResult
 SCHEMA_VERSION = 1
 
 
+def dumps(doc: Any) -> str:
+    """The document as indented JSON: orjson when installed (extra "fast"), else json.
+
+    json's indented output runs in Python, not C: a long session's growth
+    table took a fifth of the run time to print that way.
+    """
+    try:
+        import orjson
+
+        return orjson.dumps(doc, option=orjson.OPT_INDENT_2).decode("utf-8")
+    except (ImportError, TypeError):
+        import json
+
+        return json.dumps(doc, indent=2)
+
+
 def session_json(session: SessionResult) -> dict[str, Any]:
     waste = session.waste
     return {
