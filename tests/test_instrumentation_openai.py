@@ -481,3 +481,23 @@ def test_structured_output_parse_is_one_span(tel, server, client):
     one, two = tel.calls()
     assert attr(one, Attr.REPORTED_TOKENS) == 20
     assert attr(two, Attr.REPORTED_TOKENS) == 13
+
+
+def test_next_to_the_official_openai_v2_instrumentation(tel, client):
+    """With opentelemetry-instrumentation-openai-v2 on too: two spans per call, only ours annotated."""
+    v2 = pytest.importorskip("opentelemetry.instrumentation.openai_v2")
+    official = v2.OpenAIInstrumentor()
+    official.instrument(tracer_provider=tel.provider)
+    try:
+        result = client.chat.completions.create(model="gpt-4o", messages=FIRST)
+    finally:
+        official.uninstrument()
+    assert result.choices[0].message.content == "ok"
+    chats = [s for s in tel.exporter.get_finished_spans() if s.name == "chat gpt-4o"]
+    scopes = sorted(s.instrumentation_scope.name for s in chats)
+    assert len(chats) == 2 and "ctxscope" in scopes
+    ours = next(s for s in chats if s.instrumentation_scope.name == "ctxscope")
+    theirs = next(s for s in chats if s.instrumentation_scope.name != "ctxscope")
+    assert attr(ours, Attr.ESTIMATED_TOKENS) == 7
+    assert not any(k.startswith("llm.context.") for k in theirs.attributes)
+    assert attr(theirs, GenAI.USAGE_INPUT_TOKENS) == attr(ours, GenAI.USAGE_INPUT_TOKENS) == 20
