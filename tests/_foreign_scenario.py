@@ -101,11 +101,20 @@ def run(config: dict[str, Any]) -> dict[str, Any]:
     provider.add_span_processor(SimpleSpanProcessor(exporter))
     reader = InMemoryMetricReader()
     meter_provider = MeterProvider(metric_readers=[reader])
+    foreign = None
     if config.get("foreign"):
-        provider.add_span_processor(ForeignSpanProcessor(provider, meter_provider, tokenizer="chars"))
+        foreign = ForeignSpanProcessor(provider, meter_provider, tokenizer="chars")
+        provider.add_span_processor(foreign)
+    logs: dict[str, Any] = {}
+    if config.get("logs"):  # content in log events (openai-v2 event_only)
+        from opentelemetry.sdk._logs import LoggerProvider
+
+        logs["logger_provider"] = LoggerProvider()
+        if foreign is not None:
+            logs["logger_provider"].add_log_record_processor(foreign.log_processor())
     instrumentors = []
     for name in config["instrument"]:
-        extra = {"tracker": Tracker(tokenizer="chars")} if name == "ctxscope" else {}
+        extra = {"tracker": Tracker(tokenizer="chars")} if name == "ctxscope" else dict(logs)
         instrumentor(name).instrument(tracer_provider=provider, meter_provider=meter_provider, **extra)
         instrumentors.append(instrumentor(name))
     with ProviderServer() as server:

@@ -77,13 +77,15 @@ class Result:
 
 @lru_cache(maxsize=None)
 def scenario(instrument: tuple[str, ...], *, foreign: bool = True, capture: bool = True, stream: bool = False,
-             session: str | None = None) -> Result:
+             session: str | None = None, logs: bool = False, env_items: tuple[tuple[str, str], ...] = ()) -> Result:
     """Run one conversation in a fresh interpreter (instrumentations interfere in one process)."""
     env = {k: v for k, v in os.environ.items() if k not in _CAPTURE_KEYS}
     for name in instrument:
         if name in CAPTURE:
             env.update(CAPTURE[name][0 if capture else 1])
-    config = {"instrument": list(instrument), "foreign": foreign, "stream": stream, "session": session}
+    env.update(env_items)
+    config = {"instrument": list(instrument), "foreign": foreign, "stream": stream, "session": session,
+              "logs": logs}
     done = subprocess.run([sys.executable, str(SCENARIO), json.dumps(config)], env=env, capture_output=True,
                           text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-3000:]
@@ -127,6 +129,25 @@ def test_openai_v2_without_tool_definitions_puts_tools_into_unattributed(referen
     for key in ((Metric.REPORTED_TOKENS.name, None), (Metric.LIMIT_TOKENS.name, "window"),
                 (Metric.UTILIZATION.name, None)):
         assert result.metrics[key] == reference.metrics[key]
+    assert [c["attributes"][Attr.COVERAGE] for c in result.companions()] == ["partial", "partial"]
+
+
+EVENT_ONLY = (("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", "event_only"),)
+
+
+def test_openai_v2_event_only_content_is_read_from_its_log_event(reference):
+    """event_only: messages only on the log event; with log_processor() the figures equal span_only's."""
+    result = scenario(("openai-v2",), logs=True, env_items=EVENT_ONLY)
+    on_span = scenario(("openai-v2",))
+    assert not any(GenAI.INPUT_MESSAGES in s["attributes"] for s in result.spans)  # really not on the span
+    assert result.metrics == on_span.metrics
+    assert result.tokens()["prompts"] == OWN["prompts"]
+
+
+def test_openai_v2_event_only_without_the_log_processor_is_usage_only():
+    """event_only and no log processor added: the span has no content, usage-based figures, partial."""
+    result = scenario(("openai-v2",), env_items=EVENT_ONLY)
+    assert result.tokens() == {"unattributed": REPORTED}
     assert [c["attributes"][Attr.COVERAGE] for c in result.companions()] == ["partial", "partial"]
 
 

@@ -91,7 +91,22 @@ class ForeignSpanProcessor(SpanProcessor):
         self._own_calls = _Bounded()  # span ids of ctxscope's own model-call spans
         self._covered = _Bounded()  # span ids of foreign spans a ctxscope call ran inside
         self._shutdown = False
+        self._events: Any = None  # GenAIEventContent, once log_processor() was asked for
         ensure_processor(tracer_provider, meter_provider)
+
+    def log_processor(self) -> Any:
+        """A log record processor for content written in log events instead of spans.
+
+        openai-v2 with ``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=event_only``
+        puts the messages on a ``gen_ai.client.inference.operation.details``
+        event: add this to the ``LoggerProvider`` the instrumentation writes to
+        (``logger_provider.add_log_record_processor(processor.log_processor())``).
+        """
+        if self._events is None:
+            from .logs import GenAIEventContent
+
+            self._events = GenAIEventContent()
+        return self._events
 
     @property
     def tracker(self) -> Tracker:
@@ -140,6 +155,10 @@ class ForeignSpanProcessor(SpanProcessor):
             return
         if span.parent is not None and span.parent.span_id in self._own_calls:
             return
+        if self._events is not None and span.context is not None:
+            content = self._events.take(span.context.span_id)
+            if content and not any(key in attrs for key in content):
+                attrs = {**attrs, **content}
         call = parse_attributes(attrs)
         if call is None or (call.body is None and call.usage.reported_input is None):
             return
