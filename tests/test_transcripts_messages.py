@@ -62,3 +62,16 @@ def test_swe_agent_history_gives_one_call_per_assistant_message():
     expected = sum(1 for i, m in enumerate(history) if m.get("role") == "assistant" and i > 0)
     calls = list(TranscriptFile(str(path)).calls())
     assert len(calls) == expected == 13
+
+
+def test_responses_body_with_usage_details(tmp_path: Path):
+    """An OpenAI Responses pair: instructions are system, input_tokens (cached included) is the reported 300."""
+    pair = {"request": {"model": "gpt-5", "instructions": "Be terse.",
+                        "input": [{"role": "user", "content": [{"type": "input_text", "text": "hello"}]}]},
+            "response": {"usage": {"input_tokens": 300, "input_tokens_details": {"cached_tokens": 200},
+                                   "output_tokens": 5}}}
+    path = tmp_path / "responses.jsonl"
+    path.write_text(json.dumps(pair) + "\n")
+    calls = list(TranscriptFile(str(path)).calls())
+    assert [c.reported_tokens for c in calls] == [300]
+    assert [i.category for i in calls[0].items] == [Category.SYSTEM, Category.PROMPTS]

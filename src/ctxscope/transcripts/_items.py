@@ -132,13 +132,6 @@ def result_item(item_id: str, tool: str | None, text: str, call_id: str | None,
                 reference=ref, digest=content_digest(text))
 
 
-def tool_definition_item(name: str, definition: Any) -> Item:
-    text = dumps(definition)
-    return Item(id=f"tool:{name}", category=Category.TOOLS, part=f"tools/{_name(name)}",
-                chars=len(text), text=text, label=_name(name), source_kind="tool_definition",
-                digest=content_digest(text))
-
-
 def image_item(item_id: str, source: Any, provider: str, role: str, kind: str = "image") -> Item:
     """An image or document, counted by its pixel size where the header gives it, never its base64."""
     tokens = DEFAULT_IMAGE_TOKENS

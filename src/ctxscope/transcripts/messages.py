@@ -11,8 +11,10 @@ Accepted shapes, as one JSON document or as JSONL (one per line):
   call per assistant message, whose context is the messages before it.
 
 Calls are grouped into sessions by the SPEC fingerprint: the system prompt and
-the first user message. OpenAI's ``developer`` role counts as system,
-``reasoning_content`` as assistant thinking, tool definitions as tools.
+the first user message. Items come from the live path's request extractor
+(:mod:`ctxscope.items`): OpenAI's ``developer`` role counts as system,
+``reasoning_content`` as assistant thinking, tool definitions as tools, and
+OpenAI Responses bodies (``input``) are read too.
 """
 
 from __future__ import annotations
@@ -21,9 +23,8 @@ import hashlib
 from typing import Any, Mapping
 
 from ..observation import Usage
-from ..schema import Item
-from . import _items
-from .model import FORMAT_MESSAGES, Problem, TranscriptCall, as_int, dumps
+from ..schema import Category, Item
+from .model import FORMAT_MESSAGES, Problem, TranscriptCall, as_int
 
 
 class MessagesReader:
@@ -62,7 +63,10 @@ class MessagesReader:
                 # An exported transcript: a history, its usage (if any) for the last call.
                 return self._history(record["messages"], record, record.get("model"), line)
             return [self._call(record, None, line)]
-        self.problems.append(Problem(line, "no messages, request or history in this record, skipped"))
+        if "input" in record and isinstance(record.get("input"), (list, str)):
+            self.records += 1  # an OpenAI Responses request body
+            return [self._call(record, record.get("response"), line)]
+        self.problems.append(Problem(line, "no messages, input, request or history in this record, skipped"))
         return []
 
     def finish(self) -> list[TranscriptCall]:
@@ -78,12 +82,15 @@ class MessagesReader:
 
     def _history(self, messages: list[Any], body: Mapping[str, Any] | None, model: Any,
                  line: int) -> list[TranscriptCall]:
+        from ..items import RequestExtractor
+
         base = dict(body) if body is not None else {}
+        extractor = RequestExtractor()  # each prefix reuses the items of the one before
         out: list[TranscriptCall] = []
         for index, message in enumerate(messages):
             if isinstance(message, dict) and message.get("role") == "assistant" and index > 0:
                 base["messages"] = messages[:index]
-                items, provider = body_items(base)
+                items, provider = body_items(base, extractor)
                 out.append(self._emit(items, provider, model if isinstance(model, str) else None, None, line))
         if body is not None and out:
             out[-1].usage = _usage(body.get("usage"))
@@ -95,9 +102,8 @@ class MessagesReader:
         index = self._sessions.get(session, 0)
         self._sessions[session] = index + 1
         previous = self._previous.get(session, [])
-        # Append-only growth keeps ids in place: the new items are the tail.
-        prefix = len(previous) <= len(items) and all(a.id == b.id and a.digest == b.digest
-                                                     for a, b in zip(previous, items))
+        # Append-only growth keeps the same objects in place: the new items are the tail.
+        prefix = len(previous) <= len(items) and all(a is b for a, b in zip(previous, items))
         self._previous[session] = items
         return TranscriptCall(session_id=session, index=index, items=items,
                               added=items[len(previous):] if prefix and index else items,
@@ -105,107 +111,19 @@ class MessagesReader:
                               usage=usage, line=line)
 
 
-def body_items(body: Mapping[str, Any]) -> tuple[list[Item], str]:
-    """The items of a request body or message list, and its provider (``openai`` or ``anthropic``)."""
-    messages = body.get("messages") if isinstance(body.get("messages"), list) else []
-    anthropic = "system" in body and not any(isinstance(m, dict) and m.get("role") == "system" for m in messages)
-    anthropic = anthropic or any(
-        isinstance(m, dict) and isinstance(m.get("content"), list)
-        and any(isinstance(b, dict) and b.get("type") in ("tool_use", "tool_result", "thinking") for b in m["content"])
-        for m in messages)
-    tools = body.get("tools")
-    if isinstance(tools, list) and any(isinstance(t, dict) and "input_schema" in t for t in tools):
-        anthropic = True
-    provider = "anthropic" if anthropic else "openai"
-    out: list[Item] = []
-    system = body.get("system")
-    if isinstance(system, str) and system:
-        out.extend(_items.text_items("system:0", system, "system"))
-    elif isinstance(system, list):
-        for index, block in enumerate(system):
-            text = block.get("text") if isinstance(block, dict) else block if isinstance(block, str) else None
-            if isinstance(text, str) and text:
-                out.extend(_items.text_items(f"system:{index}", text, "system"))
-    if isinstance(tools, list):
-        for index, tool in enumerate(tools):
-            if isinstance(tool, dict):
-                fn = tool.get("function") if isinstance(tool.get("function"), dict) else tool
-                name = fn.get("name") if isinstance(fn.get("name"), str) else f"tool{index}"
-                out.append(_items.tool_definition_item(name, tool))
-    names: dict[str, tuple[str, str | None]] = {}
-    for position, message in enumerate(messages):
-        if isinstance(message, dict):
-            out.extend(_message_items(position, message, provider, names))
-    return out, provider
+def body_items(body: Mapping[str, Any], extractor: Any = None) -> tuple[list[Item], str]:
+    """The items of a request body or message list, and its provider (``openai`` or ``anthropic``).
 
+    The request extractor of the live path (:mod:`ctxscope.items`) does the
+    work, so a transcript and an instrumented call give the same items; an
+    ``extractor`` (``items.RequestExtractor``) reuses the items of messages
+    seen in the session's previous call.
+    """
+    from ..items import API_ANTHROPIC, RequestExtractor, detect_api
 
-def _message_items(position: int, message: Mapping[str, Any], provider: str,
-                   names: dict[str, tuple[str, str | None]]) -> list[Item]:
-    role = message.get("role")
-    role = role if isinstance(role, str) else "user"
-    prefix = f"m{position}"
-    out: list[Item] = []
-    reasoning = message.get("reasoning_content") or message.get("reasoning")
-    if isinstance(reasoning, str) and reasoning:
-        out.append(_items.thinking_item(f"{prefix}:reasoning", reasoning))
-    content = message.get("content")
-    if role == "tool":
-        call_id = message.get("tool_call_id")
-        name, ref = names.get(call_id, (message.get("name") or "unknown", None)) if isinstance(call_id, str) else ("unknown", None)
-        out.append(_items.result_item(f"result:{call_id}" if isinstance(call_id, str) else prefix, str(name),
-                                      _items.block_text(content), call_id if isinstance(call_id, str) else None, ref))
-        if isinstance(content, list):
-            for index, part in enumerate(content):
-                if isinstance(part, dict) and part.get("type") in ("image_url", "image"):
-                    out.append(_items.image_item(f"{prefix}:{index}", part.get("image_url") or part.get("source"), provider, "tool"))
-        return out
-    if isinstance(content, str):
-        if content:
-            out.extend(_items.text_items(f"{prefix}:0", content, role))
-    elif isinstance(content, list):
-        for index, block in enumerate(content):
-            if isinstance(block, str):
-                block = {"type": "text", "text": block}
-            if not isinstance(block, dict):
-                continue
-            kind = block.get("type")
-            item_id = f"{prefix}:{index}"
-            if kind in ("text", "input_text", "output_text"):
-                text = block.get("text")
-                if isinstance(text, str) and text:
-                    out.extend(_items.text_items(item_id, text, role))
-            elif kind in ("thinking", "redacted_thinking"):
-                text = block.get("thinking") or block.get("data")
-                if isinstance(text, str) and text:
-                    out.append(_items.thinking_item(item_id, text))
-            elif kind in ("image", "image_url", "input_image", "document", "file", "input_audio"):
-                media = "document" if kind in ("document", "file") else "audio" if kind == "input_audio" else "image"
-                out.append(_items.image_item(item_id, block.get("source") or block.get("image_url"), provider,
-                                             role if role != "user" else "user", media))
-            elif kind in ("tool_use", "server_tool_use"):
-                call_id = block.get("id") if isinstance(block.get("id"), str) else item_id
-                name = str(block.get("name") or "unknown")
-                item, ref = _items.call_item(call_id, name, block.get("input") or {})
-                names[call_id] = (name, ref)
-                out.append(item)
-            elif kind == "tool_result" or (isinstance(kind, str) and kind.endswith("_tool_result")):
-                call_id = block.get("tool_use_id")
-                name, ref = names.get(call_id, ("unknown", None)) if isinstance(call_id, str) else ("unknown", None)
-                body = block.get("content")
-                out.append(_items.result_item(f"result:{call_id}" if isinstance(call_id, str) else item_id, name,
-                                              _items.block_text(body), call_id if isinstance(call_id, str) else None, ref))
-    tool_calls = message.get("tool_calls")
-    if isinstance(tool_calls, list):
-        for index, call in enumerate(tool_calls):
-            if not isinstance(call, dict):
-                continue
-            fn = call.get("function") if isinstance(call.get("function"), dict) else {}
-            name = str(fn.get("name") or "unknown")
-            call_id = call.get("id") if isinstance(call.get("id"), str) else f"{prefix}:call{index}"
-            item, ref = _items.call_item(call_id, name, fn.get("arguments") if fn.get("arguments") is not None else {})
-            names[call_id] = (name, ref)
-            out.append(item)
-    return out
+    api = detect_api(body)
+    items = (extractor or RequestExtractor()).extract(body, api)
+    return items, "anthropic" if api == API_ANTHROPIC else "openai"
 
 
 def _usage(usage: Any) -> Usage | None:
@@ -217,6 +135,10 @@ def _usage(usage: Any) -> Usage | None:
         cached = as_int(details.get("cached_tokens")) if isinstance(details, dict) else 0
         return Usage(input_tokens=prompt, output_tokens=as_int(usage.get("completion_tokens")),
                      cache_read_input_tokens=cached, reported_input=prompt)
+    if "input_tokens" in usage and "cache_creation_input_tokens" not in usage and "input_tokens_details" in usage:
+        # OpenAI Responses: input_tokens includes the cached part (SPEC section 4).
+        tokens = as_int(usage.get("input_tokens"))
+        return Usage(input_tokens=tokens, output_tokens=as_int(usage.get("output_tokens")), reported_input=tokens)
     if "input_tokens" in usage:
         uncached = as_int(usage.get("input_tokens"))
         created = as_int(usage.get("cache_creation_input_tokens"))
@@ -233,9 +155,9 @@ def _has_assistant(messages: list[Any]) -> bool:
 
 def _fingerprint(items: list[Item]) -> str:
     """SPEC section 1: a session without an id is the system prompt and the first user message."""
-    system = "".join(i.digest for i in items if i.source_kind in ("system", "developer"))
-    first = next((i.digest for i in items if i.source_kind == "user"), "")
+    system = "".join(i.digest for i in items if i.category is Category.SYSTEM)
+    first = next((i.digest for i in items if i.category is Category.PROMPTS), "")
     return "fp-" + hashlib.blake2b((system + "|" + first).encode(), digest_size=6).hexdigest()
 
 
-__all__ = ["MessagesReader", "body_items", "dumps"]
+__all__ = ["MessagesReader", "body_items"]
