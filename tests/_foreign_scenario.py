@@ -65,6 +65,22 @@ def conversation(server: ProviderServer, *, stream: bool) -> None:
     assert text == "done", text
 
 
+def responses_conversation(server: ProviderServer) -> None:
+    """The same two turns through the Responses API (instructions, flat tools, function_call items)."""
+    server.reply(Reply.tool_call("read_file", {"path": "app.py"}), Reply.text("done"))
+    client = server.openai_client()
+    tools = [{"type": "function", "name": "read_file", "description": "Read a file",
+              "parameters": TOOLS[0]["function"]["parameters"]}]
+    first_input = [{"role": "user", "content": "hello there"}]
+    first = client.responses.create(model="gpt-4o", instructions="You are terse.", input=first_input, tools=tools)
+    call = next(item for item in first.output if item.type == "function_call")
+    # A fresh copy: OpenLLMetry 0.62.4 adds "type": "message" to the caller's input items in place.
+    second = [{"role": "user", "content": "hello there"}, call.model_dump(exclude_none=True),
+                            {"type": "function_call_output", "call_id": call.call_id, "output": "print(1)"}]
+    answer = client.responses.create(model="gpt-4o", instructions="You are terse.", input=second, tools=tools)
+    assert answer.output_text == "done", answer.output_text
+
+
 def span_json(span: Any) -> dict[str, Any]:
     return {
         "name": span.name,
@@ -118,7 +134,9 @@ def run(config: dict[str, Any]) -> dict[str, Any]:
         instrumentor(name).instrument(tracer_provider=provider, meter_provider=meter_provider, **extra)
         instrumentors.append(instrumentor(name))
     with ProviderServer() as server:
-        if config.get("session"):
+        if config.get("api") == "responses":
+            responses_conversation(server)
+        elif config.get("session"):
             from openinference.instrumentation import using_session
 
             with using_session(config["session"]):
