@@ -48,7 +48,7 @@ class MessagesReader:
             return []
         if isinstance(record.get("request"), dict):
             self.records += 1
-            return [self._call(record["request"], record.get("response"), line)]
+            return self._call(record["request"], record.get("response"), line)
         if isinstance(record.get("history"), list):
             self.records += 1
             return self._history(record["history"], None, record.get("model"), line)
@@ -62,10 +62,10 @@ class MessagesReader:
                                      and "max_tokens" not in record and "stream" not in record):
                 # An exported transcript: a history, its usage (if any) for the last call.
                 return self._history(record["messages"], record, record.get("model"), line)
-            return [self._call(record, None, line)]
+            return self._call(record, None, line)
         if "input" in record and isinstance(record.get("input"), (list, str)):
             self.records += 1  # an OpenAI Responses request body
-            return [self._call(record, record.get("response"), line)]
+            return self._call(record, record.get("response"), line)
         self.problems.append(Problem(line, "no messages, input, request or history in this record, skipped"))
         return []
 
@@ -74,11 +74,15 @@ class MessagesReader:
 
     # -- calls -----------------------------------------------------------------
 
-    def _call(self, body: Mapping[str, Any], response: Any, line: int) -> TranscriptCall:
-        items, provider = body_items(body)
+    def _call(self, body: Mapping[str, Any], response: Any, line: int) -> list[TranscriptCall]:
+        try:
+            items, provider = body_items(body)
+        except Exception as exc:  # noqa: BLE001 - a malformed body is a problem of that line
+            self.problems.append(Problem(line, f"not a usable request body ({_why(exc)})"))
+            return []
         usage = _usage(response.get("usage") if isinstance(response, dict) else None)
         model = body.get("model")
-        return self._emit(items, provider, model if isinstance(model, str) else None, usage, line)
+        return [self._emit(items, provider, model if isinstance(model, str) else None, usage, line)]
 
     def _history(self, messages: list[Any], body: Mapping[str, Any] | None, model: Any,
                  line: int) -> list[TranscriptCall]:
@@ -90,7 +94,11 @@ class MessagesReader:
         for index, message in enumerate(messages):
             if isinstance(message, dict) and message.get("role") == "assistant" and index > 0:
                 base["messages"] = messages[:index]
-                items, provider = body_items(base, extractor)
+                try:
+                    items, provider = body_items(base, extractor)
+                except Exception as exc:  # noqa: BLE001 - as in _call
+                    self.problems.append(Problem(line, f"unusable message history ({_why(exc)})"))
+                    return out
                 out.append(self._emit(items, provider, model if isinstance(model, str) else None, None, line))
         if body is not None and out:
             out[-1].usage = _usage(body.get("usage"))
@@ -149,8 +157,9 @@ def _usage(usage: Any) -> Usage | None:
     return None
 
 
-def _has_assistant(messages: list[Any]) -> bool:
-    return any(isinstance(m, dict) and m.get("role") == "assistant" for m in messages)
+def _why(exc: BaseException) -> str:
+    text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    return text[:120]
 
 
 def _fingerprint(items: list[Item]) -> str:
