@@ -258,3 +258,21 @@ def test_install_is_idempotent_and_skips_non_sdk_providers():
         assert install(NoOpTracerProvider()) is None
     finally:
         provider.shutdown()
+
+
+def test_install_beside_ctxscope_setup_reuses_its_context_processor():
+    """ctxscope.setup() then install(): one ContextSpanProcessor, which records the foreign call's session."""
+    import ctxscope
+    from ctxscope.processor import installed_processor
+
+    telemetry = ctxscope.setup(store=False, instrument=False, set_global=False)
+    try:
+        processor = install(telemetry.tracer_provider, tokenizer="chars")
+        assert processor is not None and installed_processor(telemetry.tracer_provider) is telemetry.processor
+        span = telemetry.tracer_provider.get_tracer("x").start_span("chat gpt-4o", kind=SpanKind.CLIENT, attributes={
+            GenAI.OPERATION_NAME: "chat", GenAI.REQUEST_MODEL: "gpt-4o", GenAI.USAGE_INPUT_TOKENS: 55,
+            GenAI.CONVERSATION_ID: "conv-setup"})
+        span.end()
+        assert telemetry.processor.sessions() == ["conv-setup"]
+    finally:
+        telemetry.shutdown()
