@@ -206,3 +206,12 @@ def test_tiktoken_basis_when_the_encoding_loads(tiktoken_ready, capsys):
     session = json.loads(out)["files"][0]["sessions"][0]
     assert code == 0 and session["basis"] == "tiktoken/o200k_base"
     assert session["used_tokens"] == 36526
+
+
+def test_redact_keeps_tools_and_hides_paths(tmp_path: Path, capsys):
+    """--redact: the duplicate finding names Read and a hash, not app.py."""
+    code, out, _ = run(capsys, "analyze", str(_rereads(tmp_path / "r.jsonl")), "--json", "--redact",
+                       "--tokenizer", "chars")
+    finding = json.loads(out)["files"][0]["sessions"][0]["waste"]["findings"][0]
+    assert code == 0
+    assert finding["reference"].startswith("Read:#") and "app.py" not in out

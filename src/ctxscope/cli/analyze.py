@@ -37,6 +37,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         help="exit 2 when a session's waste ratio exceeds R (0-1)")
     parser.add_argument("--no-subagents", action="store_true",
                         help="do not add the subagent files found beside a Claude Code session")
+    parser.add_argument("--redact", action="store_true",
+                        help="show references as the tool and a hash of its arguments (no file paths or "
+                             "commands in the report: SPEC section 7)")
     parser.set_defaults(handler=run)
 
 
@@ -157,6 +160,11 @@ def run(args: argparse.Namespace) -> int:
         raise UserError("--top must be at least 1")
     results = analyse(args.files, args, subagents=not args.no_subagents)
     sessions = [s for r in results for s in r.sessions if s.rows]
+    if args.redact:
+        for session in sessions:
+            if session.waste is not None:
+                for finding in session.waste.findings:
+                    finding.reference = redact(finding.reference)
     if args.html:
         from ..report import html as html_report
 
@@ -183,6 +191,16 @@ def run(args: argparse.Namespace) -> int:
                   f"{args.fail_over_ratio}", file=sys.stderr)
             return EXIT_THRESHOLD
     return EXIT_OK
+
+
+def redact(reference: str) -> str:
+    """``Read:file_path=src/app.py`` -> ``Read:#<hash>``: the tool stays, its arguments do not."""
+    import hashlib
+
+    tool, sep, rest = reference.partition(":")
+    if not sep:
+        return reference
+    return f"{tool}:#{hashlib.blake2b(rest.encode(), digest_size=6).hexdigest()}"
 
 
 def _write(path: str, text: str) -> None:
