@@ -231,6 +231,16 @@ def test_openinference_content_blocks_and_tools():
     assert (call.usage.reported_input, call.usage.input_tokens) == (40, 32)
 
 
+def test_openinference_chained_responses_request_is_partial():
+    """previous_response_id in llm.invocation_parameters: the provider prepends unseen context, partial."""
+    attributes = {"openinference.span.kind": "LLM", "llm.model_name": "gpt-4o",
+                  "llm.input_messages.0.message.role": "user", "llm.input_messages.0.message.content": "more",
+                  "llm.invocation_parameters": json.dumps({"model": "gpt-4o", "previous_response_id": "resp_1"})}
+    assert not parse_attributes(attributes).complete
+    attributes["llm.invocation_parameters"] = json.dumps({"model": "gpt-4o"})
+    assert parse_attributes(attributes).complete
+
+
 # ---------------------------------------------------------------------------
 # The processor's guards
 # ---------------------------------------------------------------------------

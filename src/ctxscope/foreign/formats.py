@@ -60,6 +60,7 @@ OI_MODEL = "llm.model_name"
 OI_PROVIDER = "llm.provider"
 OI_SYSTEM = "llm.system"
 OI_SESSION = "session.id"
+OI_INVOCATION_PARAMETERS = "llm.invocation_parameters"
 OI_PROMPT_TOKENS = "llm.token_count.prompt"
 OI_COMPLETION_TOKENS = "llm.token_count.completion"
 OI_CACHE_READ = "llm.token_count.prompt_details.cache_read"
@@ -460,6 +461,16 @@ def _openinference(attrs: Mapping[str, Any]) -> ForeignCall:
     except (ValueError, TypeError, AttributeError):
         return call
     call.body = _body(model, messages, tools)
-    # OpenInference writes llm.tools whenever the request has tools.
-    call.complete = True
+    # OpenInference writes llm.tools whenever the request has tools; a Responses
+    # request chained to stored context shows only its new input.
+    call.complete = not _chained(attrs.get(OI_INVOCATION_PARAMETERS))
     return call
+
+
+def _chained(parameters: Any) -> bool:
+    """Request parameters naming context the provider prepends (Responses chaining)."""
+    try:
+        parsed = json.loads(parameters) if isinstance(parameters, str) else parameters
+    except ValueError:
+        return False
+    return isinstance(parsed, Mapping) and bool(parsed.get("previous_response_id") or parsed.get("conversation"))
