@@ -11,12 +11,15 @@ import argparse
 import os
 import sys
 import time
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 from ..errors import UserError
 from ..tokens import TOKENIZERS
 from ..transcripts import FORMATS
 from ..waste import DEFAULT_AGING_CALLS, DEFAULT_RESULT_CAP, DEFAULT_TOOL_BUDGET, WasteOptions
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..report.analysis import FileResult
 
 EXIT_OK, EXIT_ERROR, EXIT_THRESHOLD = 0, 1, 2
 MAX_PROBLEMS_SHOWN = 20
@@ -97,7 +100,7 @@ def subagent_files(path: str) -> list[str]:
     return found
 
 
-def analyse(paths: list[str], args: argparse.Namespace, *, subagents: bool = True) -> list:
+def analyse(paths: list[str], args: argparse.Namespace, *, subagents: bool = True) -> list["FileResult"]:
     from ..report.analysis import analyze_file
 
     options = options_from(args)
@@ -122,7 +125,7 @@ def analyse(paths: list[str], args: argparse.Namespace, *, subagents: bool = Tru
     return results
 
 
-def report_problems(result) -> None:  # type: ignore[no-untyped-def]
+def report_problems(result: "FileResult") -> None:
     for problem in result.problems[:MAX_PROBLEMS_SHOWN]:
         where = f"{result.path}:{problem.line}" if problem.line is not None else result.path
         print(f"ctxscope: {where}: {problem.message}", file=sys.stderr)

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from ..observation import Usage
-from ..schema import CompactionTrigger, Item
+from ..schema import Category, CompactionTrigger, Item
 from . import _items
 from .model import (FORMAT_CLAUDE_CODE, Compaction, Problem, TranscriptCall, as_int,
                     dumps, parse_timestamp_ns)
@@ -71,7 +71,6 @@ class ClaudeCodeReader:
         self._sessions: dict[str, _Session] = {}
         self._seen_calls: set[tuple[str, str]] = set()
         self._tools: dict[str, tuple[str, str | None]] = {}  # tool_use id -> (name, reference)
-        self._unknown_types: set[str] = set()
 
     # -- public -------------------------------------------------------------
 
@@ -88,9 +87,7 @@ class ClaudeCodeReader:
             return []
         uuid = record.get("uuid")
         if kind not in ("user", "assistant", "system", "attachment"):
-            if kind not in self._unknown_types:  # new record types come with new versions
-                self._unknown_types.add(kind)
-            return []
+            return []  # record types new versions add: not context, skipped
         if not isinstance(uuid, str):
             return []
         session = self._session(record)
@@ -295,8 +292,6 @@ class ClaudeCodeReader:
         text = "\n".join(pieces)
         item = _items.text_item(f"{uuid}:0", text, "user", label=kind)
         category = _ATTACHMENT_PARTS.get(kind, "environment")
-        from ..schema import Category
-
         item.category = Category(category)
         item.part = category
         return (item,)

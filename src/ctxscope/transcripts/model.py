@@ -14,7 +14,7 @@ from __future__ import annotations
 import datetime as _dt
 import hashlib
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from ..observation import Usage
@@ -130,12 +130,3 @@ def as_int(value: Any) -> int:
     if isinstance(value, float) and value == value:
         return max(0, int(value))
     return 0
-
-
-@dataclass(slots=True)
-class Session:
-    """Per-session bookkeeping shared by the readers: call numbering and the previous context."""
-
-    session_id: str
-    calls: int = 0
-    previous: list[Item] = field(default_factory=list)
