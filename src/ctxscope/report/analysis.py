@@ -13,10 +13,10 @@ from __future__ import annotations
 
 import gc
 from dataclasses import dataclass, field
-from typing import Callable, Iterable
+from typing import Callable
 
 from ..ledger import SessionLedger
-from ..schema import CATEGORIES, Category, WasteKind
+from ..schema import Category
 from ..tokens import counter_for
 from ..transcripts import Problem, TranscriptCall, TranscriptFile, observe_call
 from ..waste import Report, WasteOptions, WasteTracker
@@ -156,18 +156,3 @@ def _account(state: _Live, call: TranscriptCall, keep_text: bool) -> None:
     result.model = call.model or result.model
     if call.window_tokens:
         result.window = call.window_tokens
-
-
-def analyze_files(paths: Iterable[str], **kwargs: object) -> list[FileResult]:
-    return [analyze_file(p, **kwargs) for p in paths]  # type: ignore[arg-type]
-
-
-def category_totals(rows: list[CallRow]) -> dict[Category, int]:
-    """The calibrated composition of the last call, in report order."""
-    if not rows:
-        return {}
-    last = rows[-1].calibrated
-    return {c: last[c] for c in CATEGORIES if last.get(c)}
-
-
-WASTE_KINDS = tuple(WasteKind)

@@ -55,7 +55,7 @@ def render_session(session: SessionResult, out: TextIO, *, top: int = 10, growth
             out.write(f"   {mark}call {r.index:>5}  line {r.line or 0:>7}  {total:>11,}  "
                       f"{'=' * max(0, round(total / peak * _BAR))}\n")
     if session.parts:
-        out.write(f"\n  largest parts (apportioned)\n")
+        out.write("\n  largest parts (apportioned)\n")
         for part, value in sorted(session.parts.items(), key=lambda kv: (-kv[1], kv[0]))[:top]:
             out.write(f"    {part:<40}{value:>11,}\n")
     waste = session.waste

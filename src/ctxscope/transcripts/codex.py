@@ -19,7 +19,7 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from ..observation import Usage
-from ..schema import Category, CompactionTrigger, Item
+from ..schema import CompactionTrigger, Item
 from . import _items
 from .model import (FORMAT_CODEX, Compaction, Problem, TranscriptCall, as_int, dumps,
                     parse_timestamp_ns)
