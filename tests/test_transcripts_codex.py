@@ -65,3 +65,13 @@ def test_real_rollout_has_one_call_per_distinct_token_count():
     calls = list(TranscriptFile(str(path)).calls())
     assert len(calls) == 66 == len(totals)
     assert calls[0].reported_tokens == 18703 and calls[1].reported_tokens == 18911
+
+
+def test_byte_order_mark_and_crlf_lines(tmp_path: Path):
+    """A file saved with a BOM and CRLF line ends reads as the original: the same two calls."""
+    text = TURNS.read_text().replace("\n", "\r\n")
+    path = tmp_path / "bom.jsonl"
+    path.write_bytes(b"\xef\xbb\xbf" + text.encode())
+    source = TranscriptFile(str(path))
+    assert [c.reported_tokens for c in source.calls()] == [1024, 1100]
+    assert source.problems == []

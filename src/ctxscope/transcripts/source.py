@@ -133,6 +133,8 @@ class TranscriptFile:
             # JSON parsers skip surrounding whitespace: only blank lines need a look
             # (stripping every line would copy the whole file once more).
             text = raw
+            if lineno == 1 and raw.startswith(b"\xef\xbb\xbf"):
+                text = raw = raw[3:]  # a byte-order mark some editors write
             if len(raw) < 3 or raw[:1].isspace():
                 text = raw.strip()
                 if not text:
