@@ -156,3 +156,22 @@ def test_whole_corpus_reads_without_errors_beyond_the_known_bad_files():
             bad[path.name] = [p.message.split(":")[0] for p in result.problems]
     for name, messages in bad.items():
         assert name in ("edge_cases.jsonl", "journal.jsonl", "expected-conversation.jsonl") or messages == ["empty file"], (name, messages)
+
+
+def test_ledger_snapshot_is_transcript_observed_partial_with_unattributed():
+    """observe_call: stage transcript-observed, coverage partial; unattributed = reported - estimated."""
+    from ctxscope.ledger import SessionLedger
+    from ctxscope.schema import Coverage, Stage
+    from ctxscope.tokens import CharsCounter
+    from ctxscope.transcripts import observe_call
+
+    ledger = SessionLedger("s", counter=CharsCounter())
+    snapshot = None
+    for call in TranscriptFile(str(MAIN)).calls():
+        snapshot = observe_call(ledger, call)
+    ann = snapshot.annotation
+    assert ann.stage is Stage.TRANSCRIPT_OBSERVED and ann.coverage is Coverage.PARTIAL
+    assert ann.reported_tokens == 36526
+    calibrated = snapshot.calibrated()
+    assert calibrated[Category.UNATTRIBUTED] == 36526 - ann.estimated_tokens > 0
+    assert sum(calibrated.values()) == 36526
