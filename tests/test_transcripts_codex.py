@@ -75,3 +75,15 @@ def test_byte_order_mark_and_crlf_lines(tmp_path: Path):
     source = TranscriptFile(str(path))
     assert [c.reported_tokens for c in source.calls()] == [1024, 1100]
     assert source.problems == []
+
+
+def test_subagent_rollout_names_its_parent(tmp_path: Path):
+    """A rollout whose session_meta has source.subagent and parent_thread_id is a session with that parent."""
+    lines = TURNS.read_text().splitlines()
+    meta = json.loads(lines[0])
+    meta["payload"].update({"id": "child", "parent_thread_id": "parent-thread",
+                            "source": {"subagent": {"thread_spawn": {"parent_thread_id": "parent-thread"}}}})
+    path = tmp_path / "child.jsonl"
+    path.write_text("\n".join([json.dumps(meta), *lines[1:]]) + "\n")
+    calls = list(TranscriptFile(str(path)).calls())
+    assert {(c.session_id, c.parent_session_id) for c in calls} == {("child", "parent-thread")}

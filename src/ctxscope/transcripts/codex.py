@@ -41,6 +41,7 @@ class CodexReader:
         self.records = 0
         self.problems: list[Problem] = []
         self.session_id = name.rsplit(".", 1)[0] or "codex"
+        self.parent_session_id: str | None = None
         self._model: str | None = None
         self._window: int | None = None
         self._items: list[Item] = []
@@ -99,6 +100,14 @@ class CodexReader:
         session_id = payload.get("id")
         if isinstance(session_id, str) and session_id:
             self.session_id = session_id
+        # A subagent's rollout (source.subagent, parent_thread_id) is a session of its own.
+        parent = payload.get("parent_thread_id")
+        source = payload.get("source")
+        if isinstance(source, dict) and isinstance(source.get("subagent"), dict) and not isinstance(parent, str):
+            spawn = source["subagent"].get("thread_spawn")
+            parent = spawn.get("parent_thread_id") if isinstance(spawn, dict) else None
+        if isinstance(parent, str) and parent:
+            self.parent_session_id = parent
         base = payload.get("base_instructions")
         text = base.get("text") if isinstance(base, dict) else base if isinstance(base, str) else None
         if isinstance(text, str) and text:
@@ -126,7 +135,7 @@ class CodexReader:
             session_id=self.session_id, index=self._calls, items=list(self._items),
             added=list(self._items) if reset else self._since_call, reset=reset, provider=PROVIDER,
             model=self._model, compaction=self._compaction, timestamp_ns=timestamp, line=line,
-            window_tokens=self._window)
+            parent_session_id=self.parent_session_id, window_tokens=self._window)
         self._calls += 1
         self._since_call = []
         self._reset = False
