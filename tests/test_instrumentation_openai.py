@@ -501,3 +501,17 @@ def test_next_to_the_official_openai_v2_instrumentation(tel, client):
     assert attr(ours, Attr.ESTIMATED_TOKENS) == 7
     assert not any(k.startswith("llm.context.") for k in theirs.attributes)
     assert attr(theirs, GenAI.USAGE_INPUT_TOKENS) == attr(ours, GenAI.USAGE_INPUT_TOKENS) == 20
+
+
+def test_abandoned_stream_ends_its_span_when_collected(tel, server, client):
+    """A stream dropped half-read (neither consumed nor closed) ends its span once garbage-collected."""
+    import gc
+
+    server.reply(Reply.text("a b c d"))
+    stream = client.chat.completions.create(model="gpt-4o", messages=FIRST, stream=True)
+    next(stream)
+    assert tel.calls() == []
+    del stream
+    gc.collect()
+    span = tel.one_call()
+    assert attr(span, Attr.ESTIMATED_TOKENS) == 7

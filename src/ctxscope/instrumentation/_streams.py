@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextvars
 import logging
+import weakref
 from typing import Any, Callable, Protocol
 
 import wrapt
@@ -43,6 +44,38 @@ def register_helper_call(call: ModelCall) -> None:
         calls.append(call)
 
 
+def _abandoned(call: ModelCall, state: StreamState) -> None:
+    """A stream dropped without being consumed or closed: end its span with what it saw."""
+    try:
+        if not call.ended:
+            call.finish(_info(state))
+    except Exception:  # noqa: BLE001 - runs from the garbage collector
+        pass
+
+
+def _bind(proxy: Any, call: ModelCall, state: StreamState) -> None:
+    """Let the call reach its stream proxy (weakly: no cycle keeps the proxy alive) and end with it."""
+    ref = weakref.ref(proxy)
+
+    def finish() -> None:
+        live = ref()
+        if live is not None:
+            live._self_finish()
+        elif not call.ended:
+            call.finish(_info(state))
+
+    def fail(error: BaseException) -> None:
+        live = ref()
+        if live is not None:
+            live._self_fail(error)
+        elif not call.ended:
+            call.fail(error, _info(state))
+
+    call.stream_finish = finish
+    call.stream_fail = fail
+    weakref.finalize(proxy, _abandoned, call, state)
+
+
 def _observe(state: StreamState, item: Any) -> None:
     try:
         state.observe(item)
@@ -65,8 +98,7 @@ class SyncStream(wrapt.ObjectProxy):  # type: ignore[misc]
         super().__init__(wrapped)
         self._self_call = call
         self._self_state = state
-        call.stream_finish = self._self_finish
-        call.stream_fail = self._self_fail
+        _bind(self, call, state)
 
     def _self_finish(self) -> None:
         if not self._self_call.ended:
@@ -118,8 +150,7 @@ class AsyncStream(wrapt.ObjectProxy):  # type: ignore[misc]
         super().__init__(wrapped)
         self._self_call = call
         self._self_state = state
-        call.stream_finish = self._self_finish
-        call.stream_fail = self._self_fail
+        _bind(self, call, state)
 
     def _self_finish(self) -> None:
         if not self._self_call.ended:
