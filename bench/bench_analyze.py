@@ -124,8 +124,8 @@ def compare() -> list[dict[str, object]]:
                     if s["parent_session_id"] is None or path.name.startswith("agent-")]
         # ctxlens keys a reference by its first argument only (Read:file_path=X), ours by all
         # the normalised arguments (offset, limit...): compare on the first argument.
-        found = {_head(f["reference"]) for s in sessions for f in s["waste"]["findings"]
-                 if f["kind"] in ("duplicate", "stale")}
+        found = {_head(f["reference"].removeprefix("repeated call ")) for s in sessions
+                 for f in s["waste"]["findings"] if f["kind"] in ("duplicate", "stale")}
         tools_found = {ref.split(":", 1)[0] for ref in found}
         texts_found = any(ref.startswith("identical ") for ref in found)
         dup_items = [i for i in lens["waste"]["items"] if i["kind"].startswith("duplicate")]
@@ -138,7 +138,9 @@ def compare() -> list[dict[str, object]]:
                 ref = refs.get(match.group(1)) if match else None
                 named += (ref.split(":", 1)[0] in tools_found) if ref else texts_found
             else:
-                named += _head(item["detail"].split(" repeated")[0]) in found
+                ref = item["detail"].split(" repeated")[0]
+                # A tool without arguments in ctxlens's key (ExitPlanMode): any finding of that tool.
+                named += _head(ref) in found or (":" not in ref and ref in tools_found)
         ours_waste = {k: sum(s["waste"]["tokens"].get(k, 0) for s in sessions)
                       for k in ("duplicate", "stale", "bloat", "tool_definition_overage")}
         rows.append({"file": str(path.relative_to(CORPUS)), "ctxlens_duplicate": lens["waste"]["duplicate_tokens"],

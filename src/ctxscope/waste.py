@@ -153,7 +153,8 @@ class WasteTracker:
         self._stale = 0
         self._cross_duplicate = 0  # identical kept bodies under different references
         # Other content repeated verbatim (a reminder re-injected, a prompt pasted
-        # twice): digest -> [copies, tokens, part]; every copy after the first is duplicate.
+        # twice, the same tool call again): digest -> [copies, tokens, name]; every
+        # copy after the first is duplicate.
         self._texts: dict[str, list] = {}
         self._text_duplicate = 0
         self._bloat = 0
@@ -212,7 +213,9 @@ class WasteTracker:
             if item.digest and item.tokens >= MIN_DUPLICATE_TEXT_TOKENS:
                 entry = self._texts.get(item.digest)
                 if entry is None:
-                    self._texts[item.digest] = [1, item.tokens, item.part]
+                    # Named by the call's reference for repeated tool calls, else by its part.
+                    name = f"repeated call {item.reference}" if item.reference else f"identical {item.part} text"
+                    self._texts[item.digest] = [1, item.tokens, name]
                 else:
                     entry[0] += 1
                     self._text_duplicate += entry[1]
@@ -341,10 +344,9 @@ def _findings(tracker: WasteTracker, total: int) -> Report:
         # one finding for all its extra copies, named by the first one kept.
         add(WasteKind.DUPLICATE.value, f"{seen_kept[digest]} (same body under other references)", copies,
             copies * tokens, "drop", plan.drop)
-    for digest, (copies, tokens, part) in tracker._texts.items():
+    for digest, (copies, tokens, name) in tracker._texts.items():
         if copies > 1:
-            add(WasteKind.DUPLICATE.value, f"identical {part} text", copies - 1, (copies - 1) * tokens, "drop",
-                plan.drop)
+            add(WasteKind.DUPLICATE.value, name, copies - 1, (copies - 1) * tokens, "drop", plan.drop)
     totals = tracker.totals()
     overage = totals[WasteKind.TOOL_DEFINITION_OVERAGE]
     if overage:
