@@ -215,3 +215,22 @@ def test_redact_keeps_tools_and_hides_paths(tmp_path: Path, capsys):
     finding = json.loads(out)["files"][0]["sessions"][0]["waste"]["findings"][0]
     assert code == 0
     assert finding["reference"].startswith("Read:#") and "app.py" not in out
+
+
+def test_one_bad_file_among_good_ones_still_exits_0(tmp_path: Path, capsys):
+    """An empty file next to a good one: its line on stderr, the good one analysed, exit 0."""
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("")
+    code, out, err = run(capsys, "analyze", str(empty), str(MAIN), "--json", "--tokenizer", "chars")
+    assert code == 0
+    assert f"ctxscope: {empty}: empty file" in err
+    assert [f["sessions"][0]["calls"] if f["sessions"] else 0 for f in json.loads(out)["files"]] == [0, 7]
+
+
+def test_json_written_to_a_file_owner_only(tmp_path: Path, capsys):
+    """--json -o writes the document (mode 0600) instead of printing it."""
+    target = tmp_path / "out.json"
+    code, out, _ = run(capsys, "analyze", str(MAIN), "--json", "-o", str(target), "--tokenizer", "chars")
+    assert code == 0 and out == ""
+    assert json.loads(target.read_text())["files"][0]["sessions"][0]["calls"] == 7
+    assert target.stat().st_mode & 0o777 == 0o600
