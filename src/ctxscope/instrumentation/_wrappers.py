@@ -142,35 +142,48 @@ class ModelCall:
             value = body.get(name)
             if isinstance(value, (int, float)) and not isinstance(value, bool):
                 attributes[key] = value
+        self._started = started
+        observed = time.time_ns()
+        annotation = self._observe_request(body, session_id, observed)
+        if annotation is not None:
+            # Given at start (one attribute set, and samplers see the session and the context).
+            attributes[GenAI.CONVERSATION_ID] = self.pending.session_id  # type: ignore[union-attr]
+            attributes.update(annotation.to_attributes())
         name = f"{OPERATION_CHAT} {self.model}" if self.model else OPERATION_CHAT
         self.span: Span = telemetry.tracer.start_span(name, kind=SpanKind.CLIENT, attributes=attributes,
                                                       start_time=started)
-        self._started = started
-        self._observe_request(body, session_id)
+        if annotation is not None:
+            self._decorate(annotation, observed)
 
     # -- request -------------------------------------------------------------------
 
-    def _observe_request(self, body: Mapping[str, Any], session_id: str | None) -> None:
+    def _observe_request(self, body: Mapping[str, Any], session_id: str | None, observed: int) -> Any:
+        """The request's annotation from the tracker, or None when that failed (logged)."""
         try:
-            observed = time.time_ns()
             pending = self.telemetry.tracker.observe_request(
                 body, self.api, provider=self.provider, session_id=session_id, model=self.model,
                 timestamp_ns=observed)
             self.pending = pending
-            self.span.set_attribute(GenAI.CONVERSATION_ID, pending.session_id)
-            snapshot = pending.snapshot
-            annotation = snapshot.annotation
+            annotation = pending.snapshot.annotation
             annotation.sample_offset_ns = max(0, observed - self._started)
-            if pending.first:
+            return annotation
+        except Exception:  # noqa: BLE001 - ours: log, never reach the caller
+            _log.warning("ctxscope: could not annotate the %s call", self.api, exc_info=True)
+            return None
+
+    def _decorate(self, annotation: Any, observed: int) -> None:
+        """Change events on the call's span; capture-start and post-compaction child spans."""
+        try:
+            snapshot = self.pending.snapshot  # type: ignore[union-attr]
+            if self.pending.first:  # type: ignore[union-attr]
                 self._marker(SPAN_CAPTURE_START, snapshot.annotation_for(Stage.CAPTURE_START))
             if snapshot.compaction is not None:
                 post = snapshot.compaction.annotation
                 post.sample_offset_ns = 0
                 self._marker(SPAN_POST_COMPACTION, post)
-            self.span.set_attributes(annotation.to_attributes())
             for event_name, event_attributes in annotation.change_events():
                 self.span.add_event(event_name, event_attributes, timestamp=observed)
-        except Exception:  # noqa: BLE001 - ours: log, never reach the caller
+        except Exception:  # noqa: BLE001
             _log.warning("ctxscope: could not annotate the %s call", self.api, exc_info=True)
 
     def _marker(self, name: str, annotation: Any) -> None:
@@ -210,11 +223,12 @@ class ModelCall:
             return
         try:
             info = info or ResponseInfo()
-            self._set_response(info)
+            attributes = self._response_attributes(info)
             if self.pending is not None:
                 self.telemetry.tracker.observe_response(
                     self.pending, info.usage, response_model=info.response_model, response_id=info.response_id)
-                self._set_reported()
+                attributes.update(self._reported_attributes())
+            self.span.set_attributes(attributes)  # one call: each takes the span's lock
         except Exception:  # noqa: BLE001
             _log.warning("ctxscope: could not record the %s response", self.api, exc_info=True)
         finally:
@@ -226,31 +240,32 @@ class ModelCall:
             return
         try:
             error_type = type(error).__qualname__
-            if info is not None:
-                self._set_response(info)
-            self.span.set_attribute(ERROR_TYPE, error_type)
             # The description stays the type: a provider message may quote the prompt (SPEC section 7).
             self.span.set_status(Status(StatusCode.ERROR, error_type))
+            attributes = self._response_attributes(info) if info is not None else {}
+            attributes[ERROR_TYPE] = error_type
             if self.pending is not None:
                 self.telemetry.tracker.observe_response(
                     self.pending, info.usage if info else None, error=error_type)
-                self._set_reported()
+                attributes.update(self._reported_attributes())
+            self.span.set_attributes(attributes)
         except Exception:  # noqa: BLE001
             _log.warning("ctxscope: could not record the %s error", self.api, exc_info=True)
         finally:
             self._end()
 
-    def _set_reported(self) -> None:
+    def _reported_attributes(self) -> dict[str, Any]:
         """The reported input and calibration the ledger attached (SPEC sections 4-5)."""
         annotation = self.pending.snapshot.annotation if self.pending is not None else None
-        if annotation is None:
-            return
-        if annotation.reported_tokens is not None:
-            self.span.set_attribute(Attr.REPORTED_TOKENS, int(annotation.reported_tokens))
-        if annotation.calibration_factor is not None:
-            self.span.set_attribute(Attr.CALIBRATION_FACTOR, float(annotation.calibration_factor))
+        attributes: dict[str, Any] = {}
+        if annotation is not None and annotation.reported_tokens is not None:
+            attributes[Attr.REPORTED_TOKENS] = int(annotation.reported_tokens)
+        if annotation is not None and annotation.calibration_factor is not None:
+            attributes[Attr.CALIBRATION_FACTOR] = float(annotation.calibration_factor)
+        return attributes
 
-    def _set_response(self, info: ResponseInfo) -> None:
+    @staticmethod
+    def _response_attributes(info: ResponseInfo) -> dict[str, Any]:
         attributes: dict[str, Any] = {}
         if info.response_model:
             attributes[GenAI.RESPONSE_MODEL] = info.response_model
@@ -266,7 +281,7 @@ class ModelCall:
                            (GenAI.USAGE_CACHE_CREATION_INPUT_TOKENS, usage.cache_creation_input_tokens)):
             if value is not None:
                 attributes[key] = int(value)
-        self.span.set_attributes(attributes)
+        return attributes
 
     def _end(self) -> None:
         try:
