@@ -159,3 +159,15 @@ def test_threads_keep_sessions_apart(tracker):
     # System 4 + 20 turns of ceil(12/4)=3 or ceil(13/4)=4 tokens.
     latest = big.ledger("t0").latest.annotation
     assert latest.estimated_tokens == 4 + 20 * 3  # "turn ii of 0" is 12 chars: 3 tokens each
+
+
+def test_responses_conversation_object_is_the_session(tracker):
+    """Responses with conversation="conv_1" (or {"id": ...}): that id is the session, coverage partial."""
+    call = tracker.observe_request({"model": "gpt-4o", "input": "hi", "conversation": "conv_1"},
+                                   "openai.responses", provider="openai")
+    assert call.session_id == "conv_1"
+    assert call.snapshot.annotation.coverage is Coverage.PARTIAL
+    other = tracker.session_for({"input": "x", "conversation": {"id": "conv_2"}}, "openai.responses")
+    assert other == "conv_2"
+    with ctxscope.session("mine"):
+        assert tracker.session_for({"input": "x", "conversation": "conv_3"}, "openai.responses") == "mine"

@@ -197,7 +197,13 @@ class Tracker:
 
     def session_for(self, body: Mapping[str, Any], api: str, session_id: str | None = None) -> str:
         """The session key of a request (``ctxscope.session`` rules, plus Responses chaining)."""
-        if session_id is None and api == "openai.responses":
+        if session_id is None and api == "openai.responses" and _session.current_session_id() is None:
+            # The provider's own conversation object is the natural key.
+            conversation = body.get("conversation")
+            if isinstance(conversation, Mapping):
+                conversation = conversation.get("id")
+            if isinstance(conversation, str) and conversation:
+                return conversation
             previous = body.get("previous_response_id")
             if isinstance(previous, str):
                 with self._lock:
