@@ -73,7 +73,8 @@ def _bind(proxy: Any, call: ModelCall, state: StreamState) -> None:
 
     call.stream_finish = finish
     call.stream_fail = fail
-    weakref.finalize(proxy, _abandoned, call, state)
+    finalizer = weakref.finalize(proxy, _abandoned, call, state)
+    finalizer.atexit = False  # at exit the providers may be shut down already: nothing to end into
 
 
 def _observe(state: StreamState, item: Any) -> None:
