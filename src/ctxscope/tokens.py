@@ -138,8 +138,12 @@ def load_encoding(name: str, timeout_s: float = ENCODING_LOAD_TIMEOUT_S) -> obje
         _encodings[name] = encoding
         if encoding is None and not _warned:
             _warned = True
-            reason = repr(error[0]) if error else f"timed out after {timeout_s:g}s"
-            _log.warning("ctxscope: tiktoken encoding %s unavailable (%s); counting with chars/4",
+            # One short line: the exception's first line is enough to act on
+            # (a proxy or connection error is otherwise several hundred characters).
+            reason = (f"{type(error[0]).__name__}: {str(error[0]).splitlines()[0][:120]}"
+                      if error and str(error[0]) else
+                      type(error[0]).__name__ if error else f"timed out after {timeout_s:g}s")
+            _log.warning("tiktoken encoding %s unavailable (%s); counting with chars/4",
                          name, reason)
         return encoding
 
