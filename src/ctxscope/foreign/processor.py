@@ -26,7 +26,7 @@ import logging
 import threading
 import weakref
 from collections import OrderedDict
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from opentelemetry import trace
 from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor
@@ -40,6 +40,9 @@ from ..schema import INSTRUMENTATION_SCOPE, Annotation, Coverage, GenAI, Stage
 from ..session import current_session_id
 from ..tracker import Tracker
 from .formats import ForeignCall, parse_attributes
+
+if TYPE_CHECKING:  # pragma: no cover - logs.py imports the SDK's log processor only when asked for
+    from .logs import GenAIEventContent
 
 __all__ = ["COMPANION_SPAN_PREFIX", "ForeignSpanProcessor", "install"]
 
@@ -91,10 +94,10 @@ class ForeignSpanProcessor(SpanProcessor):
         self._own_calls = _Bounded()  # span ids of ctxscope's own model-call spans
         self._covered = _Bounded()  # span ids of foreign spans a ctxscope call ran inside
         self._shutdown = False
-        self._events: Any = None  # GenAIEventContent, once log_processor() was asked for
+        self._events: GenAIEventContent | None = None  # once log_processor() was asked for
         ensure_processor(tracer_provider, meter_provider)
 
-    def log_processor(self) -> Any:
+    def log_processor(self) -> GenAIEventContent:
         """A log record processor for content written in log events instead of spans.
 
         openai-v2 with ``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=event_only``
