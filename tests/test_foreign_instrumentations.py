@@ -209,8 +209,8 @@ def test_openinference_session_id_keys_the_session():
 
 @pytest.mark.parametrize("order", [("ctxscope", "openinference"), ("openinference", "ctxscope"),
                                    ("ctxscope", "openllmetry"), ("openllmetry", "ctxscope"),
-                                   ("ctxscope", "openai-v2")],
-                         ids=["oi-1", "oi-2", "ll-inside", "ll-outside", "v2-inside"])
+                                   ("ctxscope", "openai-v2"), ("openai-v2", "ctxscope")],
+                         ids=["oi-1", "oi-2", "ll-inside", "ll-outside", "v2-inside", "v2-outside"])
 def test_no_double_counting_beside_ctxscope_own_instrumentation(order, reference):
     """Both instrument the same calls (either nesting): no companion span, the metrics are ctxscope's own."""
     result = scenario(order)
