@@ -241,6 +241,51 @@ def test_openinference_chained_responses_request_is_partial():
     assert parse_attributes(attributes).complete
 
 
+def _history(*texts: str) -> list[dict[str, Any]]:
+    roles = ("user", "assistant")
+    return [{"role": roles[i % 2], "parts": [{"type": "text", "content": t}]} for i, t in enumerate(texts)]
+
+
+LONG = "x" * 400  # 100 tokens
+
+
+def _compactions(pipe: Pipe) -> dict[str, int]:
+    out = {}
+    data = pipe.reader.get_metrics_data()
+    for resource in data.resource_metrics if data else ():
+        for scope in resource.scope_metrics:
+            for metric in scope.metrics:
+                if metric.name == Metric.COMPACTIONS.name:
+                    for point in metric.data.data_points:
+                        out[point.attributes[MetricAttr.COMPACTION_TRIGGER]] = point.value
+    return out
+
+
+def test_a_history_cut_to_its_last_prompt_is_an_inferred_compaction(pipe):
+    """GenAI spans whose history (300 tokens of conversation) drops to one 1-token prompt: one auto compaction."""
+    for history in (_history(LONG), _history(LONG, LONG, LONG), _history("next")):
+        pipe.write("x", "chat gpt-4o", {GenAI.OPERATION_NAME: "chat", GenAI.REQUEST_MODEL: "gpt-4o",
+                                        GenAI.CONVERSATION_ID: "c", GenAI.TOOL_DEFINITIONS: "[]",
+                                        GenAI.INPUT_MESSAGES: json.dumps(history)})
+    assert _compactions(pipe) == {"auto": 1}
+    post = [s for s in pipe.exporter.get_finished_spans() if s.name == "post-compaction"]
+    assert len(post) == 1 and post[0].parent.span_id == pipe.companions()[-1].context.span_id
+
+
+def test_a_chained_request_is_no_compaction(pipe):
+    """The same cut seen by OpenInference with previous_response_id: partial history, no compaction."""
+    for i, history in enumerate((("u", LONG), ("u", LONG, "a", LONG, "u", LONG), ("u", "next"))):
+        attributes: dict[str, Any] = {"openinference.span.kind": "LLM", "llm.model_name": "gpt-4o", "session.id": "c",
+                                      "llm.invocation_parameters": json.dumps(
+                                          {"model": "gpt-4o", **({"previous_response_id": "r1"} if i == 2 else {})})}
+        for j in range(0, len(history), 2):
+            attributes[f"llm.input_messages.{j // 2}.message.role"] = "user" if history[j] == "u" else "assistant"
+            attributes[f"llm.input_messages.{j // 2}.message.content"] = history[j + 1]
+        pipe.write("openinference.instrumentation.openai", "Response", attributes)
+    assert _compactions(pipe) == {}
+    assert [c.attributes[Attr.COVERAGE] for c in pipe.companions()] == ["complete", "complete", "partial"]
+
+
 # ---------------------------------------------------------------------------
 # The processor's guards
 # ---------------------------------------------------------------------------

@@ -214,14 +214,19 @@ class Tracker:
 
     def observe_request(self, body: Mapping[str, Any], api: str, *, provider: str,
                         session_id: str | None = None, model: str | None = None,
-                        timestamp_ns: int | None = None) -> PendingCall:
-        """Extract, count and diff a request; the snapshot carries the raw annotation."""
+                        timestamp_ns: int | None = None, coverage: Coverage | None = None) -> PendingCall:
+        """Extract, count and diff a request; the snapshot carries the raw annotation.
+
+        ``coverage``: PARTIAL when the caller knows the body shows only part of the
+        request (ctxscope.foreign: a chained request seen through another instrumentation).
+        """
         started = timestamp_ns if timestamp_ns is not None else time.time_ns()
         key = self.session_for(body, api, session_id)
         model = model or (body.get("model") if isinstance(body.get("model"), str) else None)
         state, _ = self._session(key)
         limits = _limits.limits_for(model, provider)
-        coverage = Coverage.COMPLETE
+        if coverage is None:
+            coverage = Coverage.COMPLETE
         if api == "openai.responses" and (body.get("previous_response_id") or body.get("conversation")):
             # The provider prepends context this request does not show.
             coverage = Coverage.PARTIAL

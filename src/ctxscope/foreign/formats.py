@@ -81,6 +81,9 @@ class ForeignCall:
     body: dict[str, Any] | None = field(default=None, repr=False)
     # The whole request was seen: its messages and its tool definitions.
     complete: bool = False
+    # The request is chained to context the provider keeps (Responses
+    # previous_response_id): its history is not all here.
+    chained: bool = False
     usage: Usage = field(default_factory=Usage)
 
     @property
@@ -463,7 +466,8 @@ def _openinference(attrs: Mapping[str, Any]) -> ForeignCall:
     call.body = _body(model, messages, tools)
     # OpenInference writes llm.tools whenever the request has tools; a Responses
     # request chained to stored context shows only its new input.
-    call.complete = not _chained(attrs.get(OI_INVOCATION_PARAMETERS))
+    call.chained = _chained(attrs.get(OI_INVOCATION_PARAMETERS))
+    call.complete = not call.chained
     return call
 
 

@@ -180,9 +180,13 @@ class ForeignSpanProcessor(SpanProcessor):
         tracker = self._telemetry.tracker
         model = call.model
         body = call.body if call.body is not None else {"model": model or "", "messages": []}
+        # A history known to be partial must not be read as a compaction by the
+        # ledger; missing tool definitions alone do not hide any history.
+        history_partial = call.body is None or call.chained
         pending = tracker.observe_request(body, API_OPENAI_CHAT, provider=call.provider or "unknown",
                                           session_id=self._session_id(call), model=model,
-                                          timestamp_ns=span.start_time)
+                                          timestamp_ns=span.start_time,
+                                          coverage=Coverage.PARTIAL if history_partial else None)
         snapshot = pending.snapshot
         annotation = snapshot.annotation
         if not call.complete:
