@@ -327,6 +327,18 @@ def tool_part(name: str, server: str | None = None) -> str:
     return f"tools/{name}"
 
 
+def tool_segment(name: str) -> str:
+    """A tool's name as the last segment(s) of ``assistant/calls/<tool>`` and ``results/<tool>``.
+
+    Part paths use ``/`` as a separator, so a name must not add levels, except
+    an MCP tool's, which reads ``mcp/<server>/<tool>`` as its definition does.
+    """
+    mcp = mcp_name(name)
+    if mcp is not None:
+        return f"mcp/{mcp[0]}/{mcp[1]}".replace(" ", "_")
+    return name.replace("/", "_").replace(" ", "_")[:80] or "unknown"
+
+
 # Arguments that identify what a call reads or runs, in the order they lead a reference.
 _PATH_KEYS = ("file_path", "path", "notebook_path", "filePath", "filename", "file")
 _COMMAND_KEYS = ("command", "cmd")

@@ -1,50 +1,31 @@
 """Building :class:`~ctxscope.schema.Item` objects from transcript content blocks.
 
 Shared by the readers. Categories of free text come from
-:mod:`ctxscope.classify` when it is installed in this tree (rules, skills,
-environment, summaries); references for waste from
-``classify.tool_reference(tool, args)``. Until then (and as a floor) a text
-is a prompt and a reference is the tool with its arguments sorted.
+:mod:`ctxscope.classify` (rules, skills, environment, summaries), references
+for waste from ``classify.tool_reference(tool, args)`` and image sizes from
+:mod:`ctxscope.payload`, as for request bodies, so that a transcript and a
+live request give the same parts.
 """
 
 from __future__ import annotations
 
-import base64
-from typing import Any, Callable, Mapping
+from typing import Any
 
+from .. import classify as _classify
+from .. import payload
 from ..schema import Category, Item
-from ..tokens import DEFAULT_IMAGE_TOKENS, image_size, image_tokens
+from ..tokens import DEFAULT_IMAGE_TOKENS
 from .model import content_digest, dumps
-
-try:  # A's classifier; the fall-backs below keep the readers usable without it.
-    from .. import classify as _classify  # type: ignore[attr-defined]
-except ImportError:  # pragma: no cover - depends on the tree
-    _classify = None  # type: ignore[assignment]
-
-_tool_reference: Callable[[str, Mapping[str, Any]], str | None] | None = getattr(
-    _classify, "tool_reference", None)
 
 
 def reference(tool: str, args: Any) -> str | None:
     """The normalised reference of a tool call (``Read:file_path=src/app.py``), never a call id."""
     if not isinstance(args, dict):
         args = {"input": args} if args not in (None, "", {}) else {}
-    if _tool_reference is not None:
-        try:
-            return _tool_reference(tool, args)
-        except Exception:  # noqa: BLE001 - a classifier bug must not stop reading
-            pass
-    parts = []
-    for key in sorted(args):
-        value = args[key]
-        if isinstance(value, str):
-            value = " ".join(value.split())
-        elif value is None or isinstance(value, (bool, int, float)):
-            value = str(value)
-        else:
-            value = dumps(value)
-        parts.append(f"{key}={value}")
-    return f"{tool}:" + ",".join(parts)
+    try:
+        return _classify.tool_reference(tool, args)
+    except Exception:  # noqa: BLE001 - a classifier bug must not stop reading
+        return tool
 
 
 def text_item(item_id: str, text: str, role: str, *, summary: bool = False,
@@ -66,7 +47,7 @@ def text_item(item_id: str, text: str, role: str, *, summary: bool = False,
 def text_items(item_id: str, text: str, role: str, *, summary: bool = False,
                label: str | None = None) -> list[Item]:
     """A user or system text split by the classifier (rules, skills, environment, summaries)."""
-    if summary or _classify is None or role == "assistant":
+    if summary or role == "assistant":
         return [text_item(item_id, text, role, summary=summary, label=label)]
     try:
         segments = _classify.classify_text(text, role)
@@ -91,7 +72,7 @@ def text_items(item_id: str, text: str, role: str, *, summary: bool = False,
 def result_items(item_id: str, tool: str | None, text: str, call_id: str | None,
                  ref: str | None) -> list[Item]:
     """A tool result, with reminders the harness appended to it split off (environment)."""
-    if _classify is None or "<system-reminder>" not in text:
+    if "<system-reminder>" not in text:
         return [result_item(item_id, tool, text, call_id, ref)]
     try:
         segments = _classify.classify_text(text, "tool")
@@ -134,7 +115,6 @@ def result_item(item_id: str, tool: str | None, text: str, call_id: str | None,
 
 def image_item(item_id: str, source: Any, provider: str, role: str, kind: str = "image") -> Item:
     """An image or document, counted by its pixel size where the header gives it, never its base64."""
-    tokens = DEFAULT_IMAGE_TOKENS
     data = None
     if isinstance(source, dict):
         data = source.get("data")
@@ -142,14 +122,14 @@ def image_item(item_id: str, source: Any, provider: str, role: str, kind: str = 
             data = source["url"].partition("base64,")[2] or None
     elif isinstance(source, str):
         data = source.partition("base64,")[2] or None
-    if isinstance(data, str) and kind == "image":
-        try:
-            head = base64.b64decode(data[:65536] + "=" * (-len(data[:65536]) % 4), validate=False)
-            size = image_size(head)
-        except (ValueError, TypeError):
-            size = None
-        if size:
-            tokens = image_tokens(provider, size[0], size[1])
+    if not isinstance(data, str):
+        data = None
+    if kind == "image":
+        tokens = payload.image_tokens_b64(provider, data, "auto")
+    elif kind == "document":
+        tokens = payload.pdf_tokens(data)
+    else:
+        tokens = DEFAULT_IMAGE_TOKENS
     category = Category.RESULTS if role == "tool" else Category.PROMPTS
     part = "results/media" if role == "tool" else f"prompts/media/{kind}"
     digest = content_digest(data[:4096] + str(len(data))) if isinstance(data, str) else content_digest(item_id)
@@ -187,10 +167,4 @@ def _maybe_json(args: Any) -> Any:
     return args
 
 
-def _name(tool: str) -> str:
-    # Part paths use "/" as a separator: a tool name must not add levels, except MCP's.
-    if tool.startswith("mcp__"):
-        pieces = tool.split("__", 2)
-        if len(pieces) == 3:
-            return f"mcp/{pieces[1]}/{pieces[2]}".replace(" ", "_")
-    return tool.replace("/", "_").replace(" ", "_")[:80] or "unknown"
+_name = _classify.tool_segment
