@@ -76,8 +76,10 @@ def test_every_call_once_in_order_through_pauses_and_rotations(tmp_path, notify)
     folder = tmp_path / "projects" / "-tmp-private"
     folder.mkdir(parents=True)
     w = watcher(tmp_path / "projects", sinks, tmp_path / "state.json", idle_s=30, poll_s=0.05, notifier=notify)
-    thread = threading.Thread(target=w.run)
+    ready = threading.Event()
+    thread = threading.Thread(target=w.run, kwargs={"ready": ready.set})
     thread.start()
+    assert ready.wait(10)
     path = folder / f"{SESSION}.jsonl"  # a new folder and a new file after the watch started
     try:
         for n, line in enumerate(LINES, 1):

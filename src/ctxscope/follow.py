@@ -52,7 +52,7 @@ def file_identity(st: os.stat_result) -> tuple[int, int]:
 class FollowedFile:
     """The reading state of one transcript file: reader, byte offset, line number."""
 
-    def __init__(self, path: str, *, format: str | None = None,
+    def __init__(self, path: str, *, format: str | None = None, documents: bool = False,
                  on_problem: Callable[[str, Problem], None] | None = None) -> None:
         self.path = path
         self.forced_format = format
@@ -62,10 +62,12 @@ class FollowedFile:
         self.offset = 0  # bytes of complete lines consumed
         self.line = 0
         self.unsupported = False  # not a JSONL transcript: never read again
+        self.documents = documents  # read a whole-JSON transcript (a replay) instead of refusing it
         self._last_ts: int | None = None
         self._before: dict[int, int | None] = {}  # line -> timestamp of the record before it
         self._on_problem = on_problem
         self._problems_seen = 0
+        self._document_calls: list[TimedCall] = []
 
     def read(self, final: bool = False) -> list[TimedCall]:
         """Calls completed by the lines appended since the last read (``final``: and the pending ones)."""
@@ -82,7 +84,7 @@ class FollowedFile:
             if self.identity is None:
                 self.identity = file_identity(st)
             if self.reader is None and not self._start(handle, final):
-                return []
+                return self._document_calls
             handle.seek(self.offset)
             self._read_lines(handle, final, out)
             if final and self.reader is not None:
@@ -112,12 +114,25 @@ class FollowedFile:
             self.unsupported = True
             return False
         if document:
-            self._problem(None, "a JSON document, not a JSONL session: only JSONL transcripts are followed")
             self.unsupported = True
+            if self.documents:
+                self._document_calls = self._read_document()
+            else:
+                self._problem(None, "a JSON document, not a JSONL session: only JSONL transcripts are followed")
             return False
         self.format = fmt
         self.reader = make_reader(fmt, os.path.basename(self.path), self.path)
         return True
+
+    def _read_document(self) -> list[TimedCall]:
+        # A message array or request body: small, read whole by the transcripts module.
+        from .transcripts import TranscriptFile
+
+        source = TranscriptFile(self.path, self.forced_format)
+        calls = [TimedCall(call, call.timestamp_ns, call.timestamp_ns, 0) for call in source.calls()]
+        for problem in source.problems:
+            self._problem(problem.line, problem.message)
+        return calls
 
     def _read_lines(self, handle, final: bool, out: list[TimedCall]) -> None:  # type: ignore[no-untyped-def]
         reader = self.reader

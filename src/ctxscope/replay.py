@@ -233,7 +233,7 @@ def replay_files(paths: Iterable[str], emitter: CallEmitter, *, format: str | No
 
     previous_ns: int | None = None
     for path in paths:
-        followed = FollowedFile(path, format=format, on_problem=problem)
+        followed = FollowedFile(path, format=format, documents=True, on_problem=problem)
         for timed in followed.read(final=True):
             if speed and timed.start_ns is not None:
                 if previous_ns is not None and timed.start_ns > previous_ns:

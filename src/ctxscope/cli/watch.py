@@ -85,9 +85,9 @@ def run(args: argparse.Namespace) -> int:
         install_signal_handlers(watcher)
         where = (telemetry.traces_endpoint or telemetry.metrics_endpoint) if telemetry.mode == "otlp" \
             else "the local store"
-        print(f"ctxscope: watching {', '.join(dirs)} ({watcher.notifier.name}); exporting to {where}; "
-              f"state {state_path}", file=sys.stderr, flush=True)
-        watcher.run()
+        watcher.run(ready=lambda: print(
+            f"ctxscope: watching {', '.join(dirs)} ({watcher.notifier.name}); exporting to {where}; "
+            f"state {state_path}", file=sys.stderr, flush=True))
     finally:
         telemetry.shutdown()
     return 0

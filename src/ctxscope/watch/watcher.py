@@ -94,10 +94,17 @@ class Watcher:
         self._stop.set()
         self.notifier.wake()
 
-    def run(self) -> None:
-        """Scan, then follow until stopped; at the end every session ends and the state is saved."""
+    def run(self, ready: Callable[[], Any] | None = None) -> None:
+        """Scan, then follow until stopped; at the end every session ends and the state is saved.
+
+        ``ready`` is called once the first scan is done: files that appear
+        after it are new (emitted whole), those found by it may be history.
+        """
         try:
             self.scan()
+            self.commit()
+            if ready is not None:
+                ready()
             next_rescan = time.monotonic() + self.rescan_s
             while not self._stop.is_set():
                 changes = self.notifier.wait(self._timeout())
