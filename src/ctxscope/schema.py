@@ -356,6 +356,7 @@ _OPTIONAL_FIELDS: tuple[tuple[str, str, type], ...] = (
     ("compact_threshold_tokens", Attr.COMPACT_THRESHOLD_TOKENS, int),
     ("model", Attr.MODEL, str),
     ("calibration_factor", Attr.CALIBRATION_FACTOR, float),
+    ("learned_correction_tokens", Attr.LEARNED_CORRECTION_TOKENS, int),
 )
 
 
@@ -382,6 +383,9 @@ class Annotation:
     compact_threshold_tokens: int | None = None
     model: str | None = None
     calibration_factor: float | None = None
+    # Self-calibration (docs/fidelity.md): signed tokens the learned correction adds to
+    # estimated_tokens; only the calibrated view of a request without reported usage applies it.
+    learned_correction_tokens: int | None = None
     omitted_changes: int = 0
     changes: list[Change] = field(default_factory=list)
     waste: dict[WasteKind, int] = field(default_factory=dict)
