@@ -36,6 +36,7 @@ SHARED = ROOT.parent / "shared"
 SOURCE = ROOT / "tests" / "data" / "transcripts" / "claude_4c2ddfdc.jsonl"
 GEN = SHARED / "tools" / "gen_sessions.py"
 FILES = 200
+SESSION_ID = b"4c2ddfdc-b619-4525-8d03-1950fb1b0257"
 SLICE = 64 * 1024
 TIMEOUT_S = 120
 
@@ -47,6 +48,14 @@ def cpu_seconds(pid: int) -> float:
         fields = handle.read().rsplit(")", 1)[1].split()
     ticks = os.sysconf("SC_CLK_TCK")
     return (int(fields[11]) + int(fields[12])) / ticks  # utime, stime
+
+
+def rss_mb(pid: int) -> float:
+    with open(f"/proc/{pid}/status") as handle:
+        for line in handle:
+            if line.startswith("VmRSS:"):
+                return round(int(line.split()[1]) / 1024, 1)
+    return 0.0
 
 
 def start(folder: Path, work: Path, endpoint: str, *extra: str, tokenizer: str = "chars") -> subprocess.Popen:
@@ -85,14 +94,16 @@ def idle(endpoint: str, seconds: float, notify: str) -> dict:
         for n in range(FILES):
             sub = folder / f"-project-{n % 20}"
             sub.mkdir(parents=True, exist_ok=True)
-            (sub / f"session-{n:03d}.jsonl").write_bytes(text)
+            # Each file its own session (as on a real machine): the session id rewritten.
+            (sub / f"session-{n:03d}.jsonl").write_bytes(text.replace(SESSION_ID, b"%s-%03d" % (SESSION_ID[:-4], n)))
         proc = start(folder, work, endpoint, "--notify", notify, "--from-start", "--idle", "1")
         time.sleep(5)  # the first read of every file and the idle ends are done
         before = cpu_seconds(proc.pid)
         time.sleep(seconds)
         used = cpu_seconds(proc.pid) - before
+        rss = rss_mb(proc.pid)
         stop(proc)
-        return {"notify": notify, "files": FILES, "seconds": seconds, "cpu_s": round(used, 3),
+        return {"notify": notify, "files": FILES, "seconds": seconds, "cpu_s": round(used, 3), "rss_mb": rss,
                 "cpu_s_per_10_min": round(used * 600 / seconds, 3),
                 "cpu_share": f"{100 * used / seconds:.3f}%"}
     finally:
@@ -125,11 +136,12 @@ def appending(endpoint: str, handler, megabytes: float, tokenizer: str) -> dict:
         while _chat_spans(handler) - spans_before < expected and time.monotonic() - started < TIMEOUT_S:
             time.sleep(0.05)
         used = cpu_seconds(proc.pid) - before
+        rss = rss_mb(proc.pid)
         got = _chat_spans(handler) - spans_before
         stop(proc)
         mb = len(data) / 1e6
         return {"tokenizer": tokenizer, "megabytes": round(mb, 2), "calls": got, "expected_calls": expected,
-                "cpu_s": round(used, 3), "cpu_s_per_mb": round(used / mb, 3)}
+                "cpu_s": round(used, 3), "cpu_s_per_mb": round(used / mb, 3), "rss_mb": rss}
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
