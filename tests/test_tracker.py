@@ -61,19 +61,23 @@ def test_fingerprint_is_system_and_first_user_only():
 
 
 def test_observe_request_and_response_by_hand(tracker):
-    """System 4 + prompt 3 = 7 estimated; reported 20 -> unattributed 13 in the calibrated view."""
+    """System 4 + prompt 3 + overhead 12 = 19 estimated; reported 20 -> unattributed 1 in the calibrated view.
+
+    Overhead (chars/4, OpenAI chat framing): system message 3 + "system" 2, user
+    message 3 + "user" 1, reply priming 3: 5 + 4 + 3 = 12.
+    """
     seen = []
     tracker.add_listener(seen.append)
     call = tracker.observe_request(body("hello there"), CHAT, provider="openai", session_id="s")
     assert call.first is True
-    assert call.snapshot.annotation.categories == {Category.SYSTEM: 4, Category.PROMPTS: 3}
+    assert call.snapshot.annotation.categories == {Category.SYSTEM: 4, Category.PROMPTS: 3, Category.OVERHEAD: 12}
     assert call.snapshot.annotation.window_tokens == 128_000
     observation = tracker.observe_response(call, Usage(input_tokens=20, output_tokens=1, reported_input=20),
                                            response_model="gpt-4o-2024")
     assert seen == [observation]
     assert observation.session_id == "s" and observation.provider == "openai"
     assert observation.snapshot.annotation.reported_tokens == 20
-    assert observation.snapshot.calibrated()[Category.UNATTRIBUTED] == 13
+    assert observation.snapshot.calibrated()[Category.UNATTRIBUTED] == 1
     second = tracker.observe_request(body("hello there", "ok"), CHAT, provider="openai", session_id="s")
     assert second.first is False
 
@@ -156,9 +160,11 @@ def test_threads_keep_sessions_apart(tracker):
         t.join()
     assert errors == []
     assert sorted(big.sessions()) == sorted(f"t{n}" for n in range(8))
-    # System 4 + 20 turns of ceil(12/4)=3 or ceil(13/4)=4 tokens.
+    # System 4 + 20 turns of ceil(12/4)=3 tokens ("turn ii of 0" is 12 chars), plus the
+    # overhead: system 3+2, 10 user turns 3+1, 10 assistant turns 3+3 ("assistant": 9 chars), priming 3.
     latest = big.ledger("t0").latest.annotation
-    assert latest.estimated_tokens == 4 + 20 * 3  # "turn ii of 0" is 12 chars: 3 tokens each
+    assert latest.categories[Category.OVERHEAD] == 5 + 10 * 4 + 10 * 6 + 3
+    assert latest.estimated_tokens == 4 + 20 * 3 + 108
 
 
 def test_responses_conversation_object_is_the_session(tracker):

@@ -24,6 +24,10 @@ class Usage:
     cache_read_input_tokens: int | None = None
     cache_creation_input_tokens: int | None = None
     reported_input: int | None = None  # the prompt size, cached input counted once
+    # Server-tool runs within the call (Anthropic usage.server_tool_use, server_tool_use
+    # blocks): 0 when known to be none. Self-calibration learns from a request offering
+    # server tools only when this is 0 (a run's reported input sums a loop).
+    server_tool_calls: int | None = None
 
 
 @dataclass(slots=True)

@@ -8,6 +8,20 @@ response (or the stream's last event) arrives; each finished call is handed to
 the listeners as an :class:`~ctxscope.observation.Observation` (the local store
 subscribes with :meth:`Tracker.add_listener`).
 
+Provider framing: each request's items get the framing items of
+:mod:`ctxscope.framing` (per-message overhead, reply priming, the functions
+block, hidden prompts: ``overhead``; server tools' hidden parts:
+``tools/server/<type>``), computed incrementally per session by
+:class:`ctxscope.liveframing.FramingCache` so that a long history costs
+nothing more per call.
+
+Self-calibration: one :class:`ctxscope.selfcal.SelfCalibrator` per tracker
+(the process-wide tracker: one per process) learns, per model and tool set,
+from every call whose usage arrives, and gives a request whose usage has not
+arrived its learned correction (``llm.context.learned_correction_tokens``).
+With the local store attached (:meth:`Tracker.use_calibration_store`), what was
+learned is restored from it and saved to it. Rules in ``docs/fidelity.md``.
+
 Bounded: at most ``max_sessions`` live sessions (``CTXSCOPE_MAX_SESSIONS``,
 default 64); past it the least recently used is dropped and the eviction
 listeners are told (the instrumentation then ends its metric series).
@@ -21,24 +35,32 @@ No OpenTelemetry here: spans are the instrumentation's business.
 
 from __future__ import annotations
 
+import atexit
 import logging
 import os
 import threading
 import time
 from collections import OrderedDict
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, Protocol
 
+from . import framing as _framing
 from . import limits as _limits
 from . import session as _session
 from .environment_variables import CTXSCOPE_MAX_SESSIONS, CTXSCOPE_TOKENIZER
+from .liveframing import FramingCache
 from .observation import Observation, Usage
 from .schema import CompactionTrigger, Coverage, WasteKind
+from .selfcal import SelfCalibrator
+from .tokens import counter_for
 
 __all__ = [
+    "CALIBRATION_SAVE_INTERVAL_S",
     "DEFAULT_MAX_SESSIONS",
+    "CalibrationStore",
     "PendingCall",
     "Tracker",
+    "calibration_key",
     "get_tracker",
 ]
 
@@ -49,8 +71,30 @@ DEFAULT_MAX_SESSIONS = 64
 # previous_response_id (whose input holds only the new turn) stays in its session.
 _MAX_RESPONSE_IDS = 4096
 
+# A model's learned calibration is written to the store at most this often from
+# the call path (the first time at once); the rest when the store is detached or
+# the process exits.
+CALIBRATION_SAVE_INTERVAL_S = 5.0
+
 Listener = Callable[[Observation], None]
 EvictionListener = Callable[[str], None]
+
+
+class CalibrationStore(Protocol):
+    """Where learned self-calibration is kept (``ctxscope.store.LocalStore``)."""
+
+    def save_calibration(self, model: str, data: Mapping[str, Any]) -> Any: ...
+
+    def load_calibration(self, model: str) -> dict[str, Any] | None: ...
+
+
+def calibration_key(model: str, basis: str) -> str:
+    """The self-calibration key of a model under a counting basis.
+
+    Pairs learned with one basis say nothing of another's estimates (chars/4
+    against tiktoken), so the basis is part of the key (and of the store's file).
+    """
+    return f"{model}|{basis}"
 
 
 @dataclass
@@ -59,6 +103,7 @@ class _Session:
     extractor: Any
     ledger: Any
     waste: Any | None
+    framing: FramingCache | None = None
     lock: threading.Lock = field(default_factory=threading.Lock)
     observations: int = 0
 
@@ -75,6 +120,10 @@ class PendingCall:
     started_ns: int
     first: bool
     body: dict[str, Any] = field(repr=False, default_factory=dict)
+    # Self-calibration: the key it learns under (None: not learnable, e.g. a partial view).
+    calibration_key: str | None = None
+    tools_key: str = "-"
+    server_tools: bool = False
 
 
 def _default_max_sessions() -> int:
@@ -93,11 +142,21 @@ def _default_max_sessions() -> int:
 class Tracker:
     """Sessions of a process: extraction, ledger and waste per session, LRU-bounded."""
 
-    def __init__(self, *, max_sessions: int | None = None, tokenizer: str | None = None) -> None:
+    def __init__(self, *, max_sessions: int | None = None, tokenizer: str | None = None,
+                 framing: bool = True, calibrator: SelfCalibrator | None = None) -> None:
         self.max_sessions = max_sessions if max_sessions is not None else _default_max_sessions()
         if self.max_sessions < 1:
             raise ValueError("max_sessions must be at least 1")
         self.tokenizer = tokenizer or os.environ.get(CTXSCOPE_TOKENIZER) or "auto"
+        # framing=False: the items' raw content only (as ``ctxscope inspect --no-framing``).
+        self.framing = framing
+        self.calibrator = calibrator if calibrator is not None else SelfCalibrator()
+        self._calibration_store: CalibrationStore | None = None
+        self._restored: set[str] = set()
+        self._saved_at: dict[str, float] = {}
+        self._unsaved: set[str] = set()
+        self._calibration_lock = threading.Lock()
+        self._exit_hook = False
         self._sessions: "OrderedDict[str, _Session]" = OrderedDict()
         self._lock = threading.Lock()
         self._listeners: list[Listener] = []
@@ -183,7 +242,7 @@ class Tracker:
         except Exception:  # noqa: BLE001
             _log.warning("ctxscope: waste tracking unavailable", exc_info=True)
         return _Session(session_id, RequestExtractor(), SessionLedger(session_id, tokenizer=self.tokenizer),
-                        waste)
+                        waste, FramingCache() if self.framing else None)
 
     def _evicted(self, session_ids: list[str]) -> None:
         for session_id in session_ids:
@@ -234,6 +293,8 @@ class Tracker:
         with state.lock:
             # The extractor reads SDK objects (pydantic messages) as they are.
             items = state.extractor.extract(body, api)
+            if state.framing is not None:
+                items = self._with_framing(state, items, body, api, model)
             snapshot = state.ledger.observe(
                 items, model=model, coverage=coverage, compaction=compaction,
                 window_tokens=limits.window_tokens,
@@ -243,8 +304,112 @@ class Tracker:
             state.observations += 1
             if state.waste is not None:
                 self._add_waste(state, snapshot)
-        return PendingCall(session_id=key, provider=provider, api=api, request_model=model,
+        call = PendingCall(session_id=key, provider=provider, api=api, request_model=model,
                            snapshot=snapshot, started_ns=started, first=bool(getattr(snapshot, "first", False)))
+        self._apply_calibration(call, body, coverage)
+        return call
+
+    # -- framing -----------------------------------------------------------------------
+
+    def _with_framing(self, state: _Session, items: list[Any], body: Mapping[str, Any], api: str,
+                      model: str | None) -> list[Any]:
+        """The request's items plus its provider framing (ledger's counter, so the same basis)."""
+        try:
+            counter = counter_for(model, self.tokenizer)
+            framing = state.framing.framing_items(  # type: ignore[union-attr]
+                body, api, counter.count, model=model, counter_key=counter)
+            return items + framing if framing else items
+        except Exception:  # noqa: BLE001 - framing is an estimate on top: the items stand without it
+            _log.warning("ctxscope: provider framing failed; disabling it for session %s", state.session_id,
+                         exc_info=True)
+            state.framing = None
+            return items
+
+    # -- self-calibration -------------------------------------------------------------
+
+    def use_calibration_store(self, store: CalibrationStore | None) -> None:
+        """Restore learned calibration from ``store`` and save to it (None: unsaved learning is saved, then detach)."""
+        self.flush_calibration()
+        with self._calibration_lock:
+            self._calibration_store = store
+            self._restored.clear()
+            self._saved_at.clear()
+            if store is not None and not self._exit_hook:
+                self._exit_hook = True
+                atexit.register(self.flush_calibration)
+
+    def flush_calibration(self) -> None:
+        """Save every model's learning not yet in the store (never raises)."""
+        with self._calibration_lock:
+            store, keys = self._calibration_store, sorted(self._unsaved)
+            self._unsaved.clear()
+        for key in keys:
+            self._save(store, key)
+
+    def _apply_calibration(self, call: PendingCall, body: Mapping[str, Any], coverage: Coverage) -> None:
+        """Key the call for learning; put the learned correction on its annotation when one is known."""
+        try:
+            annotation = call.snapshot.annotation
+            if call.request_model is None or coverage is not Coverage.COMPLETE:
+                return  # a partial view's estimate misses what the provider prepends
+            key = calibration_key(call.request_model, annotation.basis)
+            call.calibration_key = key
+            call.tools_key = _framing.tools_key(body)
+            call.server_tools = _framing.has_server_tools(body, call.api)
+            self._restore(key)
+            correction = self.calibrator.correction_tokens(key, call.tools_key, annotation.estimated_tokens)
+            if correction is not None:
+                annotation.learned_correction_tokens = int(correction)
+        except Exception:  # noqa: BLE001 - calibration is an extra: the raw annotation stands
+            _log.warning("ctxscope: self-calibration failed for a %s call", call.api, exc_info=True)
+
+    def _learn(self, call: PendingCall, usage: Usage, error: str | None) -> None:
+        """Learn from a finished call's (estimate, reported) pair where it says something stable."""
+        reported = usage.reported_input
+        if call.calibration_key is None or reported is None or error is not None or call.snapshot is None:
+            return
+        if call.server_tools and usage.server_tool_calls != 0:
+            return  # a server-tool run (or one not known not to be) reports the whole loop's input
+        try:
+            self.calibrator.learn(call.calibration_key, call.tools_key,
+                                  call.snapshot.annotation.estimated_tokens, int(reported))
+            self._saved(call.calibration_key)
+        except Exception:  # noqa: BLE001
+            _log.warning("ctxscope: self-calibration could not learn from a %s call", call.api, exc_info=True)
+
+    def _restore(self, key: str) -> None:
+        with self._calibration_lock:
+            store = self._calibration_store
+            if store is None or key in self._restored:
+                return
+            self._restored.add(key)
+        try:
+            self.calibrator.restore(store.load_calibration(key))
+        except Exception:  # noqa: BLE001 - an unreadable sidecar means learning afresh
+            _log.warning("ctxscope: could not restore the self-calibration of %s", key, exc_info=True)
+
+    def _saved(self, key: str) -> None:
+        """Save a model's learning now if not saved lately, else mark it for the next flush."""
+        now = time.monotonic()
+        with self._calibration_lock:
+            store = self._calibration_store
+            if store is None:
+                return
+            last = self._saved_at.get(key)
+            if last is not None and now - last < CALIBRATION_SAVE_INTERVAL_S:
+                self._unsaved.add(key)
+                return
+            self._saved_at[key] = now
+            self._unsaved.discard(key)
+        self._save(store, key)
+
+    def _save(self, store: CalibrationStore | None, key: str) -> None:
+        if store is None:
+            return
+        try:
+            store.save_calibration(key, self.calibrator.model_json(key))
+        except Exception:  # noqa: BLE001 - the store is a convenience: never break the call
+            _log.warning("ctxscope: could not save the self-calibration of %s", key, exc_info=True)
 
     @staticmethod
     def _add_waste(state: _Session, snapshot: Any) -> None:
@@ -274,6 +439,7 @@ class Tracker:
             if ledger is not None:
                 with state.lock:  # type: ignore[union-attr]
                     ledger.report(snapshot, usage.reported_input)
+        self._learn(call, usage, error)
         if response_id and call.api == "openai.responses":
             with self._lock:
                 self._response_sessions[response_id] = call.session_id
