@@ -268,7 +268,12 @@ class ContextSpanProcessor(SpanProcessor):
             session.observed_ns = observed_ns
             session.model = model
             session.provider = provider
-            session.tokens = calibrated_view(annotation.categories, annotation.reported_tokens)
+            measured = annotation.reported_tokens
+            if measured is None and annotation.learned_correction_tokens is not None:
+                # No usage (yet): the calibrated view is the estimate plus the learned
+                # correction (docs/fidelity.md, "Self-calibration").
+                measured = max(0, annotation.estimated_tokens + annotation.learned_correction_tokens)
+            session.tokens = calibrated_view(annotation.categories, measured)
             for kind, value in ((LimitKind.WINDOW, annotation.window_tokens),
                                 (LimitKind.EFFECTIVE_WINDOW, annotation.effective_window_tokens),
                                 (LimitKind.COMPACT_THRESHOLD, annotation.compact_threshold_tokens)):
