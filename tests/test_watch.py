@@ -243,3 +243,40 @@ def test_watch_subprocess_killed_and_restarted_loses_and_repeats_nothing(tmp_pat
                    for r in receiver.handler.metrics]
         exports = [e for e in exports if e]
         assert exports[-1] == [0] * len(exports[-1])  # the stop ended the recording
+
+
+def test_an_idle_codex_session_flushes_the_call_waiting_for_its_usage(tmp_path):
+    """Codex call 2 waits for its token_count; idle ends it without reported input, and it is never emitted twice."""
+    codex = (DATA / "codex_turn-2.jsonl").read_bytes().splitlines(keepends=True)
+    path = tmp_path / "rollout.jsonl"
+    sinks = Sinks()
+    w = watcher(tmp_path, sinks, tmp_path / "state.json", idle_s=5)
+    w.scan()
+    append(path, codex[:23])  # the second reply is written, its token_count (line 24) is not
+    w.check(str(path))
+    assert sinks.reported() == [1024]
+    w.end_idle(now=time.monotonic() + 6)
+    calls = sinks.requests()
+    assert len(calls) == 2 and Attr.REPORTED_TOKENS not in calls[1].attributes
+    assert [s.name for s in sinks.exporter.get_finished_spans()][-1] == "session-end"
+    append(path, codex[23:])
+    w.check(str(path))
+    assert len(sinks.requests()) == 2
+
+
+def test_follow_stays_pure():
+    """The file follower imports neither OpenTelemetry nor a provider SDK."""
+    code = ("import sys, ctxscope.follow; bad = [m for m in sys.modules if m.split('.')[0] in "
+            "('opentelemetry', 'openai', 'anthropic')]; print(bad); sys.exit(1 if bad else 0)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_watch_command_errors_are_one_line(tmp_path, capsys):
+    """A folder that is not there, or a bad interval: exit 1 with one line, before anything starts."""
+    from ctxscope.cli import main
+
+    assert main(["watch", str(tmp_path / "nope")]) == 1
+    assert capsys.readouterr().err.strip() == f"ctxscope: {tmp_path / 'nope'}: no such folder"
+    assert main(["watch", str(tmp_path), "--idle", "0"]) == 1
+    assert capsys.readouterr().err.strip() == "ctxscope: --idle must be a positive number of seconds, got 0.0"

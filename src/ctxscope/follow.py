@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, Iterator
 
 from .transcripts import MAX_LINE_BYTES, Problem, TranscriptCall, UnknownFormat, detect_format, make_reader
 from .transcripts.model import Reader, loads, parse_timestamp_ns
@@ -71,27 +71,31 @@ class FollowedFile:
 
     def read(self, final: bool = False) -> list[TimedCall]:
         """Calls completed by the lines appended since the last read (``final``: and the pending ones)."""
+        return list(self.iter_calls(final))
+
+    def iter_calls(self, final: bool = False) -> Iterator[TimedCall]:
+        """:meth:`read` one call at a time: a replay of a long file holds one call's context, not all."""
         if self.unsupported:
-            return []
+            return
         try:
             handle = open(self.path, "rb")
         except OSError as exc:
             self._problem(None, f"cannot read: {exc.strerror or exc}")
-            return []
-        out: list[TimedCall] = []
+            return
         with handle:
             st = os.fstat(handle.fileno())
             if self.identity is None:
                 self.identity = file_identity(st)
             if self.reader is None and not self._start(handle, final):
-                return self._document_calls
+                yield from self._document_calls
+                self._document_calls = []
+                return
             handle.seek(self.offset)
-            self._read_lines(handle, final, out)
+            yield from self._read_lines(handle, final)
             if final and self.reader is not None:
                 for call in self._guard(self.reader.finish, None):
-                    out.append(self._timed(call))
+                    yield self._timed(call)
         self._report_reader_problems()
-        return out
 
     def finish(self) -> list[TimedCall]:
         """The calls the reader still holds (e.g. a Codex call waiting for its usage), without a partial line."""
@@ -134,7 +138,7 @@ class FollowedFile:
             self._problem(problem.line, problem.message)
         return calls
 
-    def _read_lines(self, handle, final: bool, out: list[TimedCall]) -> None:  # type: ignore[no-untyped-def]
+    def _read_lines(self, handle, final: bool) -> Iterator[TimedCall]:  # type: ignore[no-untyped-def]
         reader = self.reader
         assert reader is not None
         while True:
@@ -176,7 +180,7 @@ class FollowedFile:
                 del self._before[next(iter(self._before))]
             calls = self._guard(lambda: reader.feed(record, lineno), lineno)
             for call in calls:
-                out.append(self._timed(call))
+                yield self._timed(call)
             if timestamp is not None:
                 self._last_ts = timestamp
 

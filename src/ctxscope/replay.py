@@ -234,7 +234,7 @@ def replay_files(paths: Iterable[str], emitter: CallEmitter, *, format: str | No
     previous_ns: int | None = None
     for path in paths:
         followed = FollowedFile(path, format=format, documents=True, on_problem=problem)
-        for timed in followed.read(final=True):
+        for timed in followed.iter_calls(final=True):
             if speed and timed.start_ns is not None:
                 if previous_ns is not None and timed.start_ns > previous_ns:
                     sleep(min((timed.start_ns - previous_ns) / 1e9 / speed, 3600.0))

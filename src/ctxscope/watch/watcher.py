@@ -155,6 +155,12 @@ class Watcher:
     def check(self, path: str) -> None:
         """Read what a file gained; start anew when it was replaced or truncated."""
         try:
+            self._check(path)
+        except Exception:  # noqa: BLE001 - one file's trouble must not stop the watch
+            _log.warning("ctxscope: could not follow %s", path, exc_info=True)
+
+    def _check(self, path: str) -> None:
+        try:
             st = os.stat(path)
         except OSError:
             self._forget(path)
