@@ -382,7 +382,10 @@ class LocalStore:
             _log.debug("ctxscope: no tracker module; the local store records nothing live")
             return False
         listener = self.submit
-        get_tracker().add_listener(listener)
+        tracker = get_tracker()
+        tracker.add_listener(listener)
+        # Self-calibration learned in earlier runs is restored from here, and saved here.
+        tracker.use_calibration_store(self)
         self._listener = listener
         return True
 
@@ -394,7 +397,10 @@ class LocalStore:
         try:
             from .tracker import get_tracker
 
-            get_tracker().remove_listener(listener)
+            tracker = get_tracker()
+            tracker.remove_listener(listener)
+            if tracker.calibration_store is self:
+                tracker.use_calibration_store(None)  # saves what is not saved yet
         except Exception:  # noqa: BLE001
             _log.debug("ctxscope: could not detach the local store", exc_info=True)
         self.flush()

@@ -338,6 +338,10 @@ class Tracker:
                 self._exit_hook = True
                 atexit.register(self.flush_calibration)
 
+    @property
+    def calibration_store(self) -> CalibrationStore | None:
+        return self._calibration_store
+
     def flush_calibration(self) -> None:
         """Save every model's learning not yet in the store (never raises)."""
         with self._calibration_lock:
