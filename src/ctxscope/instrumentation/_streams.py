@@ -11,6 +11,11 @@ The SDKs' streaming helpers (``client.chat.completions.stream(...)``,
 managers whose ``__enter__`` sends the request; :class:`ManagerProxy` ends
 any call still open when the manager exits, since a helper closes its HTTP
 response directly, not through the stream object we handed it.
+
+A stream that is never consumed, closed, nor left as a context manager keeps
+its span open until the proxy is garbage-collected (then it ends with what
+it saw; not at interpreter exit, when the providers may be gone). That is
+the same lifetime as the SDK's own HTTP response: close your streams.
 """
 
 from __future__ import annotations
@@ -18,11 +23,11 @@ from __future__ import annotations
 import contextvars
 import logging
 import weakref
-from typing import Any, Callable, Protocol
+from typing import Any, Callable
 
 import wrapt
 
-from ._wrappers import ModelCall, ResponseInfo
+from ._wrappers import ModelCall, ResponseInfo, StreamState
 
 _log = logging.getLogger("ctxscope.instrumentation")
 
@@ -30,12 +35,6 @@ _log = logging.getLogger("ctxscope.instrumentation")
 # proxy ends them at exit if the stream did not.
 _helper_calls: contextvars.ContextVar[list[ModelCall] | None] = contextvars.ContextVar(
     "ctxscope_helper_calls", default=None)
-
-
-class StreamState(Protocol):
-    def observe(self, item: Any) -> None: ...
-
-    def info(self) -> ResponseInfo: ...
 
 
 def register_helper_call(call: ModelCall) -> None:
@@ -92,8 +91,8 @@ def _info(state: StreamState) -> ResponseInfo | None:
         return None
 
 
-class SyncStream(wrapt.ObjectProxy):  # type: ignore[misc]
-    """Proxy of a synchronous SDK stream (``openai.Stream``, ``anthropic.Stream``)."""
+class _StreamProxy(wrapt.ObjectProxy):  # type: ignore[misc]
+    """What the sync and async proxies share: the call, the state, ending once."""
 
     def __init__(self, wrapped: Any, call: ModelCall, state: StreamState) -> None:
         super().__init__(wrapped)
@@ -108,6 +107,20 @@ class SyncStream(wrapt.ObjectProxy):  # type: ignore[misc]
     def _self_fail(self, error: BaseException) -> None:
         if not self._self_call.ended:
             self._self_call.fail(error, _info(self._self_state))
+
+    def _self_next(self, item: Any) -> Any:
+        _observe(self._self_state, item)
+        return item
+
+    def _self_exited(self, exc: BaseException | None) -> None:
+        if exc is not None:
+            self._self_fail(exc)
+        else:
+            self._self_finish()
+
+
+class SyncStream(_StreamProxy):
+    """Proxy of a synchronous SDK stream (``openai.Stream``, ``anthropic.Stream``)."""
 
     def __iter__(self) -> "SyncStream":
         return self
@@ -121,8 +134,7 @@ class SyncStream(wrapt.ObjectProxy):  # type: ignore[misc]
         except BaseException as error:
             self._self_fail(error)
             raise
-        _observe(self._self_state, item)
-        return item
+        return self._self_next(item)
 
     def __enter__(self) -> "SyncStream":
         self.__wrapped__.__enter__()
@@ -132,10 +144,7 @@ class SyncStream(wrapt.ObjectProxy):  # type: ignore[misc]
         try:
             return self.__wrapped__.__exit__(exc_type, exc, tb)
         finally:
-            if exc is not None:
-                self._self_fail(exc)
-            else:
-                self._self_finish()
+            self._self_exited(exc)
 
     def close(self) -> None:
         try:
@@ -144,22 +153,8 @@ class SyncStream(wrapt.ObjectProxy):  # type: ignore[misc]
             self._self_finish()
 
 
-class AsyncStream(wrapt.ObjectProxy):  # type: ignore[misc]
+class AsyncStream(_StreamProxy):
     """Proxy of an asynchronous SDK stream (``openai.AsyncStream``, ``anthropic.AsyncStream``)."""
-
-    def __init__(self, wrapped: Any, call: ModelCall, state: StreamState) -> None:
-        super().__init__(wrapped)
-        self._self_call = call
-        self._self_state = state
-        _bind(self, call, state)
-
-    def _self_finish(self) -> None:
-        if not self._self_call.ended:
-            self._self_call.finish(_info(self._self_state))
-
-    def _self_fail(self, error: BaseException) -> None:
-        if not self._self_call.ended:
-            self._self_call.fail(error, _info(self._self_state))
 
     def __aiter__(self) -> "AsyncStream":
         return self
@@ -173,8 +168,7 @@ class AsyncStream(wrapt.ObjectProxy):  # type: ignore[misc]
         except BaseException as error:
             self._self_fail(error)
             raise
-        _observe(self._self_state, item)
-        return item
+        return self._self_next(item)
 
     async def __aenter__(self) -> "AsyncStream":
         await self.__wrapped__.__aenter__()
@@ -184,10 +178,7 @@ class AsyncStream(wrapt.ObjectProxy):  # type: ignore[misc]
         try:
             return await self.__wrapped__.__aexit__(exc_type, exc, tb)
         finally:
-            if exc is not None:
-                self._self_fail(exc)
-            else:
-                self._self_finish()
+            self._self_exited(exc)
 
     async def close(self) -> None:
         try:
@@ -220,18 +211,14 @@ class ManagerProxy(wrapt.ObjectProxy):  # type: ignore[misc]
         self._self_wrap = wrap
         self._self_calls: list[ModelCall] = []
 
-    def _self_enter(self, enter: Callable[[], Any]) -> Any:
+    def _self_entering(self) -> tuple[list[ModelCall], contextvars.Token[Any], ModelCall | None]:
+        """Before the manager enters: collect the calls it starts; open our own if we send it."""
         calls: list[ModelCall] = []
         token = _helper_calls.set(calls)
         own = self._self_start() if self._self_start is not None else None
-        try:
-            stream = enter()
-        except BaseException as error:
-            if own is not None:
-                own.fail(error)
-            raise
-        finally:
-            _helper_calls.reset(token)
+        return calls, token, own
+
+    def _self_entered(self, calls: list[ModelCall], own: ModelCall | None, stream: Any) -> Any:
         self._self_calls = calls + ([own] if own is not None else [])
         if own is not None and self._self_wrap is not None:
             try:
@@ -253,7 +240,16 @@ class ManagerProxy(wrapt.ObjectProxy):  # type: ignore[misc]
                 call.finish(None)
 
     def __enter__(self) -> Any:
-        return self._self_enter(self.__wrapped__.__enter__)
+        calls, token, own = self._self_entering()
+        try:
+            stream = self.__wrapped__.__enter__()
+        except BaseException as error:
+            if own is not None:
+                own.fail(error)
+            raise
+        finally:
+            _helper_calls.reset(token)
+        return self._self_entered(calls, own, stream)
 
     def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> Any:
         try:
@@ -262,9 +258,7 @@ class ManagerProxy(wrapt.ObjectProxy):  # type: ignore[misc]
             self._self_exit(exc)
 
     async def __aenter__(self) -> Any:
-        calls: list[ModelCall] = []
-        token = _helper_calls.set(calls)
-        own = self._self_start() if self._self_start is not None else None
+        calls, token, own = self._self_entering()
         try:
             stream = await self.__wrapped__.__aenter__()
         except BaseException as error:
@@ -273,13 +267,7 @@ class ManagerProxy(wrapt.ObjectProxy):  # type: ignore[misc]
             raise
         finally:
             _helper_calls.reset(token)
-        self._self_calls = calls + ([own] if own is not None else [])
-        if own is not None and self._self_wrap is not None:
-            try:
-                stream = self._self_wrap(stream, own)
-            except Exception:  # noqa: BLE001
-                _log.warning("ctxscope: could not wrap the helper's stream", exc_info=True)
-        return stream
+        return self._self_entered(calls, own, stream)
 
     async def __aexit__(self, exc_type: Any, exc: Any, tb: Any) -> Any:
         try:

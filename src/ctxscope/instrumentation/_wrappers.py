@@ -12,6 +12,17 @@ Every step of ours is guarded: an error of ctxscope (tokenizer, ledger,
 processor, a listener) is logged and never reaches the caller. The provider's
 own errors are recorded on the span (``error.type``) and re-raised unchanged
 by the wrappers, which never catch them here.
+
+The method wrappers at the end (:func:`create_wrapper`) are the same for every
+provider: what differs (reading a response, a stream, the output content) is
+an :class:`Api` the provider module describes.
+
+Message content (SPEC section 7) is off unless the instrumentor was turned on
+with ``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT`` set (see
+:mod:`._content`): then the call's span carries ``gen_ai.system_instructions``,
+``gen_ai.input.messages``, ``gen_ai.tool.definitions`` (given at span start)
+and ``gen_ai.output.messages`` (at the end), and/or a
+``gen_ai.client.inference.operation.details`` event carries them structured.
 """
 
 from __future__ import annotations
@@ -20,7 +31,7 @@ import logging
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, Protocol
 
 from opentelemetry import context as otel_context
 from opentelemetry import trace
@@ -29,6 +40,7 @@ from opentelemetry.trace import Span, SpanKind, Status, StatusCode, Tracer
 from ..observation import Usage
 from ..schema import INSTRUMENTATION_SCOPE, Attr, GenAI, Stage
 from ..tracker import PendingCall, Tracker, get_tracker
+from ._content import ContentMode, request_content, span_attributes
 
 _log = logging.getLogger("ctxscope.instrumentation")
 
@@ -37,6 +49,8 @@ ERROR_TYPE = "error.type"
 SPAN_CAPTURE_START = Stage.CAPTURE_START.value
 SPAN_POST_COMPACTION = Stage.POST_COMPACTION.value
 SPAN_SESSION_END = "session-end"
+# The GenAI conventions' event that carries a call's content structured (util-genai's name).
+EVENT_OPERATION_DETAILS = "gen_ai.client.inference.operation.details"
 
 # Request options that are not part of the request body.
 _NOT_BODY = frozenset({"extra_headers", "extra_query", "extra_body", "timeout"})
@@ -59,6 +73,8 @@ class ResponseInfo:
     response_model: str | None = None
     response_id: str | None = None
     finish_reasons: list[str] = field(default_factory=list)
+    # Content capture only: the output in the GenAI conventions' shape.
+    output_messages: list[dict[str, Any]] | None = None
 
 
 def is_omitted(value: Any) -> bool:
@@ -93,9 +109,17 @@ class Telemetry:
     # Live instances: with both instrumentors on one tracker, one of them marks a session's end.
     _live: list["Telemetry"] = []
 
-    def __init__(self, tracer_provider: Any = None, tracker: Tracker | None = None) -> None:
+    def __init__(self, tracer_provider: Any = None, tracker: Tracker | None = None, *,
+                 content: ContentMode = ContentMode.NO_CONTENT, logger_provider: Any = None) -> None:
         self.tracer: Tracer = trace.get_tracer(INSTRUMENTATION_SCOPE, _version(), tracer_provider=tracer_provider)
         self.tracker = tracker or get_tracker()
+        # Decided once, when the instrumentor is turned on (SPEC section 7: off by default).
+        self.content = content
+        self.logger: Any = None
+        if content.on_events:
+            from opentelemetry import _logs
+
+            self.logger = _logs.get_logger(INSTRUMENTATION_SCOPE, _version(), logger_provider=logger_provider)
         self.tracker.add_eviction_listener(self.session_ended)
         Telemetry._live = [*Telemetry._live, self]
 
@@ -143,6 +167,11 @@ class ModelCall:
             if isinstance(value, (int, float)) and not isinstance(value, bool):
                 attributes[key] = value
         self._started = started
+        self.content: dict[str, list[Any]] = {}
+        if telemetry.content.captures:
+            self.content = self._request_content(body)
+            if telemetry.content.on_spans:
+                attributes.update(span_attributes(self.content))
         observed = time.time_ns()
         annotation = self._observe_request(body, session_id, observed)
         if annotation is not None:
@@ -156,6 +185,17 @@ class ModelCall:
             self._decorate(annotation, observed)
 
     # -- request -------------------------------------------------------------------
+
+    @property
+    def captures_content(self) -> bool:
+        return self.telemetry.content.captures
+
+    def _request_content(self, body: Mapping[str, Any]) -> dict[str, list[Any]]:
+        try:
+            return request_content(self.api, body)
+        except Exception:  # noqa: BLE001 - ours: the call goes on without content
+            _log.warning("ctxscope: could not read the %s request's content", self.api, exc_info=True)
+            return {}
 
     def _observe_request(self, body: Mapping[str, Any], session_id: str | None, observed: int) -> Any:
         """The request's annotation from the tracker, or None when that failed (logged)."""
@@ -228,6 +268,8 @@ class ModelCall:
                 self.telemetry.tracker.observe_response(
                     self.pending, info.usage, response_model=info.response_model, response_id=info.response_id)
                 attributes.update(self._reported_attributes())
+            if self.captures_content:
+                self._record_content(info, attributes)
             self.span.set_attributes(attributes)  # one call: each takes the span's lock
         except Exception:  # noqa: BLE001
             _log.warning("ctxscope: could not record the %s response", self.api, exc_info=True)
@@ -248,11 +290,32 @@ class ModelCall:
                 self.telemetry.tracker.observe_response(
                     self.pending, info.usage if info else None, error=error_type)
                 attributes.update(self._reported_attributes())
+            if self.captures_content:
+                self._record_content(info or ResponseInfo(), attributes)
             self.span.set_attributes(attributes)
         except Exception:  # noqa: BLE001
             _log.warning("ctxscope: could not record the %s error", self.api, exc_info=True)
         finally:
             self._end()
+
+    def _record_content(self, info: ResponseInfo, attributes: dict[str, Any]) -> None:
+        """The output on the span, and the whole content on the operation-details event, as opted in."""
+        output = {GenAI.OUTPUT_MESSAGES: info.output_messages} if info.output_messages else {}
+        if self.telemetry.content.on_spans:
+            attributes.update(span_attributes(output))
+        if self.telemetry.logger is not None:
+            from opentelemetry._logs import LogRecord
+
+            event_attributes: dict[str, Any] = {GenAI.OPERATION_NAME: OPERATION_CHAT, GenAI.PROVIDER_NAME: self.provider}
+            if self.model:
+                event_attributes[GenAI.REQUEST_MODEL] = self.model
+            if self.pending is not None:
+                event_attributes[GenAI.CONVERSATION_ID] = self.pending.session_id
+            event_attributes.update(attributes)
+            # Structured, not JSON: log record attributes may hold lists of maps.
+            event_attributes.update({k: v for k, v in {**self.content, **output}.items() if v})
+            self.telemetry.logger.emit(LogRecord(event_name=EVENT_OPERATION_DETAILS, attributes=event_attributes,
+                                                 context=trace.set_span_in_context(self.span)))
 
     def _reported_attributes(self) -> dict[str, Any]:
         """The reported input and calibration the ledger attached (SPEC sections 4-5)."""
@@ -347,3 +410,119 @@ def unwrap_all(*groups: Any) -> None:
                 unwrap(owner, method)
             except Exception:  # noqa: BLE001 - not wrapped, or the SDK lacks it
                 _log.debug("ctxscope: could not unwrap %s.%s", module_name, dotted)
+
+
+# ---------------------------------------------------------------------------
+# Method wrappers, the same for every provider
+# ---------------------------------------------------------------------------
+
+class StreamState(Protocol):
+    """What a stream proxy shows each chunk or event to; ``info()`` once the stream ends."""
+
+    def observe(self, item: Any) -> None: ...
+
+    def info(self) -> ResponseInfo: ...
+
+
+@dataclass(frozen=True)
+class Api:
+    """What a provider module tells the shared wrappers about one of its APIs."""
+
+    name: str  # items.API_*: the request format the tracker reads
+    provider: str  # gen_ai.provider.name
+    stream_classes: Callable[[], tuple[type, type]]  # the SDK's (Stream, AsyncStream), imported lazily
+    info: Callable[[Any], ResponseInfo]  # a response object -> usage, ids, finish reasons
+    stream_state: Callable[[bool], StreamState]  # a new state for a stream; True: collect the output content
+    output: Callable[[Any, ResponseInfo], list[dict[str, Any]]]  # a response -> output messages (content capture)
+
+
+def begin(telemetry: Telemetry, api: Api, kwargs: dict[str, Any]) -> ModelCall | None:
+    """Open the call's span from the keyword arguments, or None (the call then runs bare)."""
+    try:
+        from ._streams import register_helper_call
+
+        call = start_call(telemetry, provider=api.provider, api=api.name, body=request_body(kwargs))
+        if call is not None:
+            register_helper_call(call)  # a streaming helper's manager ends it at exit
+        return call
+    except Exception:  # noqa: BLE001
+        _log.warning("ctxscope: could not start the %s call", api.name, exc_info=True)
+        return None
+
+
+def _raw_parsed(result: Any) -> Any:
+    """A ``with_raw_response`` result's parsed object, when its body is already read; else the result.
+
+    The SDKs' ``LegacyAPIResponse`` caches what ``parse()`` returns, so the
+    caller's own ``parse()`` later gets the very same object. A streamed raw
+    response, and ``with_streaming_response`` (its body not read yet), are left
+    alone: the span then has estimates but no usage.
+    """
+    if type(result).__name__ != "LegacyAPIResponse" or getattr(result, "_stream", True):
+        return result
+    http = getattr(result, "http_response", None)
+    if http is None or not getattr(http, "is_closed", False):
+        return result
+    return result.parse()
+
+
+def finish_result(call: ModelCall, api: Api, result: Any) -> Any:
+    """Wrap a stream in a proxy bound to the call, or end the call with the response; return what the caller gets."""
+    try:
+        from ._streams import AsyncStream, SyncStream
+
+        sync_class, async_class = api.stream_classes()
+        if isinstance(result, sync_class):
+            return SyncStream(result, call, api.stream_state(call.captures_content))
+        if isinstance(result, async_class):
+            return AsyncStream(result, call, api.stream_state(call.captures_content))
+        info = None
+        try:
+            response = _raw_parsed(result)
+            info = api.info(response)
+            if call.captures_content:
+                info.output_messages = api.output(response, info)
+        except Exception:  # noqa: BLE001 - an unexpected response shape
+            _log.debug("ctxscope: no usage in a %s result of type %s", api.name, type(result).__name__)
+        call.finish(info)
+    except Exception:  # noqa: BLE001
+        _log.warning("ctxscope: could not finish the %s call", api.name, exc_info=True)
+        if not call.ended:
+            call.finish(None)
+    return result
+
+
+def create_wrapper(telemetry: Telemetry, api: Api, is_async: bool) -> Callable[..., Any]:
+    """A ``wrapt`` wrapper of a create-like method: span around the request, provider errors re-raised as they are."""
+    if is_async:
+        async def async_wrapper(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
+            call = begin(telemetry, api, kwargs)
+            if call is None:
+                return await wrapped(*args, **kwargs)
+            token = call.activate()
+            try:
+                result = await wrapped(*args, **kwargs)
+            except BaseException as error:
+                call.fail(error)
+                raise
+            finally:
+                call.deactivate(token)
+            return finish_result(call, api, result)
+
+        return async_wrapper
+
+    def wrapper(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
+        call = begin(telemetry, api, kwargs)
+        if call is None:
+            return wrapped(*args, **kwargs)
+        token = call.activate()
+        try:
+            result = wrapped(*args, **kwargs)
+        except BaseException as error:
+            call.fail(error)
+            raise
+        finally:
+            call.deactivate(token)
+        return finish_result(call, api, result)
+
+    return wrapper

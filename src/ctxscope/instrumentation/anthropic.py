@@ -19,35 +19,16 @@ made current while the SDK sends, so theirs nests under it.
 from __future__ import annotations
 
 import logging
-from typing import Any, Collection
+from typing import Any, Callable
 
-from ._wrappers import ResponseInfo, Telemetry, request_body, start_call, usage_from
+from ..items import API_ANTHROPIC as API_MESSAGES
+from ._content import AnthropicOutput, anthropic_output
+from ._instrumentor import ProviderInstrumentor
+from ._wrappers import Api, ResponseInfo, Telemetry, begin, request_body, usage_from
 
 _log = logging.getLogger("ctxscope.instrumentation")
 
 PROVIDER = "anthropic"
-API_MESSAGES = "anthropic.messages"
-
-_INSTRUMENTS = ("anthropic >= 0.40",)
-
-# parse() posts itself rather than calling create(); beta.messages is the same API
-# with beta features (what agent harnesses such as Claude Code call).
-_CREATE_TARGETS = (
-    ("anthropic.resources.messages", "Messages.create", False),
-    ("anthropic.resources.messages", "AsyncMessages.create", True),
-    ("anthropic.resources.messages", "Messages.parse", False),
-    ("anthropic.resources.messages", "AsyncMessages.parse", True),
-    ("anthropic.resources.beta.messages", "Messages.create", False),
-    ("anthropic.resources.beta.messages", "AsyncMessages.create", True),
-    ("anthropic.resources.beta.messages", "Messages.parse", False),
-    ("anthropic.resources.beta.messages", "AsyncMessages.parse", True),
-)
-_HELPER_TARGETS = (
-    ("anthropic.resources.messages", "Messages.stream", False),
-    ("anthropic.resources.messages", "AsyncMessages.stream", True),
-    ("anthropic.resources.beta.messages", "Messages.stream", False),
-    ("anthropic.resources.beta.messages", "AsyncMessages.stream", True),
-)
 
 
 def _get(obj: Any, name: str) -> Any:
@@ -85,11 +66,14 @@ def message_info(message: Any) -> ResponseInfo:
 class MessageStreamState:
     """Raw stream events: ``message_start`` (id, model, input usage), ``message_delta`` (stop, output)."""
 
-    def __init__(self) -> None:
+    def __init__(self, capture: bool = False) -> None:
         self._info = ResponseInfo()
         self._usage: dict[str, Any] = {}
+        self._output = AnthropicOutput() if capture else None
 
     def observe(self, event: Any) -> None:
+        if self._output is not None:
+            self._output.observe(event)
         kind = _get(event, "type")
         if kind == "message_start":
             message = _get(event, "message")
@@ -112,95 +96,42 @@ class MessageStreamState:
     def info(self) -> ResponseInfo:
         if self._usage:
             self._info.usage = message_usage(self._usage)
+        if self._output is not None:
+            self._info.output_messages = self._output.messages()
         return self._info
 
 
 class HelperStreamState(MessageStreamState):
     """The ``messages.stream()`` helper: its own accumulated message, where it has one."""
 
-    def __init__(self, stream: Any) -> None:
+    def __init__(self, stream: Any, capture: bool = False) -> None:
         super().__init__()
         self._stream = stream
+        self._capture = capture
 
     def info(self) -> ResponseInfo:
         getter = getattr(self._stream, "_current_snapshot_or_none", None)
         snapshot = getter() if callable(getter) else getattr(self._stream, "current_message_snapshot", None)
-        if snapshot is not None:
-            return message_info(snapshot)
-        return super().info()
+        if snapshot is None:
+            return super().info()
+        info = message_info(snapshot)
+        if self._capture:
+            info.output_messages = anthropic_output(snapshot)
+        return info
 
 
-# ---------------------------------------------------------------------------
-# Wrappers
-# ---------------------------------------------------------------------------
+def _stream_classes() -> tuple[type, type]:
+    import anthropic
 
-def _begin(telemetry: Telemetry, kwargs: dict[str, Any]) -> Any:
-    try:
-        return start_call(telemetry, provider=PROVIDER, api=API_MESSAGES, body=request_body(kwargs))
-    except Exception:  # noqa: BLE001
-        _log.warning("ctxscope: could not start the anthropic call", exc_info=True)
-        return None
+    return anthropic.Stream, anthropic.AsyncStream
 
 
-def _after(call: Any, result: Any) -> Any:
-    try:
-        import anthropic
-        from ._streams import AsyncStream, SyncStream
-
-        if isinstance(result, anthropic.Stream):
-            return SyncStream(result, call, MessageStreamState())
-        if isinstance(result, anthropic.AsyncStream):
-            return AsyncStream(result, call, MessageStreamState())
-        info = None
-        try:
-            info = message_info(result)
-        except Exception:  # noqa: BLE001
-            _log.debug("ctxscope: no usage in an anthropic result of type %s", type(result).__name__)
-        call.finish(info)
-    except Exception:  # noqa: BLE001
-        _log.warning("ctxscope: could not finish the anthropic call", exc_info=True)
-        if not call.ended:
-            call.finish(None)
-    return result
+MESSAGES = Api(API_MESSAGES, PROVIDER, _stream_classes, message_info, MessageStreamState,
+               lambda message, _: anthropic_output(message))
 
 
-def _sync_create(telemetry: Telemetry) -> Any:
-    def wrapper(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
-        call = _begin(telemetry, kwargs)
-        if call is None:
-            return wrapped(*args, **kwargs)
-        token = call.activate()
-        try:
-            result = wrapped(*args, **kwargs)
-        except BaseException as error:
-            call.fail(error)
-            raise
-        finally:
-            call.deactivate(token)
-        return _after(call, result)
-
-    return wrapper
-
-
-def _async_create(telemetry: Telemetry) -> Any:
-    async def wrapper(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
-        call = _begin(telemetry, kwargs)
-        if call is None:
-            return await wrapped(*args, **kwargs)
-        token = call.activate()
-        try:
-            result = await wrapped(*args, **kwargs)
-        except BaseException as error:
-            call.fail(error)
-            raise
-        finally:
-            call.deactivate(token)
-        return _after(call, result)
-
-    return wrapper
-
-
-def _helper(telemetry: Telemetry, is_async: bool) -> Any:
+def _helper(telemetry: Telemetry, is_async: bool) -> Callable[..., Any]:
+    """``messages.stream(...)`` sends its request itself: the manager opens the call when entered."""
     def wrapper(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
         # The body is taken now: the manager sends it when entered.
         try:
@@ -216,9 +147,9 @@ def _helper(telemetry: Telemetry, is_async: bool) -> Any:
             proxy_cls = AsyncStream if is_async else SyncStream
 
             def wrap(stream: Any, call: Any) -> Any:
-                return proxy_cls(stream, call, HelperStreamState(stream))
+                return proxy_cls(stream, call, HelperStreamState(stream, call.captures_content))
 
-            return ManagerProxy(manager, start=lambda: _begin(telemetry, dict(body)), wrap=wrap)
+            return ManagerProxy(manager, start=lambda: begin(telemetry, MESSAGES, dict(body)), wrap=wrap)
         except Exception:  # noqa: BLE001
             _log.warning("ctxscope: could not wrap messages.stream", exc_info=True)
             return manager
@@ -226,49 +157,28 @@ def _helper(telemetry: Telemetry, is_async: bool) -> Any:
     return wrapper
 
 
-# ---------------------------------------------------------------------------
-# The instrumentor
-# ---------------------------------------------------------------------------
-
-try:
-    from opentelemetry.instrumentation.instrumentor import BaseInstrumentor  # type: ignore[attr-defined]
-except ImportError:  # pragma: no cover - the "anthropic" extra brings it
-    BaseInstrumentor = object  # type: ignore[assignment,misc]
-
-
-class AnthropicInstrumentor(BaseInstrumentor):  # type: ignore[misc,valid-type]
+class AnthropicInstrumentor(ProviderInstrumentor):
     """Context spans for ``anthropic`` messages."""
 
-    _telemetry: Telemetry | None = None
+    _instruments = ("anthropic >= 0.40",)
+    # parse() posts itself rather than calling create(); beta.messages is the same API
+    # with beta features (what agent harnesses such as Claude Code call).
+    _create_targets = (
+        ("anthropic.resources.messages", "Messages.create", MESSAGES, False),
+        ("anthropic.resources.messages", "AsyncMessages.create", MESSAGES, True),
+        ("anthropic.resources.messages", "Messages.parse", MESSAGES, False),
+        ("anthropic.resources.messages", "AsyncMessages.parse", MESSAGES, True),
+        ("anthropic.resources.beta.messages", "Messages.create", MESSAGES, False),
+        ("anthropic.resources.beta.messages", "AsyncMessages.create", MESSAGES, True),
+        ("anthropic.resources.beta.messages", "Messages.parse", MESSAGES, False),
+        ("anthropic.resources.beta.messages", "AsyncMessages.parse", MESSAGES, True),
+    )
+    _helper_targets = (
+        ("anthropic.resources.messages", "Messages.stream", False),
+        ("anthropic.resources.messages", "AsyncMessages.stream", True),
+        ("anthropic.resources.beta.messages", "Messages.stream", False),
+        ("anthropic.resources.beta.messages", "AsyncMessages.stream", True),
+    )
 
-    def instrumentation_dependencies(self) -> Collection[str]:
-        return _INSTRUMENTS
-
-    def _instrument(self, **kwargs: Any) -> None:
-        from wrapt import wrap_function_wrapper
-
-        from ._wrappers import install_processor
-
-        tracer_provider = kwargs.get("tracer_provider")
-        install_processor(tracer_provider, kwargs.get("meter_provider"))
-        # ``tracker``: a Tracker of one's own (tests, a tokenizer choice); default the process-wide one.
-        telemetry = Telemetry(tracer_provider, kwargs.get("tracker"))
-        type(self)._telemetry = telemetry
-        for module, name, is_async in _CREATE_TARGETS:
-            try:
-                wrap_function_wrapper(module, name, (_async_create if is_async else _sync_create)(telemetry))
-            except (AttributeError, ImportError):  # an SDK version without this method
-                _log.debug("ctxscope: %s.%s not found; not instrumented", module, name)
-        for module, name, is_async in _HELPER_TARGETS:
-            try:
-                wrap_function_wrapper(module, name, _helper(telemetry, is_async))
-            except (AttributeError, ImportError):
-                _log.debug("ctxscope: %s.%s not found; helper not instrumented", module, name)
-
-    def _uninstrument(self, **kwargs: Any) -> None:
-        from ._wrappers import unwrap_all
-
-        unwrap_all(_CREATE_TARGETS, _HELPER_TARGETS)
-        if type(self)._telemetry is not None:
-            type(self)._telemetry.close()
-            type(self)._telemetry = None
+    def _helper_wrapper(self, telemetry: Telemetry, is_async: bool) -> Callable[..., Any]:
+        return _helper(telemetry, is_async)

@@ -16,36 +16,17 @@ the caller's stream, so without it the span has no reported input.
 from __future__ import annotations
 
 import logging
-from typing import Any, Collection
+from typing import Any, Callable
 
-from ._wrappers import ResponseInfo, Telemetry, request_body, start_call, usage_from
+from ..items import API_OPENAI_CHAT as API_CHAT
+from ..items import API_OPENAI_RESPONSES as API_RESPONSES
+from ._content import ChatOutput, chat_output, responses_output
+from ._instrumentor import ProviderInstrumentor
+from ._wrappers import Api, ResponseInfo, Telemetry, create_wrapper, usage_from
 
 _log = logging.getLogger("ctxscope.instrumentation")
 
 PROVIDER = "openai"
-API_CHAT = "openai.chat"
-API_RESPONSES = "openai.responses"
-
-_INSTRUMENTS = ("openai >= 1.40",)
-
-# (module, class.method, api) wrapped by the instrumentor.
-_CREATE_TARGETS = (
-    ("openai.resources.chat.completions", "Completions.create", API_CHAT, False),
-    ("openai.resources.chat.completions", "AsyncCompletions.create", API_CHAT, True),
-    ("openai.resources.responses", "Responses.create", API_RESPONSES, False),
-    ("openai.resources.responses", "AsyncResponses.create", API_RESPONSES, True),
-    # Structured outputs: parse() posts itself rather than calling create().
-    ("openai.resources.chat.completions", "Completions.parse", API_CHAT, False),
-    ("openai.resources.chat.completions", "AsyncCompletions.parse", API_CHAT, True),
-    ("openai.resources.responses", "Responses.parse", API_RESPONSES, False),
-    ("openai.resources.responses", "AsyncResponses.parse", API_RESPONSES, True),
-)
-_HELPER_TARGETS = (
-    ("openai.resources.chat.completions", "Completions.stream"),
-    ("openai.resources.chat.completions", "AsyncCompletions.stream"),
-    ("openai.resources.responses", "Responses.stream"),
-    ("openai.resources.responses", "AsyncResponses.stream"),
-)
 
 
 def _get(obj: Any, name: str) -> Any:
@@ -83,11 +64,14 @@ def chat_info(completion: Any) -> ResponseInfo:
 class ChatStreamState:
     """Chat chunks: id and model from any chunk, finish reasons per choice, usage from the last."""
 
-    def __init__(self) -> None:
+    def __init__(self, capture: bool = False) -> None:
         self._info = ResponseInfo()
         self._reasons: dict[int, str] = {}
+        self._output = ChatOutput() if capture else None
 
     def observe(self, chunk: Any) -> None:
+        if self._output is not None:
+            self._output.observe(chunk)
         info = self._info
         info.response_id = info.response_id or _get(chunk, "id")
         info.response_model = info.response_model or _get(chunk, "model")
@@ -101,6 +85,8 @@ class ChatStreamState:
 
     def info(self) -> ResponseInfo:
         self._info.finish_reasons = [self._reasons[i] for i in sorted(self._reasons)]
+        if self._output is not None:
+            self._info.output_messages = self._output.messages()
         return self._info
 
 
@@ -140,8 +126,9 @@ _TERMINAL = ("response.completed", "response.incomplete", "response.failed")
 class ResponsesStreamState:
     """Responses events: the response of the created event, then of the terminal event."""
 
-    def __init__(self) -> None:
+    def __init__(self, capture: bool = False) -> None:
         self._info = ResponseInfo()
+        self._capture = capture
 
     def observe(self, event: Any) -> None:
         kind = _get(event, "type")
@@ -150,6 +137,8 @@ class ResponsesStreamState:
             return
         if kind in _TERMINAL:
             self._info = responses_info(response)
+            if self._capture:
+                self._info.output_messages = _responses_content(response, self._info)
         else:
             self._info.response_id = self._info.response_id or _get(response, "id")
             self._info.response_model = self._info.response_model or _get(response, "model")
@@ -158,87 +147,28 @@ class ResponsesStreamState:
         return self._info
 
 
-_STATES = {API_CHAT: ChatStreamState, API_RESPONSES: ResponsesStreamState}
-_INFOS = {API_CHAT: chat_info, API_RESPONSES: responses_info}
+def _responses_content(response: Any, info: ResponseInfo) -> list[dict[str, Any]]:
+    return responses_output(response, info.finish_reasons[0] if info.finish_reasons else "")
 
 
-# ---------------------------------------------------------------------------
-# Wrappers
-# ---------------------------------------------------------------------------
+def _stream_classes() -> tuple[type, type]:
+    import openai
 
-def _begin(telemetry: Telemetry, api: str, kwargs: dict[str, Any]) -> Any:
-    try:
-        from ._streams import register_helper_call
-
-        call = start_call(telemetry, provider=PROVIDER, api=api, body=request_body(kwargs))
-        if call is not None:
-            register_helper_call(call)
-        return call
-    except Exception:  # noqa: BLE001
-        _log.warning("ctxscope: could not start the %s call", api, exc_info=True)
-        return None
+    return openai.Stream, openai.AsyncStream
 
 
-def _after(call: Any, api: str, result: Any) -> Any:
-    """Wrap a stream in a proxy, or finish the call with the response."""
-    try:
-        import openai
-        from ._streams import AsyncStream, SyncStream
-
-        if isinstance(result, openai.Stream):
-            return SyncStream(result, call, _STATES[api]())
-        if isinstance(result, openai.AsyncStream):
-            return AsyncStream(result, call, _STATES[api]())
-        info = None
-        try:
-            info = _INFOS[api](result)
-        except Exception:  # noqa: BLE001 - an unexpected response shape (raw response wrappers)
-            _log.debug("ctxscope: no usage in a %s result of type %s", api, type(result).__name__)
-        call.finish(info)
-    except Exception:  # noqa: BLE001
-        _log.warning("ctxscope: could not finish the %s call", api, exc_info=True)
-        if not call.ended:
-            call.finish(None)
-    return result
+CHAT = Api(API_CHAT, PROVIDER, _stream_classes, chat_info, ChatStreamState, lambda r, _: chat_output(r))
+RESPONSES = Api(API_RESPONSES, PROVIDER, _stream_classes, responses_info, ResponsesStreamState, _responses_content)
+_APIS = {API_CHAT: CHAT, API_RESPONSES: RESPONSES}
 
 
-def _sync_create(telemetry: Telemetry, api: str) -> Any:
-    def wrapper(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
-        call = _begin(telemetry, api, kwargs)
-        if call is None:
-            return wrapped(*args, **kwargs)
-        token = call.activate()
-        try:
-            result = wrapped(*args, **kwargs)
-        except BaseException as error:
-            call.fail(error)
-            raise
-        finally:
-            call.deactivate(token)
-        return _after(call, api, result)
-
-    return wrapper
-
-
-def _async_create(telemetry: Telemetry, api: str) -> Any:
-    async def wrapper(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
-        call = _begin(telemetry, api, kwargs)
-        if call is None:
-            return await wrapped(*args, **kwargs)
-        token = call.activate()
-        try:
-            result = await wrapped(*args, **kwargs)
-        except BaseException as error:
-            call.fail(error)
-            raise
-        finally:
-            call.deactivate(token)
-        return _after(call, api, result)
-
-    return wrapper
+def _sync_create(telemetry: Telemetry, api: str) -> Callable[..., Any]:
+    """The wrapper of a synchronous create (kept for bench/bench_overhead.py)."""
+    return create_wrapper(telemetry, _APIS[api], is_async=False)
 
 
 def _helper(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
+    """``.stream(...)`` helpers call the instrumented ``create``; their manager ends the call at exit."""
     manager = wrapped(*args, **kwargs)
     try:
         from ._streams import ManagerProxy
@@ -249,50 +179,27 @@ def _helper(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
         return manager
 
 
-# ---------------------------------------------------------------------------
-# The instrumentor
-# ---------------------------------------------------------------------------
-
-try:
-    from opentelemetry.instrumentation.instrumentor import BaseInstrumentor  # type: ignore[attr-defined]
-except ImportError:  # pragma: no cover - the "openai" extra brings it
-    BaseInstrumentor = object  # type: ignore[assignment,misc]
-
-
-class OpenAIInstrumentor(BaseInstrumentor):  # type: ignore[misc,valid-type]
+class OpenAIInstrumentor(ProviderInstrumentor):
     """Context spans for ``openai`` chat completions and Responses."""
 
-    _telemetry: Telemetry | None = None
+    _instruments = ("openai >= 1.40",)
+    _create_targets = (
+        ("openai.resources.chat.completions", "Completions.create", CHAT, False),
+        ("openai.resources.chat.completions", "AsyncCompletions.create", CHAT, True),
+        ("openai.resources.responses", "Responses.create", RESPONSES, False),
+        ("openai.resources.responses", "AsyncResponses.create", RESPONSES, True),
+        # Structured outputs: parse() posts itself rather than calling create().
+        ("openai.resources.chat.completions", "Completions.parse", CHAT, False),
+        ("openai.resources.chat.completions", "AsyncCompletions.parse", CHAT, True),
+        ("openai.resources.responses", "Responses.parse", RESPONSES, False),
+        ("openai.resources.responses", "AsyncResponses.parse", RESPONSES, True),
+    )
+    _helper_targets = (
+        ("openai.resources.chat.completions", "Completions.stream", False),
+        ("openai.resources.chat.completions", "AsyncCompletions.stream", True),
+        ("openai.resources.responses", "Responses.stream", False),
+        ("openai.resources.responses", "AsyncResponses.stream", True),
+    )
 
-    def instrumentation_dependencies(self) -> Collection[str]:
-        return _INSTRUMENTS
-
-    def _instrument(self, **kwargs: Any) -> None:
-        from wrapt import wrap_function_wrapper
-
-        from ._wrappers import install_processor
-
-        tracer_provider = kwargs.get("tracer_provider")
-        install_processor(tracer_provider, kwargs.get("meter_provider"))
-        # ``tracker``: a Tracker of one's own (tests, a tokenizer choice); default the process-wide one.
-        telemetry = Telemetry(tracer_provider, kwargs.get("tracker"))
-        type(self)._telemetry = telemetry
-        for module, name, api, is_async in _CREATE_TARGETS:
-            factory = _async_create if is_async else _sync_create
-            try:
-                wrap_function_wrapper(module, name, factory(telemetry, api))
-            except (AttributeError, ImportError):  # an SDK version without this method
-                _log.debug("ctxscope: %s.%s not found; not instrumented", module, name)
-        for module, name in _HELPER_TARGETS:
-            try:
-                wrap_function_wrapper(module, name, _helper)
-            except (AttributeError, ImportError):  # an SDK without the helper
-                _log.debug("ctxscope: %s.%s not found; helper not instrumented", module, name)
-
-    def _uninstrument(self, **kwargs: Any) -> None:
-        from ._wrappers import unwrap_all
-
-        unwrap_all(_CREATE_TARGETS, _HELPER_TARGETS)
-        if type(self)._telemetry is not None:
-            type(self)._telemetry.close()
-            type(self)._telemetry = None
+    def _helper_wrapper(self, telemetry: Telemetry, is_async: bool) -> Callable[..., Any]:
+        return _helper

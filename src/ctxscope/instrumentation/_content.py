@@ -1,0 +1,454 @@
+"""Opt-in message content in the GenAI conventions' shape (SPEC section 7).
+
+Off by default: ctxscope's telemetry carries counts and identities only.
+``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT`` opts in, read once when
+an instrumentor is turned on, with the values the official instrumentations
+accept: ``true`` (the older boolean form) or, as in ``opentelemetry-util-genai``,
+``NO_CONTENT``, ``SPAN_ONLY``, ``EVENT_ONLY``, ``SPAN_AND_EVENT`` (any case).
+
+With content on, a call records the current GenAI conventions' structured
+attributes: ``gen_ai.system_instructions`` (a list of parts),
+``gen_ai.input.messages`` (``{role, parts}``), ``gen_ai.output.messages``
+(``{role, parts, finish_reason}``) and ``gen_ai.tool.definitions``. Parts are
+``{"type": "text", "content"}``, ``{"type": "tool_call", "id", "name",
+"arguments"}``, ``{"type": "tool_call_response", "id", "response"}``,
+``{"type": "reasoning", "content"}``, ``{"type": "blob" | "uri", "modality",
+"mime_type", "content" | "uri"}``, else ``{"type": <the provider's block type>}``.
+On spans they are JSON strings (span attributes cannot hold maps); on the
+``gen_ai.client.inference.operation.details`` event they stay structured.
+
+This module is pure: it reads request bodies and responses (dicts or SDK
+objects alike) and imports neither OpenTelemetry nor a provider SDK.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from enum import Enum
+from typing import Any, Mapping
+
+from ..environment_variables import OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT
+from ..items import API_ANTHROPIC, API_OPENAI_CHAT, API_OPENAI_RESPONSES
+from ..schema import GenAI
+
+_log = logging.getLogger("ctxscope.instrumentation")
+
+Part = dict[str, Any]
+Message = dict[str, Any]
+
+
+class ContentMode(str, Enum):
+    """Where message content goes; the names of ``opentelemetry-util-genai``'s ``ContentCapturingMode``."""
+
+    NO_CONTENT = "NO_CONTENT"
+    SPAN_ONLY = "SPAN_ONLY"
+    EVENT_ONLY = "EVENT_ONLY"
+    SPAN_AND_EVENT = "SPAN_AND_EVENT"
+
+    @property
+    def on_spans(self) -> bool:
+        return self in (ContentMode.SPAN_ONLY, ContentMode.SPAN_AND_EVENT)
+
+    @property
+    def on_events(self) -> bool:
+        return self in (ContentMode.EVENT_ONLY, ContentMode.SPAN_AND_EVENT)
+
+    @property
+    def captures(self) -> bool:
+        return self is not ContentMode.NO_CONTENT
+
+
+# The boolean form of the older instrumentations (openai-v2 without the
+# latest-experimental opt-in): true puts content on ctxscope's span.
+_BOOLEANS = {"true": ContentMode.SPAN_ONLY, "false": ContentMode.NO_CONTENT}
+
+
+def content_mode(value: str | None) -> ContentMode:
+    """The mode a value of the variable asks for; unknown values are logged and mean no content."""
+    text = (value or "").strip()
+    if not text:
+        return ContentMode.NO_CONTENT
+    if text.lower() in _BOOLEANS:
+        return _BOOLEANS[text.lower()]
+    try:
+        return ContentMode[text.upper()]
+    except KeyError:
+        _log.warning("ctxscope: %s=%s is not one of true, false, %s; no content is captured",
+                     OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT, text,
+                     ", ".join(m.value for m in ContentMode))
+        return ContentMode.NO_CONTENT
+
+
+def content_mode_from_env() -> ContentMode:
+    """Read once, when an instrumentor is turned on (never per request)."""
+    return content_mode(os.environ.get(OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT))
+
+
+def span_attributes(content: Mapping[str, list[Any]]) -> dict[str, str]:
+    """Span attributes hold no maps: each structured value as compact JSON."""
+    return {key: json.dumps(value, separators=(",", ":"), ensure_ascii=False, default=str)
+            for key, value in content.items() if value}
+
+
+# ---------------------------------------------------------------------------
+# Reading dicts and SDK objects alike
+# ---------------------------------------------------------------------------
+
+def _get(obj: Any, name: str) -> Any:
+    if obj is None:
+        return None
+    if isinstance(obj, Mapping):
+        return obj.get(name)
+    return getattr(obj, name, None)
+
+
+def _plain(value: Any) -> Any:
+    """An SDK object as plain data (pydantic models dump themselves), for JSON."""
+    dump = getattr(value, "model_dump", None)
+    if callable(dump):
+        try:
+            return dump(mode="json", exclude_none=True)
+        except Exception:  # noqa: BLE001 - whatever it holds, keep its text form
+            return str(value)
+    if isinstance(value, Mapping):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    return value
+
+
+def _arguments(value: Any) -> Any:
+    """Tool-call arguments as an object where they are JSON text (OpenAI sends a string)."""
+    if isinstance(value, str):
+        try:
+            return json.loads(value)
+        except ValueError:
+            return value
+    return _plain(value)
+
+
+def _text(content: str) -> Part:
+    return {"type": "text", "content": content}
+
+
+def _call(call_id: Any, name: Any, arguments: Any) -> Part:
+    return {"type": "tool_call", "id": call_id, "name": name, "arguments": _arguments(arguments)}
+
+
+def _response(call_id: Any, response: Any) -> Part:
+    return {"type": "tool_call_response", "id": call_id, "response": _plain(response)}
+
+
+def _list(value: Any) -> list[Any]:
+    if value is None or isinstance(value, (str, bytes, Mapping)):
+        return []
+    try:
+        return list(value)
+    except TypeError:
+        return []
+
+
+# ---------------------------------------------------------------------------
+# Content blocks -> parts
+# ---------------------------------------------------------------------------
+
+def _openai_part(block: Any) -> Part:
+    """A content block of OpenAI chat or Responses."""
+    if isinstance(block, str):
+        return _text(block)
+    kind = _get(block, "type")
+    if kind in ("text", "input_text", "output_text"):
+        return _text(str(_get(block, "text") or ""))
+    if kind == "refusal":
+        return _text(str(_get(block, "refusal") or ""))
+    if kind == "image_url":
+        return {"type": "uri", "modality": "image", "mime_type": None, "uri": _get(_get(block, "image_url"), "url")}
+    if kind == "input_image":
+        url = _get(block, "image_url")
+        if url:
+            return {"type": "uri", "modality": "image", "mime_type": None, "uri": url}
+        return {"type": "file", "modality": "image", "mime_type": None, "file_id": _get(block, "file_id")}
+    if kind in ("input_audio",):
+        audio = _get(block, "input_audio")
+        return {"type": "blob", "modality": "audio", "mime_type": f"audio/{_get(audio, 'format') or 'wav'}",
+                "content": _get(audio, "data")}
+    return {"type": str(kind or "unknown")}
+
+
+def _openai_parts(content: Any) -> list[Part]:
+    if content is None:
+        return []
+    if isinstance(content, str):
+        return [_text(content)] if content else []
+    return [_openai_part(block) for block in _list(content)]
+
+
+def _anthropic_part(block: Any) -> Part:
+    if isinstance(block, str):
+        return _text(block)
+    kind = _get(block, "type")
+    if kind == "text":
+        return _text(str(_get(block, "text") or ""))
+    if kind in ("tool_use", "server_tool_use", "mcp_tool_use"):
+        return _call(_get(block, "id"), _get(block, "name"), _get(block, "input"))
+    if kind == "tool_result":
+        content = _get(block, "content")
+        if not isinstance(content, str):
+            parts = [_anthropic_part(b) for b in _list(content)]
+            content = "".join(p["content"] for p in parts if p["type"] == "text") if all(
+                p["type"] == "text" for p in parts) else parts
+        return _response(_get(block, "tool_use_id"), content)
+    if kind == "thinking":
+        return {"type": "reasoning", "content": str(_get(block, "thinking") or "")}
+    if kind in ("image", "document"):
+        source = _get(block, "source")
+        modality = "image" if kind == "image" else "document"
+        if _get(source, "type") == "base64":
+            return {"type": "blob", "modality": modality, "mime_type": _get(source, "media_type"),
+                    "content": _get(source, "data")}
+        if _get(source, "type") == "url":
+            return {"type": "uri", "modality": modality, "mime_type": None, "uri": _get(source, "url")}
+        if _get(source, "type") == "text":
+            return _text(str(_get(source, "data") or ""))
+    return {"type": str(kind or "unknown")}
+
+
+def _anthropic_parts(content: Any) -> list[Part]:
+    if content is None:
+        return []
+    if isinstance(content, str):
+        return [_text(content)] if content else []
+    return [_anthropic_part(block) for block in _list(content)]
+
+
+# ---------------------------------------------------------------------------
+# Tool definitions
+# ---------------------------------------------------------------------------
+
+def _tool_definition(tool: Any) -> dict[str, Any]:
+    kind = _get(tool, "type")
+    function = _get(tool, "function")
+    if function is not None:  # OpenAI chat: {"type": "function", "function": {...}}
+        tool = function
+    schema = _get(tool, "parameters")
+    if schema is None:
+        schema = _get(tool, "input_schema")  # Anthropic
+    name = _get(tool, "name")
+    if schema is not None or kind in (None, "function", "custom"):
+        definition: dict[str, Any] = {"type": "function", "name": name}
+        description = _get(tool, "description")
+        if description is not None:
+            definition["description"] = description
+        if schema is not None:
+            definition["parameters"] = _plain(schema)
+        return definition
+    # A provider's own tool (web search, code interpreter...): its type names it.
+    return {"type": str(kind), "name": name or str(kind)}
+
+
+def _tool_definitions(body: Mapping[str, Any]) -> list[dict[str, Any]]:
+    return [_tool_definition(tool) for tool in _list(body.get("tools"))]
+
+
+# ---------------------------------------------------------------------------
+# Requests
+# ---------------------------------------------------------------------------
+
+def _chat_input(body: Mapping[str, Any]) -> list[Message]:
+    # Chat completions keep system and developer messages in the history, as openai-v2 does.
+    messages: list[Message] = []
+    for message in _list(body.get("messages")):
+        role = str(_get(message, "role") or "user")
+        parts: list[Part] = []
+        if role == "tool":
+            parts.append(_response(_get(message, "tool_call_id"), _plain(_get(message, "content"))))
+        else:
+            parts.extend(_openai_parts(_get(message, "content")))
+            for call in _list(_get(message, "tool_calls")):
+                function = _get(call, "function")
+                parts.append(_call(_get(call, "id"), _get(function, "name"), _get(function, "arguments")))
+        messages.append({"role": role, "parts": parts})
+    return messages
+
+
+def _responses_item(item: Any) -> Message | None:
+    kind = _get(item, "type")
+    if kind == "function_call":
+        return {"role": "assistant", "parts": [_call(_get(item, "call_id"), _get(item, "name"), _get(item, "arguments"))]}
+    if kind == "function_call_output":
+        return {"role": "tool", "parts": [_response(_get(item, "call_id"), _get(item, "output"))]}
+    if kind == "reasoning":
+        summary = "".join(str(_get(s, "text") or "") for s in _list(_get(item, "summary")))
+        return {"role": "assistant", "parts": [{"type": "reasoning", "content": summary}]}
+    role = _get(item, "role")
+    if role is not None:  # a message, typed or not
+        return {"role": str(role), "parts": _openai_parts(_get(item, "content"))}
+    return {"role": "user", "parts": [{"type": str(kind or "unknown")}]}
+
+
+def _responses_input(body: Mapping[str, Any]) -> list[Message]:
+    given = body.get("input")
+    if isinstance(given, str):
+        return [{"role": "user", "parts": [_text(given)]}]
+    return [m for m in (_responses_item(item) for item in _list(given)) if m is not None]
+
+
+def _system(value: Any, parts: Any) -> list[Part]:
+    if isinstance(value, str):
+        return [_text(value)] if value else []
+    return parts(value)
+
+
+def request_content(api: str, body: Mapping[str, Any]) -> dict[str, list[Any]]:
+    """The request's system instructions, input messages and tool definitions, by attribute key."""
+    if api == API_OPENAI_CHAT:
+        content = {GenAI.INPUT_MESSAGES: _chat_input(body)}
+    elif api == API_OPENAI_RESPONSES:
+        content = {GenAI.SYSTEM_INSTRUCTIONS: _system(body.get("instructions"), _openai_parts),
+                   GenAI.INPUT_MESSAGES: _responses_input(body)}
+    elif api == API_ANTHROPIC:
+        messages = [{"role": str(_get(m, "role") or "user"), "parts": _anthropic_parts(_get(m, "content"))}
+                    for m in _list(body.get("messages"))]
+        content = {GenAI.SYSTEM_INSTRUCTIONS: _system(body.get("system"), _anthropic_parts),
+                   GenAI.INPUT_MESSAGES: messages}
+    else:
+        return {}
+    content[GenAI.TOOL_DEFINITIONS] = _tool_definitions(body)
+    return {key: value for key, value in content.items() if value}
+
+
+# ---------------------------------------------------------------------------
+# Responses
+# ---------------------------------------------------------------------------
+
+def chat_output(completion: Any) -> list[Message]:
+    """One assistant message per choice of a chat completion."""
+    messages = []
+    for choice in _list(_get(completion, "choices")):
+        message = _get(choice, "message")
+        parts = _openai_parts(_get(message, "content"))
+        refusal = _get(message, "refusal")
+        if refusal:
+            parts.append(_text(str(refusal)))
+        for call in _list(_get(message, "tool_calls")):
+            function = _get(call, "function")
+            parts.append(_call(_get(call, "id"), _get(function, "name"), _get(function, "arguments")))
+        messages.append({"role": str(_get(message, "role") or "assistant"), "parts": parts,
+                         "finish_reason": str(_get(choice, "finish_reason") or "")})
+    return messages
+
+
+def responses_output(response: Any, finish_reason: str) -> list[Message]:
+    """A Responses API response's output items as one assistant message."""
+    parts: list[Part] = []
+    for item in _list(_get(response, "output")):
+        kind = _get(item, "type")
+        if kind == "message":
+            parts.extend(_openai_parts(_get(item, "content")))
+        elif kind == "function_call":
+            parts.append(_call(_get(item, "call_id"), _get(item, "name"), _get(item, "arguments")))
+        else:
+            message = _responses_item(item)
+            if message is not None:
+                parts.extend(message["parts"])
+    if not parts and _get(response, "output") is None:
+        return []
+    return [{"role": "assistant", "parts": parts, "finish_reason": finish_reason}]
+
+
+def anthropic_output(message: Any) -> list[Message]:
+    content = _get(message, "content")
+    if content is None:
+        return []
+    return [{"role": str(_get(message, "role") or "assistant"), "parts": _anthropic_parts(content),
+             "finish_reason": str(_get(message, "stop_reason") or "")}]
+
+
+# ---------------------------------------------------------------------------
+# Streams: the output assembled from chunks and events
+# ---------------------------------------------------------------------------
+
+class ChatOutput:
+    """Chat chunks' deltas, per choice: text, refusal, and tool calls by index."""
+
+    def __init__(self) -> None:
+        self._choices: dict[int, dict[str, Any]] = {}
+
+    def observe(self, chunk: Any) -> None:
+        for choice in _list(_get(chunk, "choices")):
+            state = self._choices.setdefault(int(_get(choice, "index") or 0),
+                                             {"text": [], "calls": {}, "finish": ""})
+            delta = _get(choice, "delta")
+            text = _get(delta, "content")
+            if text:
+                state["text"].append(str(text))
+            refusal = _get(delta, "refusal")
+            if refusal:
+                state["text"].append(str(refusal))
+            for call in _list(_get(delta, "tool_calls")):
+                entry = state["calls"].setdefault(int(_get(call, "index") or 0), {"id": None, "name": "", "args": []})
+                entry["id"] = entry["id"] or _get(call, "id")
+                function = _get(call, "function")
+                entry["name"] = entry["name"] or _get(function, "name") or ""
+                if _get(function, "arguments"):
+                    entry["args"].append(str(_get(function, "arguments")))
+            if _get(choice, "finish_reason"):
+                state["finish"] = str(_get(choice, "finish_reason"))
+
+    def messages(self) -> list[Message]:
+        out = []
+        for index in sorted(self._choices):
+            state = self._choices[index]
+            parts = [_text("".join(state["text"]))] if state["text"] else []
+            for position in sorted(state["calls"]):
+                entry = state["calls"][position]
+                parts.append(_call(entry["id"], entry["name"], "".join(entry["args"])))
+            out.append({"role": "assistant", "parts": parts, "finish_reason": state["finish"]})
+        return out
+
+
+class AnthropicOutput:
+    """Raw message stream events: content blocks started, then their deltas."""
+
+    def __init__(self) -> None:
+        self._blocks: dict[int, dict[str, Any]] = {}
+        self._stop = ""
+
+    def observe(self, event: Any) -> None:
+        kind = _get(event, "type")
+        if kind == "content_block_start":
+            block = _get(event, "content_block")
+            self._blocks[int(_get(event, "index") or 0)] = {"block": block, "text": [], "json": []}
+        elif kind == "content_block_delta":
+            entry = self._blocks.get(int(_get(event, "index") or 0))
+            delta = _get(event, "delta")
+            if entry is None:
+                return
+            delta_kind = _get(delta, "type")
+            if delta_kind == "text_delta":
+                entry["text"].append(str(_get(delta, "text") or ""))
+            elif delta_kind == "thinking_delta":
+                entry["text"].append(str(_get(delta, "thinking") or ""))
+            elif delta_kind == "input_json_delta":
+                entry["json"].append(str(_get(delta, "partial_json") or ""))
+        elif kind == "message_delta":
+            self._stop = str(_get(_get(event, "delta"), "stop_reason") or self._stop)
+
+    def messages(self) -> list[Message]:
+        if not self._blocks:
+            return []
+        parts = []
+        for index in sorted(self._blocks):
+            entry = self._blocks[index]
+            part = _anthropic_part(entry["block"])
+            if part["type"] == "text":
+                part["content"] = str(part["content"]) + "".join(entry["text"])
+            elif part["type"] == "reasoning":
+                part["content"] = str(part["content"]) + "".join(entry["text"])
+            elif part["type"] == "tool_call" and entry["json"]:
+                part["arguments"] = _arguments("".join(entry["json"]))
+            parts.append(part)
+        return [{"role": "assistant", "parts": parts, "finish_reason": self._stop}]
+
