@@ -17,6 +17,9 @@ ANTHROPIC_BODY = {"model": "claude-sonnet-4-5", "max_tokens": 100, "system": "s"
 ANTHROPIC_RESPONSE = {"usage": {"input_tokens": 10, "cache_creation_input_tokens": 5,
                                 "cache_read_input_tokens": 100, "output_tokens": 3}}
 CHAT_BODY = {"model": "gpt-4o", "messages": [{"role": "user", "content": "c" * 8}]}
+READ_TOOL = {"type": "function", "function": {
+    "name": "read", "description": "Read a file",
+    "parameters": {"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]}}}
 
 
 def write(tmp_path: Path, name: str, text: str) -> str:
@@ -32,9 +35,35 @@ def run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
 
 
 def test_table_of_a_recording(tmp_path, capsys):
-    """chars/4: system 40 chars -> 10, prompt 20 -> 5; reported 115 from usage, unattributed 100."""
+    """chars/4: system 40 chars -> 10, prompt 20 -> 5, Claude framing 19; reported 115, unattributed 81.
+
+    Framing of claude-sonnet-4-5: the turn "\\n\\nHuman: " (9 chars) 3, the priming
+    "\\n\\nAssistant:" (12) 3, the context-awareness budget note (49 chars) 13.
+    """
     path = write(tmp_path, "rec.json", json.dumps({"request": ANTHROPIC_BODY, "response": ANTHROPIC_RESPONSE}))
     code, out, err = run(capsys, path, "--tokenizer", "chars")
+    assert code == 0 and err == ""
+    lines = out.splitlines()
+    assert lines[0] == f"{path}  anthropic.messages  model claude-sonnet-4-5  basis chars/4  5 items"
+    assert lines[2:8] == [
+        "category          tokens   share",
+        "system                10   29.4%",
+        "prompts                5   14.7%",
+        "overhead              19   55.9%",
+        "estimated             34",
+        "reported             115   calibration factor 1.000, unattributed 81",
+    ]
+    assert lines[9].split() == ["largest", "parts", "label", "tokens", "items"]
+    # The part's label is its largest item's: the budget note, 13 of the 19.
+    assert lines[10].split() == ["overhead", "context-awareness", "19", "3"]
+    assert lines[11].split() == ["system", "-", "10", "1"]
+    assert lines[12].split() == ["prompts/text", "-", "5", "1"]
+
+
+def test_no_framing_table_is_raw_content(tmp_path, capsys):
+    """--no-framing: system 10 + prompts 5 = 15, no overhead; reported 115 leaves 100 unattributed."""
+    path = write(tmp_path, "rec.json", json.dumps({"request": ANTHROPIC_BODY, "response": ANTHROPIC_RESPONSE}))
+    code, out, err = run(capsys, path, "--tokenizer", "chars", "--no-framing")
     assert code == 0 and err == ""
     lines = out.splitlines()
     assert lines[0] == f"{path}  anthropic.messages  model claude-sonnet-4-5  basis chars/4  2 items"
@@ -45,15 +74,48 @@ def test_table_of_a_recording(tmp_path, capsys):
         "estimated             15",
         "reported             115   calibration factor 1.000, unattributed 100",
     ]
-    assert lines[8].split() == ["largest", "parts", "label", "tokens", "items"]
-    assert lines[9].split() == ["system", "-", "10", "1"]
-    assert lines[10].split() == ["prompts/text", "-", "5", "1"]
+
+
+def test_chat_tool_rendering_and_functions_framing(tmp_path, capsys):
+    """gpt-4o, one tool, chars/4: tools 15 (the rendered TypeScript), prompts 2, overhead 28.
+
+    The tool renders as "// Read a file\\ntype read = (_: {\\npath: string,\\n}) => any;\\n\\n"
+    (59 chars: 15). Overhead: user message 3 + "user" 1, priming 3, the functions block
+    "namespace functions {\\n\\n" (23 chars: 6) + "} // namespace functions" (24: 6) + 9 = 21.
+    """
+    path = write(tmp_path, "body.json", json.dumps({**CHAT_BODY, "tools": [READ_TOOL]}))
+    code, out, _ = run(capsys, path, "--json", "--tokenizer", "chars")
+    doc = json.loads(out)
+    assert code == 0 and doc["framing"] is True
+    assert doc["annotation"]["categories"] == {"tools": 15, "prompts": 2, "overhead": 28}
+    assert doc["parts"] == {"overhead": 28, "tools/read": 15, "prompts/text": 2}
+    labels = {row["part"]: row["label"] for row in doc["largest"]}
+    assert labels["overhead"] == "functions"  # the largest framing item: 21 of the 28
+    code, out, _ = run(capsys, path, "--json", "--tokenizer", "chars", "--no-framing")
+    doc = json.loads(out)
+    # Tool definitions keep their rendering without framing: that is their text in the prompt.
+    assert doc["framing"] is False and doc["annotation"]["categories"] == {"tools": 15, "prompts": 2}
+
+
+def test_server_tool_hidden_part_and_tool_use_prompt(tmp_path, capsys):
+    """Claude with web search, chars/4: overhead 3+3+13 + the published tool-use prompt 346 = 365.
+
+    The declaration as sent (63 chars of compact JSON) counts 16 in tools/web_search; its
+    hidden definition is the part tools/server/web_search, 0 until self-calibration learns it.
+    """
+    body = {**ANTHROPIC_BODY, "tools": [{"type": "web_search_20250305", "name": "web_search", "max_uses": 3}]}
+    path = write(tmp_path, "body.json", json.dumps(body))
+    code, out, _ = run(capsys, path, "--json", "--tokenizer", "chars")
+    doc = json.loads(out)
+    assert code == 0
+    assert doc["annotation"]["categories"] == {"system": 10, "tools": 16, "prompts": 5, "overhead": 365}
+    assert doc["parts"]["tools/server/web_search"] == 0 and doc["parts"]["tools/web_search"] == 16
 
 
 def test_json_document(tmp_path, capsys):
     """--json: the annotation (raw estimates), parts, and the calibrated view with unattributed."""
     path = write(tmp_path, "rec.json", json.dumps({"request": ANTHROPIC_BODY, "response": ANTHROPIC_RESPONSE}))
-    code, out, _ = run(capsys, path, "--json", "--tokenizer", "chars")
+    code, out, _ = run(capsys, path, "--json", "--tokenizer", "chars", "--no-framing")
     doc = json.loads(out)
     assert code == 0
     assert doc["api"] == "anthropic.messages"
@@ -68,20 +130,21 @@ def test_json_document(tmp_path, capsys):
 def test_reported_flag_overrides_and_scales_down(tmp_path, capsys):
     """--reported 12 below the estimate of 15: calibration factor 12/15 = 0.8."""
     path = write(tmp_path, "body.json", json.dumps(ANTHROPIC_BODY))
-    code, out, _ = run(capsys, path, "--json", "--tokenizer", "chars", "--reported", "12")
+    code, out, _ = run(capsys, path, "--json", "--tokenizer", "chars", "--reported", "12", "--no-framing")
     ann = json.loads(out)["annotation"]
     assert code == 0 and ann["reported_tokens"] == 12 and ann["calibration_factor"] == pytest.approx(0.8)
 
 
 def test_jsonl_line_pick_and_chat_usage(tmp_path, capsys):
-    """FILE:LINE picks a recording of a JSONL file; chat reports usage.prompt_tokens."""
+    """FILE:LINE picks a recording of a JSONL file; chat reports usage.prompt_tokens; overhead 3+1+3 = 7."""
     lines = [json.dumps({"request": ANTHROPIC_BODY, "response": ANTHROPIC_RESPONSE}),
              json.dumps({"request": CHAT_BODY, "response": {"usage": {"prompt_tokens": 9}}})]
     path = write(tmp_path, "recs.jsonl", "\n".join(lines) + "\n")
     code, out, _ = run(capsys, f"{path}:2", "--json", "--tokenizer", "chars")
     doc = json.loads(out)
     assert code == 0 and doc["file"] == f"{path}:2" and doc["api"] == "openai.chat"
-    assert doc["annotation"]["categories"] == {"prompts": 2} and doc["annotation"]["reported_tokens"] == 9
+    assert doc["annotation"]["categories"] == {"prompts": 2, "overhead": 7}
+    assert doc["annotation"]["reported_tokens"] == 9
 
 
 def test_model_flag_overrides_the_body(tmp_path, capsys):
@@ -120,7 +183,7 @@ def test_console_script_runs_inspect(tmp_path):
     done = subprocess.run([str(script), "inspect", path, "--tokenizer", "chars"], capture_output=True,
                           text=True, timeout=60)
     assert done.returncode == 0, done.stderr
-    assert "prompts                2  100.0%" in done.stdout
+    assert "prompts                2   22.2%" in done.stdout  # of 2 + overhead 7
 
 
 def test_responses_recording_reports_input_tokens(tmp_path, capsys):
@@ -128,7 +191,7 @@ def test_responses_recording_reports_input_tokens(tmp_path, capsys):
     body = {"model": "gpt-5", "instructions": "i" * 12, "input": "p" * 4}
     response = {"usage": {"input_tokens": 50, "input_tokens_details": {"cached_tokens": 40}}}
     path = write(tmp_path, "rec.json", json.dumps({"request": body, "response": response}))
-    code, out, _ = run(capsys, path, "--json", "--tokenizer", "chars")
+    code, out, _ = run(capsys, path, "--json", "--tokenizer", "chars", "--no-framing")
     ann = json.loads(out)["annotation"]
     assert code == 0 and json.loads(out)["api"] == "openai.responses"
     assert ann["categories"] == {"system": 3, "prompts": 1} and ann["reported_tokens"] == 50
@@ -138,5 +201,6 @@ def test_help_names_the_options(capsys):
     """``ctxscope inspect --help`` documents FILE:LINE and every option."""
     code, out, _ = run(capsys, "--help")
     assert code == 0
-    for text in ("FILE:LINE", "--json", "--tokenizer {auto,chars,tiktoken}", "--model", "--reported N", "--top K"):
+    for text in ("FILE:LINE", "--json", "--tokenizer {auto,chars,tiktoken}", "--model", "--reported N", "--top K",
+                 "--no-framing"):
         assert text in out

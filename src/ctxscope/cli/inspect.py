@@ -8,7 +8,12 @@ section 4) unless ``--reported`` is given. In a JSONL file of recordings,
 ``:LINE``.
 
 Counting goes through :class:`ctxscope.ledger.SessionLedger`, as for live
-requests, so the numbers are the ones a span would carry.
+requests, so the numbers are the ones a span would carry. The composition
+includes the provider's framing (:mod:`ctxscope.framing`: per-message
+overhead, reply priming, hidden prompts in ``overhead``; tool definitions as
+the provider renders them in ``tools``; server tools' hidden parts in
+``tools/server/<type>``), as the live tracker adds it; ``--no-framing`` shows
+the raw content only (tool definitions still as rendered: that is their text).
 """
 
 from __future__ import annotations
@@ -21,10 +26,12 @@ import sys
 from dataclasses import dataclass
 from typing import Any, Mapping
 
+from .. import framing as _framing
 from ..errors import InputError, UserError
 from ..items import API_ANTHROPIC, API_OPENAI_CHAT, API_OPENAI_RESPONSES, detect_api, items_from_request
 from ..ledger import SessionLedger, Snapshot
 from ..schema import CATEGORIES, Category
+from ..tokens import counter_for
 
 TOP_DEFAULT = 10
 _LINE_RE = re.compile(r"^(.*):(\d+)$")
@@ -45,6 +52,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         help="provider-reported input tokens (default: from the recording's usage)")
     parser.add_argument("--top", type=int, default=TOP_DEFAULT, metavar="K",
                         help=f"how many of the largest parts to list (default {TOP_DEFAULT})")
+    parser.add_argument("--no-framing", dest="framing", action="store_false",
+                        help="raw content only: leave out the provider's framing (per-message overhead, "
+                             "reply priming, hidden prompts, server tools' hidden parts)")
     parser.set_defaults(handler=run)
 
 
@@ -129,15 +139,21 @@ def reported_input(api: str, response: Any) -> int | None:
 
 
 def inspect(loaded: Loaded, *, tokenizer: str = "auto", model: str | None = None,
-            reported: int | None = None) -> tuple[str, Snapshot]:
-    """``(api, snapshot)`` of a loaded body, counted by a fresh ledger."""
+            reported: int | None = None, framing: bool = True) -> tuple[str, Snapshot]:
+    """``(api, snapshot)`` of a loaded body, counted by a fresh ledger (framing included unless ``framing=False``)."""
+    if model is None:
+        model = loaded.body.get("model") if isinstance(loaded.body.get("model"), str) else None
     try:
         api = detect_api(loaded.body)
         items = items_from_request(loaded.body, api)
+        if framing:
+            # The ledger's counter for this model, so framing is counted on the same basis.
+            items += _framing.framing_items(loaded.body, api, counter_for(model, tokenizer).count, model=model)
     except ValueError as exc:
         raise InputError(loaded.path, str(exc), loaded.line) from None
-    if model is None:
-        model = loaded.body.get("model") if isinstance(loaded.body.get("model"), str) else None
+    except (TypeError, AttributeError, KeyError) as exc:
+        raise InputError(loaded.path, f"not a usable request body ({type(exc).__name__}: {exc})",
+                         loaded.line) from None
     if reported is None:
         reported = reported_input(api, loaded.response)
     ledger = SessionLedger("inspect", tokenizer=tokenizer)
@@ -163,11 +179,12 @@ def _largest(snapshot: Snapshot, top: int) -> list[dict[str, Any]]:
     return rows
 
 
-def document(api: str, loaded: Loaded, snapshot: Snapshot, top: int) -> dict[str, Any]:
-    """The ``--json`` document: file, api, annotation, parts, largest parts, calibrated view."""
+def document(api: str, loaded: Loaded, snapshot: Snapshot, top: int, *, framing: bool = True) -> dict[str, Any]:
+    """The ``--json`` document: file, api, framing, annotation, parts, largest parts, calibrated view."""
     doc: dict[str, Any] = {
         "file": loaded.path if loaded.line is None else f"{loaded.path}:{loaded.line}",
         "api": api,
+        "framing": framing,
         "annotation": snapshot.annotation.to_json(),
         "parts": dict(sorted(snapshot.parts.items(), key=lambda kv: (-kv[1], kv[0]))),
         "largest": _largest(snapshot, top),
@@ -209,9 +226,10 @@ def run(args: argparse.Namespace) -> int:
     if args.reported is not None and args.reported < 0:
         raise UserError(f"--reported must be 0 or more, got {args.reported}")
     loaded = load(args.file)
-    api, snapshot = inspect(loaded, tokenizer=args.tokenizer, model=args.model, reported=args.reported)
+    api, snapshot = inspect(loaded, tokenizer=args.tokenizer, model=args.model, reported=args.reported,
+                            framing=args.framing)
     if args.json:
-        sys.stdout.write(json.dumps(document(api, loaded, snapshot, args.top), indent=2) + "\n")
+        sys.stdout.write(json.dumps(document(api, loaded, snapshot, args.top, framing=args.framing), indent=2) + "\n")
     else:
         sys.stdout.write(table(api, loaded, snapshot, args.top))
     return 0
