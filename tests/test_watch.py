@@ -280,3 +280,29 @@ def test_watch_command_errors_are_one_line(tmp_path, capsys):
     assert capsys.readouterr().err.strip() == f"ctxscope: {tmp_path / 'nope'}: no such folder"
     assert main(["watch", str(tmp_path), "--idle", "0"]) == 1
     assert capsys.readouterr().err.strip() == "ctxscope: --idle must be a positive number of seconds, got 0.0"
+
+
+def test_a_file_truncated_while_no_watch_ran_is_read_again_from_the_start(tmp_path):
+    """Rewritten shorter during a restart (same inode): re-read whole, calls 1-3 not repeated, call 4 emitted at once."""
+    import json
+
+    def slim(lines: list[bytes]) -> list[bytes]:  # the same records without cwd, version, gitBranch
+        drop = ("cwd", "version", "gitBranch", "userType")
+        return [json.dumps({k: v for k, v in json.loads(x).items() if k not in drop}, separators=(",", ":"),
+                           ensure_ascii=False).encode() + b"\n" for x in lines]
+
+    path = tmp_path / "s.jsonl"
+    first = Sinks()
+    w = watcher(tmp_path, first, tmp_path / "state.json", from_start=True)
+    path.write_bytes(b"".join(LINES[:17]))
+    w.scan()
+    w.close()
+    with open(path, "r+b") as handle:
+        handle.truncate(0)
+        handle.write(b"".join(slim(LINES[:18])))  # call 4 (line 18) included
+    assert path.stat().st_size < len(b"".join(LINES[:17]))  # below the offset the first watch saved
+    second = Sinks()
+    w = watcher(tmp_path, second, tmp_path / "state.json")
+    w.scan()
+    w.close()
+    assert first.reported() == REPORTED[:3] and second.reported() == REPORTED[3:4]

@@ -169,7 +169,7 @@ class Watcher:
         identity = file_identity(st)
         if tracked is None:
             tracked = self._track(path, st)
-        elif (tracked.mark.dev, tracked.mark.ino) != identity or st.st_size < tracked.mark.offset:
+        if (tracked.mark.dev, tracked.mark.ino) != identity or st.st_size < tracked.mark.offset:
             # Replaced or truncated: read it again from the start; the session
             # marks keep the calls already emitted from being emitted again.
             _log.info("ctxscope: %s was replaced or truncated; reading it again", path)
