@@ -71,7 +71,7 @@ def append(path: Path, lines: list[bytes]) -> None:
 
 @pytest.mark.parametrize("notify", ["auto", "poll"])
 def test_every_call_once_in_order_through_pauses_and_rotations(tmp_path, notify):
-    """Lines written one by one, a pause mid-line, a replaced file and a truncated rewrite: 7 calls, once, in order."""
+    """Line by line, a mid-line pause, a new subagent folder, a replaced file, a truncated rewrite: each call once, in order."""
     sinks = Sinks()
     folder = tmp_path / "projects" / "-tmp-private"
     folder.mkdir(parents=True)
@@ -92,6 +92,11 @@ def test_every_call_once_in_order_through_pauses_and_rotations(tmp_path, notify)
                 tmp = folder / "rewrite.tmp"
                 tmp.write_bytes(b"".join(LINES[:n]))
                 os.replace(tmp, path)
+            elif n == 19:  # a subagent starts: a new folder <session>/subagents/ and its file
+                sub = folder / SESSION / "subagents"
+                sub.mkdir(parents=True)
+                (sub / "agent-36541525.jsonl").write_bytes((DATA / "claude_agent-36541525.jsonl").read_bytes())
+                append(path, [line])
             elif n == 21:  # truncated to nothing, then rewritten whole
                 with open(path, "r+b") as handle:
                     handle.truncate(0)
@@ -101,14 +106,18 @@ def test_every_call_once_in_order_through_pauses_and_rotations(tmp_path, notify)
                 append(path, [line])
             time.sleep(0.03)
         deadline = time.monotonic() + 10
-        while len(sinks.requests()) < 7 and time.monotonic() < deadline:
+        while len(sinks.requests()) < 8 and time.monotonic() < deadline:
             time.sleep(0.05)
         time.sleep(0.3)  # nothing more may come
     finally:
         w.stop()
         thread.join(10)
-    assert sinks.reported() == REPORTED
-    assert [s.attributes[GenAI.CONVERSATION_ID] for s in sinks.requests()] == [SESSION] * 7
+    main = [s for s in sinks.requests() if s.attributes[GenAI.CONVERSATION_ID] == SESSION]
+    agent = [s for s in sinks.requests() if s not in main]
+    assert [s.attributes[Attr.REPORTED_TOKENS] for s in main] == REPORTED
+    # The subagent's one call (3 + 16,976 cache creation + 0 read), in a session of its own.
+    assert [(s.attributes[GenAI.CONVERSATION_ID], s.attributes[Attr.REPORTED_TOKENS]) for s in agent] == \
+        [(f"{SESSION}/agent-36541525", 16979)]
 
 
 def test_restart_resumes_where_it_stopped_with_the_context_rebuilt(tmp_path):
