@@ -79,6 +79,7 @@ class _Contribution:
     result_tokens: int = 0  # Anthropic tool-result wrappers
     results: int = 0  # Anthropic tool results (context-awareness usage notes)
     systems: int = 0  # OpenAI: 1 for a system or developer message (the functions block is 4 smaller)
+    call_ids: tuple[str, ...] = ()  # the tool calls it names, forgotten when it leaves the history
 
     def add(self, other: "_Contribution", sign: int = 1) -> None:
         self.tokens += sign * other.tokens
@@ -143,7 +144,7 @@ class FramingCache:
         self._memo: dict[str, int] = {}
         self._messages: list[Any] = []  # the previous request's messages (references, not copies)
         self._contribs: list[_Contribution] = []
-        self._names: dict[str, str] = {}  # tool call id -> tool name
+        self._names: dict[str, list[str]] = {}  # tool call id -> names of the calls with that id, in order
         self._total = _Contribution()
         self._head_key: Any = None
         self._head_parts: list[FramingPart] = []
@@ -163,6 +164,12 @@ class FramingCache:
             keep -= 1
         for contribution in islice(self._contribs, keep, None):
             self._total.add(contribution, -1)
+            for call_id in contribution.call_ids:
+                named = self._names.get(call_id)
+                if named:
+                    named.pop()
+                    if not named:
+                        del self._names[call_id]
         del self._contribs[keep:]
         responses = api == API_OPENAI_RESPONSES
         anthropic = api == API_ANTHROPIC
@@ -255,20 +262,31 @@ def _call_name(call: Any) -> str:
     return str(_get(_get(call, "function"), "name") or "")
 
 
-def _openai_message(message: Any, count: CountFn, names: dict[str, str]) -> _Contribution:
+def _name_of(names: dict[str, list[str]], call_id: Any) -> str:
+    named = names.get(str(call_id))
+    return named[-1] if named else ""
+
+
+def _register(names: dict[str, list[str]], call_id: str, name: str) -> None:
+    names.setdefault(call_id, []).append(name)
+
+
+def _openai_message(message: Any, count: CountFn, names: dict[str, list[str]]) -> _Contribution:
     """framing.openai_framing's per-message rule: 3 + role, +1 for a name, call headers, result authors."""
     role = str(_get(message, "role") or "user")
     tokens = OPENAI_TOKENS_PER_MESSAGE + count(role)
     if _get(message, "name"):
         tokens += OPENAI_TOKENS_PER_NAME
+    call_ids: list[str] = []
     for call in _as_list(_get(message, "tool_calls")) or ():
         name = _call_name(call)
-        names[str(_get(call, "id"))] = name
+        call_ids.append(str(_get(call, "id")))
+        _register(names, call_ids[-1], name)
         tokens += count(HARMONY_CALL_HEADER.format(name=name))
     if role == "tool":
-        name = names.get(str(_get(message, "tool_call_id")), "")
+        name = _name_of(names, _get(message, "tool_call_id"))
         tokens += count(HARMONY_RESULT_AUTHOR.format(name=name)) - count(role)
-    return _Contribution(tokens=tokens, systems=int(role in ("system", "developer")))
+    return _Contribution(tokens=tokens, systems=int(role in ("system", "developer")), call_ids=tuple(call_ids))
 
 
 def _responses_message(item: Any) -> Any:
@@ -300,18 +318,21 @@ def _anthropic_call_tokens(block: Any, raw: CountFn) -> int:
     return raw(rendered) - raw(json.dumps(arguments, ensure_ascii=False))
 
 
-def _anthropic_message(message: Any, count: CountFn, raw: CountFn, names: dict[str, str]) -> _Contribution:
+def _anthropic_message(message: Any, count: CountFn, raw: CountFn, names: dict[str, list[str]]) -> _Contribution:
     """framing.anthropic_framing's per-message rules: turn prefix, call and result wrappers."""
     role = str(_get(message, "role"))
     out = _Contribution(tokens=count(ANTHROPIC_TURN_PREFIX.get(role, ANTHROPIC_TURN_PREFIX["user"])))
+    call_ids: list[str] = []
     content = _get(message, "content")
     for block in () if isinstance(content, str) else (_as_list(content) or ()):
         kind = _get(block, "type")
         if kind == "tool_use":
-            names[str(_get(block, "id"))] = str(_get(block, "name") or "")
+            call_ids.append(str(_get(block, "id")))
+            _register(names, call_ids[-1], str(_get(block, "name") or ""))
             out.call_tokens += _anthropic_call_tokens(block, raw)
         elif kind == "tool_result":
-            name = names.get(str(_get(block, "tool_use_id")), "")
+            name = _name_of(names, _get(block, "tool_use_id"))
             out.result_tokens += count(ANTHROPIC_RESULT_WRAPPER.format(name=name))
             out.results += 1
+    out.call_ids = tuple(call_ids)
     return out
