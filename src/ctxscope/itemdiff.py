@@ -22,9 +22,26 @@ from .schema import Item
 __all__ = ["ItemDiff", "diff_items"]
 
 
+# Slices compared whole before the element scan: ``==`` of two lists holding
+# the same objects runs at a few ns an element (identity is checked first, in
+# C), against ~30 ns for the map/compress scan.
+_CHUNK = 512
+
+
 def _first_not_identical(old: Sequence[Item], new: Sequence[Item], start: int, stop: int) -> int:
-    """The first index in ``[start, stop)`` where the lists hold different objects, else ``stop``."""
-    # compress/map/islice keep the scan of a long shared prefix in C.
+    """The first index in ``[start, stop)`` where the lists hold different objects, else ``stop``.
+
+    Equal items (same fields) at a position may be skipped as if identical:
+    callers treat an equal item (same id and digest) as unchanged anyway.
+    """
+    while start < stop:
+        end = min(stop, start + _CHUNK)
+        if old[start:end] != new[start:end]:
+            break
+        start = end
+    if start >= stop:
+        return stop
+    # compress/map/islice keep the scan in C.
     differs = map(is_not, islice(old, start, stop), islice(new, start, stop))
     return next(compress(count(start), differs), stop)
 

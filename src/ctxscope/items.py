@@ -151,23 +151,45 @@ def _snapshot(value: Any) -> Any:
 
 _CONTAINERS = frozenset((dict, list, tuple))
 
+# The last messages of a request whose in-place edits are noticed at any depth
+# (docs/items.md, "What is noticed"); older ones are checked field by field.
+DEEP_CHECK_WINDOW = 64
+
+
+def _fields(message: Any) -> Any:
+    """What an old message is checked against: a dict's fields (a shallow copy, the
+    same value objects), anything else as it is (tuples, strings, SDK objects)."""
+    return dict(message) if type(message) is dict else message
+
+
+def _first_unequal(new: list[Any], old: list[Any], start: int, stop: int) -> int:
+    """The first index in ``[start, stop)`` where ``new`` and ``old`` differ (``!=``), else ``stop``."""
+    # A whole-slice comparison first (identical elements compare in C at once);
+    # the element scan only runs where something differs.
+    if new[start:stop] == old[start:stop]:
+        return stop
+    return next(compress(count(start), map(ne, islice(new, start, stop), islice(old, start, stop))), stop)
+
 
 class RequestExtractor:
     """Items of a session's successive requests, reusing those of unchanged messages.
 
     Keep one per session (not thread-safe: calls of one session are serialised
     by the caller). A request that repeats the previous one's messages and
-    appends new ones costs one C-level comparison of the old messages plus
-    the extraction of the new; anything else (an edited, removed or inserted
-    message, a new system prompt or tool list) is handled too, reusing the
-    items of messages that are still equal at the same position.
+    appends new ones costs one C-level comparison of the old messages' fields,
+    a deep one of the last :data:`DEEP_CHECK_WINDOW` messages, plus the
+    extraction of the new; anything else (an edited, removed or inserted
+    message, a new system prompt or tool list) is handled too: the messages
+    before the first change keep their items, later ones are compared at
+    their position and extracted again where they differ.
     """
 
     def __init__(self) -> None:
         self._api: str | None = None
         self._head_key: Any = None
         self._head_items: list[Item] = []
-        self._snaps: list[Any] = []          # snapshot of each previous message
+        self._tops: list[Any] = []           # each previous message's fields (_fields)
+        self._deep: list[Any] = []           # deep snapshots of the last DEEP_CHECK_WINDOW messages
         self._ends: list[int] = []           # end offset of each message's items in _msg_items
         self._msg_items: list[Item] = []
         self._ids = Ids()
@@ -180,60 +202,102 @@ class RequestExtractor:
         messages = messages_of(body, api)
         head_values = (_get(body, "system"), _get(body, "instructions"), _get(body, "tools"),
                        _get(body, "mcp_servers"))
-        n = len(self._snaps)
-        if (api == self._api and head_values == self._head_key and len(messages) >= n
-                and messages[:n] == self._snaps):
-            # The common case: the same history plus new messages.
-            builder = Builder(api, self._ids, tool_definition_text)
-            self._append(builder, messages, n)
-            return self._head_items + self._msg_items
-        return self._rebuild(body, api, _snapshot(head_values), messages)
-
-    def _append(self, builder: Builder, messages: list[Any], start: int) -> None:
-        fn = MESSAGE_FN[builder.api]
-        out = builder.out
-        builder.out = self._msg_items
-        for msg in islice(messages, start, None):
-            fn(builder, msg)
-            self._snaps.append(_snapshot(msg))
-            self._ends.append(len(self._msg_items))
-        builder.out = out
-
-    def _rebuild(self, body: Mapping[str, Any], api: str, head_key: Any, messages: list[Any]) -> list[Item]:
-        ids = Ids()
-        builder = Builder(api, ids, tool_definition_text)
-        if api == self._api and head_key == self._head_key and ids.register_all(self._head_items):
-            head_items = self._head_items
+        if api != self._api or head_values != self._head_key:
+            return self._rebuild(body, api, _snapshot(head_values), messages)
+        n = len(self._tops)
+        tail = n - len(self._deep)
+        if len(messages) >= n and messages[:n] == self._tops and messages[tail:n] == self._deep:
+            kept = n  # the common case: the same history plus new messages
         else:
-            ids = Ids()
-            builder = Builder(api, ids, tool_definition_text)
-            head(builder, body)
-            head_items = builder.out
-        old_snaps, old_ends, old_items = self._snaps, self._ends, self._msg_items
-        same_api = api == self._api
-        fn = MESSAGE_FN[api]
-        snaps: list[Any] = []
-        ends: list[int] = []
-        items: list[Item] = []
+            kept = self._unchanged_prefix(messages)
+        self._extend(api, messages, kept)
+        return self._head_items + self._msg_items
+
+    def _unchanged_prefix(self, messages: list[Any]) -> int:
+        """How many leading messages are unchanged (fields equal; in the window, deeply equal)."""
+        n = min(len(messages), len(self._tops))
+        first = _first_unequal(messages, self._tops, 0, n)
+        tail = len(self._tops) - len(self._deep)
+        if tail < first:
+            deep_first = next(compress(count(tail), map(ne, islice(messages, tail, first), self._deep)), first)
+            first = min(first, deep_first)
+        return first
+
+    def _extend(self, api: str, messages: list[Any], kept: int) -> None:
+        """Keep the items of messages ``[0, kept)``; compare or extract the rest."""
+        old_tops, old_deep, old_ends = self._tops, self._deep, self._ends
+        n_old = len(old_tops)
+        old_tail = n_old - len(old_deep)
+        start = old_ends[kept - 1] if kept else 0
+        old_items = self._msg_items
+        ids = self._ids
+        if kept < n_old:
+            # Items after the first change leave; their ids are free again.
+            ids.release(old_items[start:])
+            items = old_items[:start]
+            tops, ends = old_tops[:kept], old_ends[:kept]
+        else:
+            items, tops, ends = old_items, old_tops, old_ends
+        builder = Builder(api, ids, tool_definition_text)
         builder.out = items
-        # The unchanged prefix is found by one C-level scan; past it, each
-        # message is compared with the previous one at its position.
-        shared = min(len(messages), len(old_snaps)) if same_api else 0
-        first_diff = next(compress(count(), map(ne, islice(messages, shared), islice(old_snaps, shared))), shared)
-        for i, msg in enumerate(messages):
+        fn = MESSAGE_FN[api]
+        for i in range(kept, len(messages)):
+            msg = messages[i]
             reused = False
-            if same_api and i < len(old_snaps) and (i < first_diff or msg == old_snaps[i]):
-                start = old_ends[i - 1] if i else 0
-                chunk = old_items[start:old_ends[i]]
+            # Past an edit, a message still equal at its position keeps its items.
+            if i < n_old and msg == old_tops[i] and (i < old_tail or msg == old_deep[i - old_tail]):
+                chunk = old_items[(old_ends[i - 1] if i else 0):old_ends[i]]
                 # An id clash with a new item before it: extract the message afresh.
                 if ids.register_all(chunk):
                     items.extend(chunk)
                     reused = True
             if not reused:
                 fn(builder, msg)
-            snaps.append(old_snaps[i] if reused else _snapshot(msg))
+            tops.append(_fields(msg))
             ends.append(len(items))
-        self._api, self._head_key, self._head_items = api, head_key, head_items
-        self._snaps, self._ends, self._msg_items, self._ids = snaps, ends, items, ids
-        return head_items + items
+        self._msg_items, self._tops, self._ends = items, tops, ends
+        self._deep = self._window(messages, kept, old_deep, old_tail)
 
+    @staticmethod
+    def _window(messages: list[Any], kept: int, old_deep: list[Any], old_tail: int) -> list[Any]:
+        """Deep snapshots of the last DEEP_CHECK_WINDOW messages, reusing the verified ones."""
+        new_tail = max(0, len(messages) - DEEP_CHECK_WINDOW)
+        low = max(new_tail, old_tail)
+        return ([_snapshot(messages[i]) for i in range(new_tail, min(old_tail, kept))]
+                + old_deep[low - old_tail:kept - old_tail]
+                + [_snapshot(m) for m in islice(messages, max(kept, new_tail), None)])
+
+    def _rebuild(self, body: Mapping[str, Any], api: str, head_key: Any, messages: list[Any]) -> list[Item]:
+        """A new API, system prompt or tool list: new head items, message items by position."""
+        ids = Ids()
+        builder = Builder(api, ids, tool_definition_text)
+        head(builder, body)
+        head_items = builder.out
+        same_api = api == self._api
+        old_tops, old_deep, old_ends, old_items = self._tops, self._deep, self._ends, self._msg_items
+        n_old = len(old_tops) if same_api else 0
+        old_tail = len(old_tops) - len(old_deep)
+        fn = MESSAGE_FN[api]
+        tops: list[Any] = []
+        ends: list[int] = []
+        items: list[Item] = []
+        builder.out = items
+        kept = 0  # leading messages reused: their deep snapshots stay valid
+        for i, msg in enumerate(messages):
+            reused = False
+            if i < n_old and msg == old_tops[i] and (i < old_tail or msg == old_deep[i - old_tail]):
+                chunk = old_items[(old_ends[i - 1] if i else 0):old_ends[i]]
+                # An id clash with a new item before it: extract the message afresh.
+                if ids.register_all(chunk):
+                    items.extend(chunk)
+                    reused = True
+            if not reused:
+                fn(builder, msg)
+            if reused and kept == i:
+                kept += 1
+            tops.append(_fields(msg))
+            ends.append(len(items))
+        self._deep = self._window(messages, kept, old_deep if same_api else [], old_tail if same_api else 0)
+        self._api, self._head_key, self._head_items = api, head_key, head_items
+        self._tops, self._ends, self._msg_items, self._ids = tops, ends, items, ids
+        return head_items + items

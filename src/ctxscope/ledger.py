@@ -206,7 +206,7 @@ class SessionLedger:
         """Attach the provider-reported input and the calibration factor (raw estimates stay)."""
         if reported_tokens is None:
             return snapshot
-        _, factor = calibrate(snapshot.annotation.categories, reported_tokens)
+        factor = _calibration_factor(snapshot.annotation.categories, reported_tokens)
         with self._lock:
             for ann in (snapshot.annotation,
                         snapshot.compaction.annotation if snapshot.compaction else None):
@@ -436,6 +436,18 @@ class SessionLedger:
         order = _largest([abs(row[0]) for row in rows])
         changes = [_change(rows[i][1], rows[i][3], rows[i][2], rows[i][0]) for i in order]
         return changes, len(rows) - len(changes)
+
+
+def _calibration_factor(categories: dict[Category, int], reported: int) -> float:
+    """The factor :func:`calibration.calibrate` returns, without building the calibrated view.
+
+    ``reported / estimated`` when the estimates exceed the measurement, else 1.0
+    (SPEC section 5); a call's response needs the factor only.
+    """
+    if reported < 0:
+        raise ValueError(f"reported tokens cannot be negative ({reported})")
+    estimated = sum(max(0, int(v)) for c, v in categories.items() if c is not Category.UNATTRIBUTED)
+    return reported / estimated if estimated > reported else 1.0
 
 
 def _largest(sizes: list[int]) -> list[int]:

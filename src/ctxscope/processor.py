@@ -40,6 +40,7 @@ from opentelemetry.sdk.trace import TracerProvider as SdkTracerProvider
 from . import metrics as ctx_metrics
 from .calibration import calibrate
 from .schema import (
+    CATEGORIES,
     Annotation,
     Attr,
     Category,
@@ -67,6 +68,135 @@ _Key = tuple[tuple[str, Any], ...]  # sorted attribute items: hashable series id
 def calibrated_view(categories: Mapping[Category, int], reported: int | None) -> dict[Category, int]:
     """SPEC section 5 calibrated categories (``unattributed`` included once measured)."""
     return {Category(c): int(v) for c, v in calibrate(categories, reported)[0].items()}
+
+
+# ---------------------------------------------------------------------------
+# Reading a span: only what the metrics need
+# ---------------------------------------------------------------------------
+
+# Attribute key -> value, built once from schema (the names are never retyped).
+_CATEGORY_KEYS = tuple((Attr.category(c), c) for c in CATEGORIES)
+_WASTE_KEYS = tuple((Attr.waste(k), k) for k in WasteKind)
+_LIMIT_KEYS = ((Attr.WINDOW_TOKENS, LimitKind.WINDOW),
+               (Attr.EFFECTIVE_WINDOW_TOKENS, LimitKind.EFFECTIVE_WINDOW),
+               (Attr.COMPACT_THRESHOLD_TOKENS, LimitKind.COMPACT_THRESHOLD))
+
+
+@dataclass(slots=True)
+class SpanReading:
+    """What the metrics take from one annotated span (a part of SPEC section 4)."""
+
+    stage: Stage
+    categories: dict[Category, int]  # raw estimates
+    estimated: int
+    reported: int | None
+    learned_correction: int | None
+    limits: dict[LimitKind, int]     # positive values only
+    waste: dict[WasteKind, int]
+    trigger: CompactionTrigger | None
+    sample_offset_ns: int
+    model: str | None                # llm.context.model
+
+
+def _int_or_none(value: Any) -> int | None:
+    return int(value) if value is not None else None
+
+
+def reading_from_attributes(attrs: Mapping[str, Any]) -> SpanReading | None:
+    """The metrics' part of the annotation on span attributes; None when there is none.
+
+    Cheaper than :meth:`Annotation.from_attributes`, which the metrics do not
+    need whole: no Annotation is built, and the change events are never read
+    (on_end runs on the caller's thread at span end).
+    """
+    get = attrs.get
+    stage = get(Attr.STAGE)
+    estimated = get(Attr.ESTIMATED_TOKENS)
+    if stage is None or estimated is None:
+        return None
+    trigger = get(Attr.COMPACTION_TRIGGER)
+    model = get(Attr.MODEL)
+    return SpanReading(
+        stage=Stage(stage),
+        categories={c: int(v) for key, c in _CATEGORY_KEYS if (v := get(key)) is not None},
+        estimated=int(estimated),
+        reported=_int_or_none(get(Attr.REPORTED_TOKENS)),
+        learned_correction=_int_or_none(get(Attr.LEARNED_CORRECTION_TOKENS)),
+        limits={kind: int(v) for key, kind in _LIMIT_KEYS if (v := get(key)) is not None and v > 0},
+        waste={k: int(v) for key, k in _WASTE_KEYS if (v := get(key)) is not None},
+        trigger=CompactionTrigger(trigger) if trigger is not None else None,
+        sample_offset_ns=int(get(Attr.SAMPLE_OFFSET_NS) or 0),
+        model=str(model) if model is not None else None)
+
+
+def reading_from_annotation(annotation: Annotation) -> SpanReading:
+    """The same reading from an :class:`Annotation` object (handed over: :func:`hand_over`)."""
+    limits = ((LimitKind.WINDOW, annotation.window_tokens),
+              (LimitKind.EFFECTIVE_WINDOW, annotation.effective_window_tokens),
+              (LimitKind.COMPACT_THRESHOLD, annotation.compact_threshold_tokens))
+    return SpanReading(
+        stage=annotation.stage, categories={c: int(v) for c, v in annotation.categories.items()},
+        estimated=int(annotation.estimated_tokens),
+        reported=_int_or_none(annotation.reported_tokens),
+        learned_correction=_int_or_none(annotation.learned_correction_tokens),
+        limits={kind: int(v) for kind, v in limits if v is not None and v > 0},
+        waste={k: int(v) for k, v in annotation.waste.items()},
+        trigger=annotation.compaction_trigger, sample_offset_ns=annotation.sample_offset_ns or 0,
+        model=annotation.model)
+
+
+# Annotations handed over by the instrumentation, by span id: on_end reads
+# these objects instead of the span's attributes. A span that never ends
+# leaves its entry behind, so the table is capped (oldest out first).
+_handed: dict[int, Annotation] = {}
+_handed_lock = threading.Lock()
+_MAX_HANDED = 4096
+
+
+def hand_over(span: Any, annotation: Annotation) -> None:
+    """Give the span processor the annotation object of a span it will see end.
+
+    For the instrumentation: called right after starting a model-call span
+    whose attributes came from ``annotation.to_attributes()``, with that same
+    object kept current until the span ends (the reported input and the
+    calibration are set on it, as on the span). ``on_end`` then takes the
+    metrics from the object and does not parse the span's annotation
+    attributes. Never raises; without it, on_end reads the attributes.
+    """
+    try:
+        key = span.get_span_context().span_id
+        with _handed_lock:
+            _handed[key] = annotation
+            if len(_handed) > _MAX_HANDED:
+                del _handed[next(iter(_handed))]
+    except Exception:  # noqa: BLE001 - the attributes remain: on_end reads those instead
+        _log.debug("ctxscope: could not hand over the annotation of a span", exc_info=True)
+
+
+def _take_handed(span: ReadableSpan) -> Annotation | None:
+    if not _handed:  # nothing handed over: no lock, no lookup
+        return None
+    context = span.context
+    if context is None:
+        return None
+    with _handed_lock:
+        return _handed.pop(context.span_id, None)
+
+
+def _plain_attributes(span: ReadableSpan) -> Mapping[str, Any]:
+    """The span's attributes, as a plain dict where the SDK offers one cheaply."""
+    attrs = span.attributes or {}
+    # The SDK's read-only view wraps BoundedAttributes, whose copy() is one C
+    # dict copy, while each get through the view costs two Python calls.
+    copy = getattr(attrs, "copy", None)
+    if copy is not None:
+        try:
+            plain = copy()
+        except Exception:  # noqa: BLE001
+            return attrs
+        if isinstance(plain, dict):
+            return plain
+    return attrs
 
 
 @dataclass
@@ -231,34 +361,32 @@ class ContextSpanProcessor(SpanProcessor):
     # -- internals -------------------------------------------------------------
 
     def _on_end(self, span: ReadableSpan) -> None:
-        attrs = span.attributes or {}
+        handed = _take_handed(span)
+        attrs = _plain_attributes(span)
         session_id = str(attrs.get(GenAI.CONVERSATION_ID) or UNKNOWN_SESSION)
-        if attrs.get(Attr.SESSION_ENDED):
+        if handed is None and attrs.get(Attr.SESSION_ENDED):
             self.end_session(session_id)
             return
-        if not Annotation.present_in(attrs):
+        reading = reading_from_annotation(handed) if handed is not None else reading_from_attributes(attrs)
+        if reading is None:
             return
-        # The change events are not needed for the metrics: on_end runs on the
-        # caller's thread at span end, so they are not parsed (64 events cost
-        # about 0.2 ms).
-        annotation = Annotation.from_attributes(attrs)
-        model = attrs.get(GenAI.REQUEST_MODEL) or annotation.model
+        model = attrs.get(GenAI.REQUEST_MODEL) or reading.model
         provider = attrs.get(GenAI.PROVIDER_NAME) or attrs.get(GenAI.SYSTEM)
-        observed = (span.start_time or 0) + (annotation.sample_offset_ns or 0)
+        observed = (span.start_time or 0) + reading.sample_offset_ns
         with self._lock:
             if self._shutdown:
                 return
-            self._update(session_id, annotation, str(model) if model else None,
+            self._update(session_id, reading, str(model) if model else None,
                          str(provider) if provider else None, observed)
 
-    def _update(self, session_id: str, annotation: Annotation, model: str | None,
+    def _update(self, session_id: str, reading: SpanReading, model: str | None,
                 provider: str | None, observed_ns: int) -> None:
         session = self._sessions.get(session_id)
         if session is None:
             session = self._sessions[session_id] = _Session(session_id)
         self._sessions.move_to_end(session_id)
-        if annotation.stage is Stage.POST_COMPACTION:
-            trigger = annotation.compaction_trigger or CompactionTrigger.AUTO
+        if reading.stage is Stage.POST_COMPACTION:
+            trigger = reading.trigger or CompactionTrigger.AUTO
             session.compactions[trigger] = session.compactions.get(trigger, 0) + 1
         # Spans of concurrent calls may end out of order: keep the newest state.
         if observed_ns >= session.observed_ns:
@@ -268,20 +396,16 @@ class ContextSpanProcessor(SpanProcessor):
             session.observed_ns = observed_ns
             session.model = model
             session.provider = provider
-            measured = annotation.reported_tokens
-            if measured is None and annotation.learned_correction_tokens is not None:
+            measured = reading.reported
+            if measured is None and reading.learned_correction is not None:
                 # No usage (yet): the calibrated view is the estimate plus the learned
                 # correction (docs/fidelity.md, "Self-calibration").
-                measured = max(0, annotation.estimated_tokens + annotation.learned_correction_tokens)
-            session.tokens = calibrated_view(annotation.categories, measured)
-            for kind, value in ((LimitKind.WINDOW, annotation.window_tokens),
-                                (LimitKind.EFFECTIVE_WINDOW, annotation.effective_window_tokens),
-                                (LimitKind.COMPACT_THRESHOLD, annotation.compact_threshold_tokens)):
-                if value is not None and value > 0:
-                    session.limits[kind] = int(value)
-            if annotation.reported_tokens is not None:
-                session.reported = int(annotation.reported_tokens)
-            session.waste = {k: int(v) for k, v in annotation.waste.items()}
+                measured = max(0, reading.estimated + reading.learned_correction)
+            session.tokens = calibrated_view(reading.categories, measured)
+            session.limits.update(reading.limits)
+            if reading.reported is not None:
+                session.reported = reading.reported
+            session.waste = reading.waste
         while len(self._sessions) > self._max_sessions:
             oldest = next(iter(self._sessions))
             _log.debug("ctxscope: more than %d live sessions, ending %s", self._max_sessions, oldest)

@@ -151,6 +151,25 @@ class Ids:
             self.calls.setdefault(item.source_call_id, (item.label, item.reference))
         return True
 
+    def release(self, items: list[Item]) -> None:
+        """Give back the ids of items dropped from the end of the request (undoes
+        :meth:`register` / :meth:`unique` for them), so that the messages after
+        an edit are extracted again with the ids a fresh pass would give."""
+        used, counts = self.used, self.counts
+        for item in items:
+            used.discard(item.id)
+            base = item.id.partition("#")[0]
+            left = counts.get(base, 0) - 1
+            if left > 0:
+                counts[base] = left
+            else:
+                counts.pop(base, None)
+        for item in items:
+            # A call id stays known while an earlier call item (whose id is the call id) holds it.
+            cid = item.source_call_id
+            if item.source_kind == "tool_call" and cid and cid not in used:
+                self.calls.pop(cid, None)
+
     def register_all(self, items: list[Item]) -> bool:
         """Take the ids of a reused message's items, all or none."""
         taken: list[Item] = []
