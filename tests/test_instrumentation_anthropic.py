@@ -233,3 +233,24 @@ def test_beta_messages_create_and_stream(tel, client):
         final = stream.get_final_message()
     assert message.content[0].text == "ok" and final.content[0].text == "ok"
     assert [attr(s, Attr.REPORTED_TOKENS) for s in tel.calls()] == [18, 18]
+
+
+def test_with_raw_response_span_has_the_usage(tel, server, client):
+    """with_raw_response: reported input 18 (10 + 3 + 5) read from the body; the caller's parse() is the same object."""
+    server.reply(Reply.text("ok", cache_read_tokens=5, cache_creation_tokens=3))
+    raw = client.messages.with_raw_response.create(**REQUEST)
+    span = tel.one_call()
+    assert attr(span, Attr.REPORTED_TOKENS) == 18
+    assert attr(span, GenAI.USAGE_CACHE_READ_INPUT_TOKENS) == 5
+    message = raw.parse()
+    assert message is raw.parse() and attr(span, GenAI.RESPONSE_ID) == message.id
+
+
+def test_async_with_raw_response_span_has_the_usage(tel, server):
+    """The async client's raw response (parse() a coroutine): reported input 18 on the span."""
+    async def run() -> str:
+        raw = await server.anthropic_client(async_=True).messages.with_raw_response.create(**REQUEST)
+        return (await raw.parse()).content[0].text
+
+    assert asyncio.run(run()) == "ok"
+    assert attr(tel.one_call(), Attr.REPORTED_TOKENS) == 18

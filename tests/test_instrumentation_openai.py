@@ -515,3 +515,35 @@ def test_abandoned_stream_ends_its_span_when_collected(tel, server, client):
     gc.collect()
     span = tel.one_call()
     assert attr(span, Attr.ESTIMATED_TOKENS) == 7
+
+
+def test_with_raw_response_span_has_the_usage_and_parse_is_unchanged(tel, client):
+    """with_raw_response: the span reads the already-read body (reported 20); the caller's parse() is the same object."""
+    raw = client.chat.completions.with_raw_response.create(model="gpt-4o", messages=FIRST)
+    span = tel.one_call()
+    assert attr(span, Attr.REPORTED_TOKENS) == 20
+    assert attr(span, GenAI.USAGE_OUTPUT_TOKENS) == 1
+    assert attr(span, GenAI.RESPONSE_FINISH_REASONS) == ("stop",)
+    completion = raw.parse()
+    assert completion is raw.parse() and completion.choices[0].message.content == "ok"
+    assert attr(span, GenAI.RESPONSE_ID) == completion.id
+
+
+def test_async_with_raw_response_span_has_the_usage(tel, server):
+    """The async client's raw response: the span still gets the reported input (20)."""
+    async def run() -> str:
+        raw = await server.openai_client(async_=True).chat.completions.with_raw_response.create(
+            model="gpt-4o", messages=FIRST)
+        return raw.parse().choices[0].message.content
+
+    assert asyncio.run(run()) == "ok"
+    assert attr(tel.one_call(), Attr.REPORTED_TOKENS) == 20
+
+
+def test_with_streaming_response_ends_the_span_without_usage(tel, client):
+    """with_streaming_response: the body is the caller's to read, so the span has estimates (7) but no usage."""
+    with client.chat.completions.with_streaming_response.create(model="gpt-4o", messages=FIRST) as response:
+        assert response.parse().choices[0].message.content == "ok"
+    span = tel.one_call()
+    assert attr(span, Attr.ESTIMATED_TOKENS) == 7
+    assert attr(span, Attr.REPORTED_TOKENS) is None

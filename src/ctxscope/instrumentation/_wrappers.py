@@ -450,24 +450,48 @@ def begin(telemetry: Telemetry, api: Api, kwargs: dict[str, Any]) -> ModelCall |
         return None
 
 
+_RAW_RESPONSES = ("LegacyAPIResponse", "APIResponse")  # the SDKs' with_raw_response results
+
+
+def _raw_body_read(result: Any) -> bool:
+    """A ``with_raw_response`` result whose body the SDK has already read (not a stream)."""
+    if type(result).__name__ not in _RAW_RESPONSES + ("AsyncAPIResponse",):
+        return False
+    # openai's legacy response says ``_stream``, anthropic's ``_is_sse_stream``.
+    if getattr(result, "_stream", getattr(result, "_is_sse_stream", True)):
+        return False
+    return bool(getattr(getattr(result, "http_response", None), "is_closed", False))
+
+
 def _raw_parsed(result: Any) -> Any:
     """A ``with_raw_response`` result's parsed object, when its body is already read; else the result.
 
-    The SDKs' ``LegacyAPIResponse`` caches what ``parse()`` returns, so the
-    caller's own ``parse()`` later gets the very same object. A streamed raw
-    response, and ``with_streaming_response`` (its body not read yet), are left
-    alone: the span then has estimates but no usage.
+    The SDKs cache what ``parse()`` returns, so the caller's own ``parse()``
+    later gets the very same object. A streamed raw response, and
+    ``with_streaming_response`` (its body not read yet), are left alone: the
+    span then has estimates but no usage.
     """
-    if type(result).__name__ != "LegacyAPIResponse" or getattr(result, "_stream", True):
-        return result
-    http = getattr(result, "http_response", None)
-    if http is None or not getattr(http, "is_closed", False):
-        return result
-    return result.parse()
+    if type(result).__name__ in _RAW_RESPONSES and _raw_body_read(result):
+        return result.parse()
+    return result
 
 
-def finish_result(call: ModelCall, api: Api, result: Any) -> Any:
-    """Wrap a stream in a proxy bound to the call, or end the call with the response; return what the caller gets."""
+async def _raw_parsed_async(result: Any) -> Any:
+    """The same for the async clients, whose ``parse()`` is a coroutine (openai's legacy one is not)."""
+    try:
+        if _raw_body_read(result):
+            parsed = result.parse()
+            return (await parsed) if hasattr(parsed, "__await__") else parsed
+    except Exception:  # noqa: BLE001 - an unexpected shape: the span goes without usage
+        _log.debug("ctxscope: could not read a raw response of type %s", type(result).__name__)
+    return result
+
+
+def finish_result(call: ModelCall, api: Api, result: Any, response: Any = None) -> Any:
+    """Wrap a stream in a proxy bound to the call, or end the call with the response; return what the caller gets.
+
+    ``response``: the parsed object where the caller gets a raw response (async clients parse it first).
+    """
     try:
         from ._streams import AsyncStream, SyncStream
 
@@ -478,7 +502,7 @@ def finish_result(call: ModelCall, api: Api, result: Any) -> Any:
             return AsyncStream(result, call, api.stream_state(call.captures_content))
         info = None
         try:
-            response = _raw_parsed(result)
+            response = _raw_parsed(result) if response is None else response
             info = api.info(response)
             if call.captures_content:
                 info.output_messages = api.output(response, info)
@@ -507,7 +531,7 @@ def create_wrapper(telemetry: Telemetry, api: Api, is_async: bool) -> Callable[.
                 raise
             finally:
                 call.deactivate(token)
-            return finish_result(call, api, result)
+            return finish_result(call, api, result, await _raw_parsed_async(result))
 
         return async_wrapper
 
