@@ -156,29 +156,34 @@ def _chat_spans(handler) -> int:  # type: ignore[no-untyped-def]
     return sum(1 for s in handler.spans() if s.name.startswith("chat"))
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--idle-seconds", type=float, default=20.0)
-    parser.add_argument("--mb", type=float, default=4.0)
-    args = parser.parse_args(argv)
+def main(idle_seconds: float = 20.0, mb: float = 4.0) -> dict:
+    """Both measurements; returns the figures (``bench/run.py`` prints them as one JSON line)."""
     if not sys.platform.startswith("linux"):
         print("bench_watch reads /proc: Linux only", file=sys.stderr)
-        return 1
+        return {}
     from _otlp_sink import Receiver
 
-    results: dict = {"idle": [], "append": []}
+    figures: dict = {}
     with Receiver() as receiver:
         for notify in ("auto", "poll"):
-            results["idle"].append(idle(receiver.endpoint, args.idle_seconds, notify))
-            print(json.dumps(results["idle"][-1]), flush=True)
+            result = idle(receiver.endpoint, idle_seconds, notify)
+            print(json.dumps(result), flush=True)
+            figures[f"idle_{notify}_cpu_s_per_10_min"] = result["cpu_s_per_10_min"]
+            figures[f"idle_{notify}_rss_mb"] = result["rss_mb"]
         if GEN.is_file():
             for tokenizer in ("chars", "auto"):
-                results["append"].append(appending(receiver.endpoint, receiver.handler, args.mb, tokenizer))
-                print(json.dumps(results["append"][-1]), flush=True)
+                result = appending(receiver.endpoint, receiver.handler, mb, tokenizer)
+                print(json.dumps(result), flush=True)
+                figures[f"append_{tokenizer}_cpu_s_per_mb"] = result["cpu_s_per_mb"]
+                figures[f"append_{tokenizer}_calls_missing"] = result["expected_calls"] - result["calls"]
         else:
             print(f"{GEN} is not here: the append measurement is skipped", file=sys.stderr)
-    return 0
+    return figures
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--idle-seconds", type=float, default=20.0)
+    parser.add_argument("--mb", type=float, default=4.0)
+    options = parser.parse_args()
+    print(json.dumps(main(options.idle_seconds, options.mb)))

@@ -52,7 +52,7 @@ def otlp_env(monkeypatch, tmp_path):
 def test_replay_sends_one_span_per_call_with_original_times_and_reported_input(otlp_env, capsys):
     """Five request spans with the file's timestamps and reported input, transcript-observed and partial."""
     assert main(["replay", "--tokenizer", "chars", str(COMPACTION)]) == 0
-    assert "replayed 5 calls of 1 sessions" in capsys.readouterr().err
+    assert "replayed 5 calls of 1 session to http://127.0.0.1:" in capsys.readouterr().err
     wait_for(lambda: len([s for s in otlp_env.handler.spans() if s.name.startswith("chat")]) == 5)
     requests = sorted((s for s in otlp_env.handler.spans() if s.name.startswith("chat")),
                       key=lambda s: s.start_time_unix_nano)

@@ -70,7 +70,9 @@ def run(args: argparse.Namespace) -> int:
         print(f"ctxscope: {where}: {problem.message}", file=sys.stderr)
     where = (f"to {telemetry.traces_endpoint or telemetry.metrics_endpoint}" if telemetry.mode == "otlp"
              else "to the local store (no OTLP endpoint set)" if telemetry.store is not None else "nowhere")
-    print(f"replayed {result.calls} calls of {len(result.sessions)} sessions {where}", file=sys.stderr)
+    sessions = len(result.sessions)
+    print(f"replayed {result.calls} call{'s' * (result.calls != 1)} of {sessions} "
+          f"session{'s' * (sessions != 1)} {where}", file=sys.stderr)
     if not result.calls:
         raise UserError("no provider calls in " + ", ".join(args.files))
     return 0

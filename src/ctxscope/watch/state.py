@@ -26,7 +26,6 @@ import time
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 __all__ = ["FileMark", "MAX_SESSIONS", "STATE_FILE", "WatchState"]
 
