@@ -315,3 +315,25 @@ def test_a_file_truncated_while_no_watch_ran_is_read_again_from_the_start(tmp_pa
     w.scan()
     w.close()
     assert first.reported() == REPORTED[:3] and second.reported() == REPORTED[3:4]
+
+
+def test_past_max_active_the_least_recent_file_is_let_go_and_nothing_repeats(tmp_path):
+    """With one active file allowed, a second writer ends the first's session; the first resumes without repeats."""
+    a, b = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
+    sinks = Sinks()
+    w = watcher(tmp_path, sinks, tmp_path / "state.json", max_active=1)
+    w.scan()
+    append(a, LINES[:17])
+    w.check(str(a))
+    codex = (DATA / "codex_turn-2.jsonl").read_bytes()
+    b.write_bytes(codex)
+    w.check(str(b))
+    assert w.active_files() == 1
+    names = [s.name for s in sinks.exporter.get_finished_spans()]
+    assert names.index("session-end") < len(names) - 1  # a's session ended when b came
+    append(a, LINES[17:])
+    w.check(str(a))
+    w.close()
+    assert [r for s, r in zip(sinks.requests(), sinks.reported())
+            if s.attributes[GenAI.CONVERSATION_ID] == SESSION] == REPORTED
+    assert len(sinks.requests()) == 7 + 2

@@ -21,6 +21,7 @@ SERVICE_NAME = "ctxscope-watch"
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     from ..watch import DEFAULT_IDLE_S, DEFAULT_POLL_S, DEFAULT_RESCAN_S
+    from ..watch.watcher import DEFAULT_MAX_ACTIVE
 
     parser = subparsers.add_parser(
         "watch", help="follow Claude Code and Codex session files and export their telemetry live",
@@ -39,6 +40,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         help="auto: inotify on Linux, else polling; poll: always poll")
     parser.add_argument("--from-start", action="store_true",
                         help="on a first watch, also export what the files already hold (default: only new calls)")
+    parser.add_argument("--max-active", type=int, default=DEFAULT_MAX_ACTIVE, metavar="N",
+                        help=f"files followed with their live context at once; past it the least recently "
+                             f"written is let go as if idle (default {DEFAULT_MAX_ACTIVE})")
     parser.add_argument("--state", metavar="FILE",
                         help="the state file (default: <data dir>/watch-state.json)")
     parser.add_argument("--tokenizer", choices=TOKENIZERS, default="auto",
@@ -55,6 +59,8 @@ def run(args: argparse.Namespace) -> int:
     for name in ("idle", "poll", "rescan"):
         if getattr(args, name) <= 0:
             raise UserError(f"--{name} must be a positive number of seconds, got {getattr(args, name)}")
+    if args.max_active < 1:
+        raise UserError(f"--max-active must be at least 1, got {args.max_active}")
     wanted = args.dirs or default_dirs()
     dirs = [d for d in wanted if os.path.isdir(d)]
     for missing in (d for d in wanted if d not in dirs):
@@ -81,7 +87,7 @@ def run(args: argparse.Namespace) -> int:
         watcher = Watcher(dirs, emitter, WatchState.load(state_path),
                           flush=lambda: telemetry.tracer_provider.force_flush(10_000),
                           idle_s=args.idle, poll_s=args.poll, rescan_s=args.rescan, notifier=args.notify,
-                          from_start=args.from_start, on_problem=problem)
+                          from_start=args.from_start, max_active=args.max_active, on_problem=problem)
         install_signal_handlers(watcher)
         where = (telemetry.traces_endpoint or telemetry.metrics_endpoint) if telemetry.mode == "otlp" \
             else "the local store"

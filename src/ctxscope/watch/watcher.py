@@ -39,7 +39,7 @@ from ..transcripts import Problem
 from .notify import Changes, Inotify, Polling, make_notifier
 from .state import FileMark, WatchState
 
-__all__ = ["DEFAULT_IDLE_S", "DEFAULT_POLL_S", "DEFAULT_RESCAN_S", "Watcher"]
+__all__ = ["DEFAULT_IDLE_S", "DEFAULT_MAX_ACTIVE", "DEFAULT_POLL_S", "DEFAULT_RESCAN_S", "Watcher"]
 
 _log = logging.getLogger(__name__)
 
@@ -47,6 +47,10 @@ DEFAULT_IDLE_S = 600.0
 DEFAULT_POLL_S = 2.0
 # With notifications, a full stat pass now and then catches anything missed.
 DEFAULT_RESCAN_S = 300.0
+# Files followed with a reader (their live context) at once; past it the least
+# recently grown is let go as if idle, so memory stays bounded however many
+# sessions write at the same time.
+DEFAULT_MAX_ACTIVE = 64
 _SUFFIX = ".jsonl"
 
 
@@ -68,10 +72,13 @@ class Watcher:
     def __init__(self, dirs: Iterable[str], emitter: Any, state: WatchState, *,
                  flush: Callable[[], Any] = lambda: None, idle_s: float = DEFAULT_IDLE_S,
                  poll_s: float = DEFAULT_POLL_S, rescan_s: float = DEFAULT_RESCAN_S,
-                 notifier: str = "auto", from_start: bool = False,
+                 notifier: str = "auto", from_start: bool = False, max_active: int = DEFAULT_MAX_ACTIVE,
                  on_problem: Callable[[str, Problem], None] | None = None) -> None:
         if idle_s <= 0 or poll_s <= 0 or rescan_s <= 0:
             raise ValueError("idle, poll and rescan intervals must be positive")
+        if max_active < 1:
+            raise ValueError("max_active must be at least 1")
+        self.max_active = max_active
         self.dirs = [os.path.abspath(os.path.expanduser(d)) for d in dirs]
         self.emitter = emitter
         self.state = state
@@ -244,6 +251,7 @@ class Watcher:
 
     def _read(self, tracked: _Tracked) -> None:
         if tracked.followed is None:
+            self._make_room()
             tracked.followed = FollowedFile(tracked.path, on_problem=self.on_problem)
         followed = tracked.followed
         self._take(tracked, followed.read())
@@ -273,6 +281,11 @@ class Watcher:
             self.emitted += 1
             self.state.mark(session_id, call.index)
             self._dirty = True
+
+    def _make_room(self) -> None:
+        active = [t for t in self._files.values() if t.followed is not None]
+        if len(active) >= self.max_active:
+            self._deactivate(min(active, key=lambda t: t.last_growth))
 
     def _deactivate(self, tracked: _Tracked) -> None:
         if tracked.followed is None:
