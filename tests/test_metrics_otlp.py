@@ -278,8 +278,10 @@ def test_opentelemetry_instrument_alone_keeps_the_local_store(tmp_path):
     run_instrumented(tmp_path, {})
     records = LocalStore(tmp_path / "store").read("auto-agent")
     # chars/4: system "You are terse." 4, prompts "hello there" 3 + "and again" 3, assistant "first answer" 3.
-    assert [r["parts"] for r in records] == [{"system": 4, "prompts/text": 3},
-                                             {"system": 4, "prompts/text": 6, "assistant/text": 3}]
+    # Overhead (OpenAI chat framing, docs/fidelity.md): 3 + the role a message ("system" 2, "user" 1,
+    # "assistant" 3) and 3 for the reply priming: 5 + 4 + 3 = 12, then 5 + 4 + 6 + 4 + 3 = 22.
+    assert [r["parts"] for r in records] == [{"system": 4, "prompts/text": 3, "overhead": 12},
+                                             {"system": 4, "prompts/text": 6, "assistant/text": 3, "overhead": 22}]
 
 
 def test_opentelemetry_instrument_exports_over_otlp_with_final_zeros(tmp_path):
@@ -325,7 +327,9 @@ def test_setup_in_code_instruments_and_exports(tmp_path):
     finally:
         server.stop()
     series = [t for t in (tokens_in(r, "auto-agent") for r in handler.metrics) if t]
-    # Second call, chars/4: system 4, prompts 3 + 3, assistant 3 = 13 estimated. The server reports
-    # "system" 2 + 4 + "user" 1 + 3 + "assistant" 3 + 3 + "user" 1 + 3 + 10 hidden = 30: unattributed 17.
-    assert series[0] == {"system": 4, "prompts": 6, "assistant": 3, "unattributed": 17}
+    # Second call, chars/4: system 4, prompts 3 + 3, assistant 3, overhead (framing: 3 + the role a
+    # message, 3 for the priming) 5 + 4 + 6 + 4 + 3 = 22: 35 estimated. The server reports "system" 2 + 4
+    # + "user" 1 + 3 + "assistant" 3 + 3 + "user" 1 + 3 + 10 hidden = 30: scaled by 30/35, largest
+    # remainder: 3.43, 5.14, 2.57, 18.86 -> 3, 5, 3, 19.
+    assert series[0] == {"system": 3, "prompts": 5, "assistant": 3, "overhead": 19, "unattributed": 0}
     assert set(series[-1].values()) == {0}
