@@ -155,3 +155,18 @@ def test_bad_input_is_one_line_naming_the_file(tmp_path, capsys, monkeypatch):
     assert err[0].startswith(f"ctxscope: {bad}:1: unrecognised transcript format")
     assert err[-1] == f"ctxscope: no provider calls in {bad}"
     assert "Traceback" not in "\n".join(err)
+
+
+def test_spans_carry_counts_and_identities_not_content():
+    """No prompt, tool argument or result text of the transcript reaches a span attribute or event (SPEC 7)."""
+    emitter, exporter = in_memory()
+    replay_files([str(DATA / "claude_4c2ddfdc.jsonl")], emitter)
+    values = []
+    for span in exporter.get_finished_spans():
+        values.extend(str(v) for v in span.attributes.values())
+        values.extend(str(v) for e in span.events for v in e.attributes.values())
+    text = "\n".join(values)
+    assert len(values) > 100
+    for sentinel in ("create hello.py, md and js", "update py with one liner comment", "Hello, World!",
+                     "hello.py"):  # a prompt, a prompt, a file body, a path in a tool argument
+        assert sentinel not in text
