@@ -31,6 +31,9 @@ from typing import Any, Mapping
 
 from ..environment_variables import OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT
 from ..items import API_ANTHROPIC, API_OPENAI_CHAT, API_OPENAI_RESPONSES
+from ..payload import as_list
+from ..payload import get as _get
+from ..payload import plain as _plain
 from ..schema import GenAI
 
 _log = logging.getLogger("ctxscope.instrumentation")
@@ -92,33 +95,6 @@ def span_attributes(content: Mapping[str, list[Any]]) -> dict[str, str]:
             for key, value in content.items() if value}
 
 
-# ---------------------------------------------------------------------------
-# Reading dicts and SDK objects alike
-# ---------------------------------------------------------------------------
-
-def _get(obj: Any, name: str) -> Any:
-    if obj is None:
-        return None
-    if isinstance(obj, Mapping):
-        return obj.get(name)
-    return getattr(obj, name, None)
-
-
-def _plain(value: Any) -> Any:
-    """An SDK object as plain data (pydantic models dump themselves), for JSON."""
-    dump = getattr(value, "model_dump", None)
-    if callable(dump):
-        try:
-            return dump(mode="json", exclude_none=True)
-        except Exception:  # noqa: BLE001 - whatever it holds, keep its text form
-            return str(value)
-    if isinstance(value, Mapping):
-        return {str(k): _plain(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
-    return value
-
-
 def _arguments(value: Any) -> Any:
     """Tool-call arguments as an object where they are JSON text (OpenAI sends a string)."""
     if isinstance(value, str):
@@ -142,12 +118,7 @@ def _response(call_id: Any, response: Any) -> Part:
 
 
 def _list(value: Any) -> list[Any]:
-    if value is None or isinstance(value, (str, bytes, Mapping)):
-        return []
-    try:
-        return list(value)
-    except TypeError:
-        return []
+    return as_list(value) or []
 
 
 # ---------------------------------------------------------------------------

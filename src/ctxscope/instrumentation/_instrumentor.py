@@ -10,7 +10,7 @@ Everything else, including reading the content-capture variable once, is here.
 from __future__ import annotations
 
 import logging
-from typing import Any, Callable, Collection
+from typing import Any, Callable, Collection, Iterable
 
 from ._content import content_mode_from_env
 from ._wrappers import Api, Telemetry, create_wrapper, install_processor, unwrap_all
@@ -24,6 +24,17 @@ except ImportError:  # pragma: no cover - the provider extras bring it
 
 CreateTarget = tuple[str, str, Api, bool]  # module, "Class.method", api, is_async
 HelperTarget = tuple[str, str, bool]  # module, "Class.method", is_async
+
+
+def create_targets(module: str, resource: str, methods: Iterable[str], api: Api) -> tuple[CreateTarget, ...]:
+    """Each method of a resource class and of its ``Async`` twin (the SDKs name them so)."""
+    return tuple((module, f"{prefix}{resource}.{method}", api, bool(prefix))
+                 for method in methods for prefix in ("", "Async"))
+
+
+def helper_targets(module: str, resource: str, method: str = "stream") -> tuple[HelperTarget, ...]:
+    """A streaming helper of a resource class and of its ``Async`` twin."""
+    return tuple((module, f"{prefix}{resource}.{method}", bool(prefix)) for prefix in ("", "Async"))
 
 
 class ProviderInstrumentor(BaseInstrumentor):  # type: ignore[misc,valid-type]

@@ -20,10 +20,11 @@ the same lifetime as the SDK's own HTTP response: close your streams.
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
 import logging
 import weakref
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 import wrapt
 
@@ -112,11 +113,12 @@ class _StreamProxy(wrapt.ObjectProxy):  # type: ignore[misc]
         _observe(self._self_state, item)
         return item
 
-    def _self_exited(self, exc: BaseException | None) -> None:
-        if exc is not None:
-            self._self_fail(exc)
-        else:
+    def _self_ended(self, error: BaseException | None) -> None:
+        """The stream ran out, was left, or raised: end the call accordingly (once)."""
+        if error is None or isinstance(error, (StopIteration, StopAsyncIteration)):
             self._self_finish()
+        else:
+            self._self_fail(error)
 
 
 class SyncStream(_StreamProxy):
@@ -128,11 +130,8 @@ class SyncStream(_StreamProxy):
     def __next__(self) -> Any:
         try:
             item = self.__wrapped__.__next__()
-        except StopIteration:
-            self._self_finish()
-            raise
         except BaseException as error:
-            self._self_fail(error)
+            self._self_ended(error)
             raise
         return self._self_next(item)
 
@@ -144,7 +143,7 @@ class SyncStream(_StreamProxy):
         try:
             return self.__wrapped__.__exit__(exc_type, exc, tb)
         finally:
-            self._self_exited(exc)
+            self._self_ended(exc)
 
     def close(self) -> None:
         try:
@@ -162,11 +161,8 @@ class AsyncStream(_StreamProxy):
     async def __anext__(self) -> Any:
         try:
             item = await self.__wrapped__.__anext__()
-        except StopAsyncIteration:
-            self._self_finish()
-            raise
         except BaseException as error:
-            self._self_fail(error)
+            self._self_ended(error)
             raise
         return self._self_next(item)
 
@@ -178,7 +174,7 @@ class AsyncStream(_StreamProxy):
         try:
             return await self.__wrapped__.__aexit__(exc_type, exc, tb)
         finally:
-            self._self_exited(exc)
+            self._self_ended(exc)
 
     async def close(self) -> None:
         try:
@@ -211,12 +207,20 @@ class ManagerProxy(wrapt.ObjectProxy):  # type: ignore[misc]
         self._self_wrap = wrap
         self._self_calls: list[ModelCall] = []
 
-    def _self_entering(self) -> tuple[list[ModelCall], contextvars.Token[Any], ModelCall | None]:
-        """Before the manager enters: collect the calls it starts; open our own if we send it."""
+    @contextlib.contextmanager
+    def _self_entering(self) -> Iterator[tuple[list[ModelCall], ModelCall | None]]:
+        """Around the manager's enter: collect the calls it starts; open our own if we send it."""
         calls: list[ModelCall] = []
         token = _helper_calls.set(calls)
         own = self._self_start() if self._self_start is not None else None
-        return calls, token, own
+        try:
+            yield calls, own
+        except BaseException as error:
+            if own is not None:
+                own.fail(error)
+            raise
+        finally:
+            _helper_calls.reset(token)
 
     def _self_entered(self, calls: list[ModelCall], own: ModelCall | None, stream: Any) -> Any:
         self._self_calls = calls + ([own] if own is not None else [])
@@ -240,15 +244,8 @@ class ManagerProxy(wrapt.ObjectProxy):  # type: ignore[misc]
                 call.finish(None)
 
     def __enter__(self) -> Any:
-        calls, token, own = self._self_entering()
-        try:
+        with self._self_entering() as (calls, own):
             stream = self.__wrapped__.__enter__()
-        except BaseException as error:
-            if own is not None:
-                own.fail(error)
-            raise
-        finally:
-            _helper_calls.reset(token)
         return self._self_entered(calls, own, stream)
 
     def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> Any:
@@ -258,15 +255,8 @@ class ManagerProxy(wrapt.ObjectProxy):  # type: ignore[misc]
             self._self_exit(exc)
 
     async def __aenter__(self) -> Any:
-        calls, token, own = self._self_entering()
-        try:
+        with self._self_entering() as (calls, own):
             stream = await self.__wrapped__.__aenter__()
-        except BaseException as error:
-            if own is not None:
-                own.fail(error)
-            raise
-        finally:
-            _helper_calls.reset(token)
         return self._self_entered(calls, own, stream)
 
     async def __aexit__(self, exc_type: Any, exc: Any, tb: Any) -> Any:

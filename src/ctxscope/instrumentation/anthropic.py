@@ -22,21 +22,15 @@ import logging
 from typing import Any, Callable
 
 from ..items import API_ANTHROPIC as API_MESSAGES
+from ..payload import get as _get
 from ._content import AnthropicOutput, anthropic_output
-from ._instrumentor import ProviderInstrumentor
+from ._instrumentor import ProviderInstrumentor, create_targets, helper_targets
 from ._wrappers import Api, ResponseInfo, Telemetry, begin, request_body, usage_from
 
 _log = logging.getLogger("ctxscope.instrumentation")
 
 PROVIDER = "anthropic"
-
-
-def _get(obj: Any, name: str) -> Any:
-    if obj is None:
-        return None
-    if isinstance(obj, dict):
-        return obj.get(name)
-    return getattr(obj, name, None)
+_MODULES = ("anthropic.resources.messages", "anthropic.resources.beta.messages")
 
 
 def _int(value: Any) -> int | None:
@@ -163,22 +157,9 @@ class AnthropicInstrumentor(ProviderInstrumentor):
     _instruments = ("anthropic >= 0.40",)
     # parse() posts itself rather than calling create(); beta.messages is the same API
     # with beta features (what agent harnesses such as Claude Code call).
-    _create_targets = (
-        ("anthropic.resources.messages", "Messages.create", MESSAGES, False),
-        ("anthropic.resources.messages", "AsyncMessages.create", MESSAGES, True),
-        ("anthropic.resources.messages", "Messages.parse", MESSAGES, False),
-        ("anthropic.resources.messages", "AsyncMessages.parse", MESSAGES, True),
-        ("anthropic.resources.beta.messages", "Messages.create", MESSAGES, False),
-        ("anthropic.resources.beta.messages", "AsyncMessages.create", MESSAGES, True),
-        ("anthropic.resources.beta.messages", "Messages.parse", MESSAGES, False),
-        ("anthropic.resources.beta.messages", "AsyncMessages.parse", MESSAGES, True),
-    )
-    _helper_targets = (
-        ("anthropic.resources.messages", "Messages.stream", False),
-        ("anthropic.resources.messages", "AsyncMessages.stream", True),
-        ("anthropic.resources.beta.messages", "Messages.stream", False),
-        ("anthropic.resources.beta.messages", "AsyncMessages.stream", True),
-    )
+    _create_targets = sum((create_targets(module, "Messages", ("create", "parse"), MESSAGES)
+                           for module in _MODULES), ())
+    _helper_targets = sum((helper_targets(module, "Messages") for module in _MODULES), ())
 
     def _helper_wrapper(self, telemetry: Telemetry, is_async: bool) -> Callable[..., Any]:
         return _helper(telemetry, is_async)

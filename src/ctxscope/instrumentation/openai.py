@@ -20,33 +20,33 @@ from typing import Any, Callable
 
 from ..items import API_OPENAI_CHAT as API_CHAT
 from ..items import API_OPENAI_RESPONSES as API_RESPONSES
+from ..payload import get as _get
 from ._content import ChatOutput, chat_output, responses_output
-from ._instrumentor import ProviderInstrumentor
+from ._instrumentor import ProviderInstrumentor, create_targets, helper_targets
 from ._wrappers import Api, ResponseInfo, Telemetry, create_wrapper, usage_from
 
 _log = logging.getLogger("ctxscope.instrumentation")
 
 PROVIDER = "openai"
-
-
-def _get(obj: Any, name: str) -> Any:
-    if obj is None:
-        return None
-    if isinstance(obj, dict):
-        return obj.get(name)
-    return getattr(obj, name, None)
+_CHAT_MODULE = "openai.resources.chat.completions"
+_RESPONSES_MODULE = "openai.resources.responses"
 
 
 # ---------------------------------------------------------------------------
 # Responses -> ResponseInfo
 # ---------------------------------------------------------------------------
 
+def _usage(usage: Any, input_name: str, output_name: str) -> Any:
+    """Both APIs: a total input that includes the cached tokens, told apart in ``<input>_details``."""
+    total = _get(usage, input_name)
+    cached = _get(_get(usage, input_name + "_details"), "cached_tokens")
+    uncached = total - cached if isinstance(total, int) and isinstance(cached, int) else total
+    return usage_from(input_tokens=uncached, output_tokens=_get(usage, output_name),
+                      cache_read=cached, reported_input=total)
+
+
 def chat_usage(usage: Any) -> Any:
-    prompt = _get(usage, "prompt_tokens")
-    cached = _get(_get(usage, "prompt_tokens_details"), "cached_tokens")
-    uncached = prompt - cached if isinstance(prompt, int) and isinstance(cached, int) else prompt
-    return usage_from(input_tokens=uncached, output_tokens=_get(usage, "completion_tokens"),
-                      cache_read=cached, reported_input=prompt)
+    return _usage(usage, "prompt_tokens", "completion_tokens")
 
 
 def chat_info(completion: Any) -> ResponseInfo:
@@ -91,11 +91,7 @@ class ChatStreamState:
 
 
 def responses_usage(usage: Any) -> Any:
-    total = _get(usage, "input_tokens")
-    cached = _get(_get(usage, "input_tokens_details"), "cached_tokens")
-    uncached = total - cached if isinstance(total, int) and isinstance(cached, int) else total
-    return usage_from(input_tokens=uncached, output_tokens=_get(usage, "output_tokens"),
-                      cache_read=cached, reported_input=total)
+    return _usage(usage, "input_tokens", "output_tokens")
 
 
 def _responses_finish(response: Any) -> list[str]:
@@ -183,23 +179,10 @@ class OpenAIInstrumentor(ProviderInstrumentor):
     """Context spans for ``openai`` chat completions and Responses."""
 
     _instruments = ("openai >= 1.40",)
-    _create_targets = (
-        ("openai.resources.chat.completions", "Completions.create", CHAT, False),
-        ("openai.resources.chat.completions", "AsyncCompletions.create", CHAT, True),
-        ("openai.resources.responses", "Responses.create", RESPONSES, False),
-        ("openai.resources.responses", "AsyncResponses.create", RESPONSES, True),
-        # Structured outputs: parse() posts itself rather than calling create().
-        ("openai.resources.chat.completions", "Completions.parse", CHAT, False),
-        ("openai.resources.chat.completions", "AsyncCompletions.parse", CHAT, True),
-        ("openai.resources.responses", "Responses.parse", RESPONSES, False),
-        ("openai.resources.responses", "AsyncResponses.parse", RESPONSES, True),
-    )
-    _helper_targets = (
-        ("openai.resources.chat.completions", "Completions.stream", False),
-        ("openai.resources.chat.completions", "AsyncCompletions.stream", True),
-        ("openai.resources.responses", "Responses.stream", False),
-        ("openai.resources.responses", "AsyncResponses.stream", True),
-    )
+    # Structured outputs: parse() posts itself rather than calling create().
+    _create_targets = (create_targets(_CHAT_MODULE, "Completions", ("create", "parse"), CHAT)
+                       + create_targets(_RESPONSES_MODULE, "Responses", ("create", "parse"), RESPONSES))
+    _helper_targets = helper_targets(_CHAT_MODULE, "Completions") + helper_targets(_RESPONSES_MODULE, "Responses")
 
     def _helper_wrapper(self, telemetry: Telemetry, is_async: bool) -> Callable[..., Any]:
         return _helper
