@@ -264,7 +264,7 @@ class RequestExtractor:
         new_tail = max(0, len(messages) - DEEP_CHECK_WINDOW)
         low = max(new_tail, old_tail)
         return ([_snapshot(messages[i]) for i in range(new_tail, min(old_tail, kept))]
-                + old_deep[low - old_tail:kept - old_tail]
+                + (old_deep[low - old_tail:kept - old_tail] if kept > low else [])
                 + [_snapshot(m) for m in islice(messages, max(kept, new_tail), None)])
 
     def _rebuild(self, body: Mapping[str, Any], api: str, head_key: Any, messages: list[Any]) -> list[Item]:

@@ -1,0 +1,299 @@
+"""The fast paths of the live per-request path keep behaviour: extraction, diff, span processor.
+
+What each fast path promises (docs/items.md "What is noticed", docs/accounting.md
+"Performance", docs/telemetry.md "Cost of on_end") is checked here at the public
+surface, against the slow path or values worked out by hand.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+from opentelemetry.sdk.trace import TracerProvider
+
+from ctxscope import items as items_module
+from ctxscope import processor as processor_module
+from ctxscope.itemdiff import diff_items
+from ctxscope.items import API_ANTHROPIC, API_OPENAI_CHAT, RequestExtractor, items_from_request
+from ctxscope.processor import ContextSpanProcessor, hand_over, reading_from_attributes
+from ctxscope.schema import (
+    Annotation,
+    Category,
+    CompactionTrigger,
+    Coverage,
+    GenAI,
+    Item,
+    LimitKind,
+    Metric,
+    MetricAttr,
+    Stage,
+    WasteKind,
+)
+
+WINDOW = items_module.DEEP_CHECK_WINDOW
+
+
+def _chat(n: int) -> list[dict[str, Any]]:
+    return [{"role": "user" if i % 2 == 0 else "assistant", "content": f"message {i}"} for i in range(n)]
+
+
+def _view(items: list[Item]) -> list[tuple]:
+    return [(i.id, i.part, i.chars, i.digest, i.label, i.reference) for i in items]
+
+
+def _base_view(items: list[Item]) -> list[tuple]:
+    return [(i.id.partition("#")[0], *row[1:]) for i, row in zip(items, _view(items))]
+
+
+# ---------------------------------------------------------------------------
+# Extraction
+# ---------------------------------------------------------------------------
+
+def test_rebinding_a_field_of_the_oldest_message_is_noticed_beyond_the_window():
+    """``msg["content"] = ...`` on message 0 of a history longer than the deep window gives its new item."""
+    messages = _chat(WINDOW + 40)
+    extractor = RequestExtractor()
+    first = extractor.extract({"model": "gpt-4o", "messages": messages}, API_OPENAI_CHAT)
+    messages[0]["content"] = "cleared"
+    second = extractor.extract({"model": "gpt-4o", "messages": messages}, API_OPENAI_CHAT)
+    assert second[0].text == "cleared" and second[0] is not first[0]
+    assert all(a is b for a, b in zip(first[1:], second[1:]))
+
+
+def test_nested_edit_beyond_the_window_is_not_noticed_but_inside_it_is():
+    """A block's text changed in place is seen in the last DEEP_CHECK_WINDOW messages only (the documented trade-off)."""
+    messages = [{"role": "user", "content": [{"type": "text", "text": f"block {i}"}]} for i in range(WINDOW + 10)]
+    body = {"model": "claude-x", "max_tokens": 5, "messages": messages}
+    extractor = RequestExtractor()
+    first = extractor.extract(body, API_ANTHROPIC)
+    messages[0]["content"][0]["text"] = "old, edited in place"
+    messages[-1]["content"][0]["text"] = "new, edited in place"
+    second = extractor.extract(body, API_ANTHROPIC)
+    assert second[0] is first[0] and second[0].text == "block 0"          # beyond the window: kept
+    assert second[-1].text == "new, edited in place"                       # inside it: noticed
+    assert all(a is b for a, b in zip(first[:-1], second[:-1]))
+
+
+def test_moving_cache_control_reextracts_the_last_messages_only():
+    """Anthropic's prompt-caching idiom (the marker moves to the newest block) keeps every older item object."""
+    messages = [{"role": "user" if i % 2 == 0 else "assistant", "content": [{"type": "text", "text": f"turn {i}"}]}
+                for i in range(200)]
+    messages[-1]["content"][-1]["cache_control"] = {"type": "ephemeral"}
+    body = {"model": "claude-x", "max_tokens": 5, "system": "s", "messages": messages}
+    extractor = RequestExtractor()
+    first = extractor.extract(body, API_ANTHROPIC)
+    del messages[-1]["content"][-1]["cache_control"]
+    messages.append({"role": "user", "content": [{"type": "text", "text": "turn 200",
+                                                  "cache_control": {"type": "ephemeral"}}]})
+    second = extractor.extract(body, API_ANTHROPIC)
+    assert all(a is b for a, b in zip(first[:-1], second[:-1]))            # system + turns 0..198
+    assert second[-2].text == "turn 199" and second[-2] is not first[-1]  # the edited message, extracted again
+    assert _view(second) == _view(items_from_request(body, API_ANTHROPIC))
+
+
+def test_edit_in_the_middle_keeps_later_messages_and_ids_of_a_fresh_pass():
+    """Past an edited message, messages equal at their position keep their items; ids match a fresh extraction."""
+    messages = _chat(300)
+    messages[150] = {"role": "user", "content": "same text"}
+    messages[250] = {"role": "user", "content": "same text"}  # a repeat: its id carries #2
+    extractor = RequestExtractor()
+    first = extractor.extract({"model": "gpt-4o", "messages": messages}, API_OPENAI_CHAT)
+    messages[100]["content"] = "edited"
+    body = {"model": "gpt-4o", "messages": messages}
+    second = extractor.extract(body, API_OPENAI_CHAT)
+    assert _view(second) == _view(items_from_request(body, API_OPENAI_CHAT))
+    assert second[250].id.endswith("#2")
+    assert second[100] is not first[100]
+    assert all(second[i] is first[i] for i in range(300) if i != 100)
+
+
+def test_dropping_a_tool_call_after_an_edit_forgets_its_name_for_later_results():
+    """A call removed from the end releases its call id: a result naming it again is results/unknown, as fresh."""
+    call = {"role": "assistant", "content": None, "tool_calls": [
+        {"id": "c1", "type": "function", "function": {"name": "read_file", "arguments": "{}"}}]}
+    result = {"role": "tool", "tool_call_id": "c1", "content": "data"}
+    messages = [{"role": "user", "content": "go"}, call, result]
+    extractor = RequestExtractor()
+    assert extractor.extract({"model": "gpt-4o", "messages": messages}, API_OPENAI_CHAT)[2].part == "results/read_file"
+    body = {"model": "gpt-4o", "messages": [messages[0], result]}
+    again = extractor.extract(body, API_OPENAI_CHAT)
+    assert [i.part for i in again] == ["prompts/text", "results/unknown"]
+    assert _view(again) == _view(items_from_request(body, API_OPENAI_CHAT))
+
+
+_WORDS = st.sampled_from(["alpha", "beta", "alpha", "<system-reminder>\nx\n</system-reminder>\nhi", ""])
+
+
+def _message(draw: Any, i: int) -> dict:
+    if draw(st.booleans()):
+        return {"role": "user", "content": draw(_WORDS)}
+    return {"role": "assistant", "content": [{"type": "text", "text": draw(_WORDS)},
+                                             {"type": "tool_use", "id": f"t{i % 3}", "name": "Read",
+                                              "input": {"file_path": draw(_WORDS)}}]}
+
+
+@st.composite
+def _histories(draw: Any) -> tuple[list[dict], list[tuple]]:
+    messages = [_message(draw, i) for i in range(draw(st.integers(1, 9)))]
+    ops = st.sampled_from(["append", "edit", "edit_last_block", "cache_control", "delete", "insert", "rebuild",
+                           "system"])
+    steps = [(draw(ops), draw(st.integers(0, 20)), _message(draw, 100 + n), draw(_WORDS))
+             for n in range(draw(st.integers(1, 8)))]
+    return messages, steps
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_histories())
+def test_small_window_incremental_matches_fresh(history):
+    """With a deep window of 2, every edit the fast path promises to see gives the items of a fresh pass."""
+    saved = items_module.DEEP_CHECK_WINDOW
+    items_module.DEEP_CHECK_WINDOW = 2  # so that short histories reach past the window
+    try:
+        _replay(history)
+    finally:
+        items_module.DEEP_CHECK_WINDOW = saved
+
+
+def _replay(history: tuple[list[dict], list[tuple]]) -> None:
+    messages, steps = history
+    extractor = RequestExtractor()
+    body = {"model": "claude-x", "max_tokens": 5, "system": "sys", "messages": messages}
+    extractor.extract(body, API_ANTHROPIC)
+    for op, index, new, words in steps:
+        i = index % max(1, len(messages))
+        if op == "append" or not messages:
+            messages.append(new)
+        elif op == "edit":
+            messages[i]["content"] = words                          # a field rebound: seen anywhere
+        elif op == "edit_last_block" and isinstance(messages[-1]["content"], list):
+            messages[-1]["content"][0]["text"] = words + "!"        # nested, inside the window
+        elif op == "cache_control" and isinstance(messages[-1]["content"], list):
+            messages[-1]["content"][-1]["cache_control"] = {"type": "ephemeral"}
+        elif op == "delete":
+            del messages[i]
+        elif op == "insert":
+            messages.insert(i, new)
+        elif op == "rebuild":
+            messages[:] = json.loads(json.dumps(messages))
+        elif op == "system":
+            body["system"] = words + "?"                            # a new head: the slow path
+        after = extractor.extract(body, API_ANTHROPIC)
+        # Ids by their base: a message reused at its position past an edit keeps its
+        # occurrence suffix (#2), where a fresh pass may number repeats differently.
+        assert _base_view(after) == _base_view(items_from_request(body, API_ANTHROPIC))
+        assert len({i.id for i in after}) == len(after)
+
+
+# ---------------------------------------------------------------------------
+# Diff
+# ---------------------------------------------------------------------------
+
+def _item(i: int, tokens: int = 0) -> Item:
+    return Item(id=f"m{i}", category=Category.PROMPTS, part="prompts/text", chars=4, text="abcd",
+                digest=f"d{i}", tokens=tokens)
+
+
+def test_diff_of_a_long_shared_prefix_with_an_equal_copy_inside_is_one_addition():
+    """1,500 shared items (one a new object with the same id and digest, not yet counted) plus one new: one addition."""
+    old = [_item(i, tokens=1) for i in range(1500)]
+    new = list(old)
+    new[1000] = _item(1000)  # equal key, tokens still 0: gets its count from the cache
+    new.append(_item(1500))
+    counted = {(i.id, i.digest): 1 for i in old}
+    diff = diff_items(old, new, counted)
+    assert diff.added == [new[1500]] and diff.removed == [] and diff.replaced == []
+    assert new[1000].tokens == 1
+
+
+def test_diff_finds_a_replacement_past_the_first_slice():
+    """A changed digest at position 700 (past the first 512-item slice) is a replacement of that item alone."""
+    old = [_item(i) for i in range(900)]
+    new = list(old)
+    new[700] = Item(id="m700", category=Category.PROMPTS, part="prompts/text", chars=4, text="efgh", digest="x")
+    diff = diff_items(old, new, {})
+    assert diff.replaced == [(old[700], new[700])] and not diff.added and not diff.removed
+
+
+# ---------------------------------------------------------------------------
+# Span processor
+# ---------------------------------------------------------------------------
+
+def _annotation() -> Annotation:
+    return Annotation(stage=Stage.POST_COMPACTION, basis="chars/4", coverage=Coverage.COMPLETE, baseline=False,
+                      categories={Category.SYSTEM: 30, Category.RESULTS: 70}, estimated_tokens=100,
+                      window_tokens=1000, compact_threshold_tokens=0, model="gpt-4o", sample_offset_ns=5,
+                      waste={WasteKind.DUPLICATE: 20}, compaction_trigger=CompactionTrigger.MANUAL)
+
+
+def test_reading_from_attributes_takes_what_the_metrics_need():
+    """The reading of a span's attributes: raw categories, positive limits only, waste, trigger, offset."""
+    ann = _annotation()
+    ann.reported_tokens = 80
+    reading = reading_from_attributes(ann.to_attributes())
+    assert reading is not None
+    assert reading.categories == {Category.SYSTEM: 30, Category.RESULTS: 70}
+    assert reading.limits == {LimitKind.WINDOW: 1000}
+    assert (reading.stage, reading.trigger, reading.reported, reading.estimated) == (
+        Stage.POST_COMPACTION, CompactionTrigger.MANUAL, 80, 100)
+    assert reading.waste == {WasteKind.DUPLICATE: 20} and reading.sample_offset_ns == 5
+    assert reading_from_attributes({GenAI.CONVERSATION_ID: "s"}) is None
+
+
+def _tokens(reader: InMemoryMetricReader, session: str) -> dict[str, float]:
+    out: dict[str, float] = {}
+    data = reader.get_metrics_data()
+    for rm in data.resource_metrics if data else ():
+        for sm in rm.scope_metrics:
+            for metric in sm.metrics:
+                if metric.name != Metric.TOKENS.name:
+                    continue
+                for point in metric.data.data_points:
+                    if point.attributes[MetricAttr.CONVERSATION_ID] == session:
+                        out[point.attributes[MetricAttr.CATEGORY]] = point.value
+    return out
+
+
+def test_handed_over_annotation_is_read_with_what_it_holds_at_span_end():
+    """hand_over: the reported input set on the object after span start counts (80 of 100: scaled 24 + 56)."""
+    reader = InMemoryMetricReader()
+    processor = ContextSpanProcessor(MeterProvider(metric_readers=[reader]))
+    tracer_provider = TracerProvider()
+    tracer_provider.add_span_processor(processor)
+    ann = _annotation()
+    ann.stage, ann.compaction_trigger = Stage.REQUEST_INPUT, None
+    attrs = {GenAI.CONVERSATION_ID: "handed", GenAI.REQUEST_MODEL: "gpt-4o", **ann.to_attributes()}
+    span = tracer_provider.get_tracer("t").start_span("chat gpt-4o", attributes=attrs)
+    hand_over(span, ann)
+    ann.reported_tokens = 80  # as ledger.report does, on the same object; the attributes lack it
+    span.end()
+    assert _tokens(reader, "handed") == {"system": 24, "results": 56, "unattributed": 0}
+    assert not processor_module._handed  # taken at span end
+
+
+def test_without_hand_over_the_attributes_give_the_same_gauges():
+    """The attribute path: the same annotation with reported 80 on the span gives the same calibrated view."""
+    reader = InMemoryMetricReader()
+    processor = ContextSpanProcessor(MeterProvider(metric_readers=[reader]))
+    tracer_provider = TracerProvider()
+    tracer_provider.add_span_processor(processor)
+    ann = _annotation()
+    ann.stage, ann.compaction_trigger, ann.reported_tokens = Stage.REQUEST_INPUT, None, 80
+    attrs = {GenAI.CONVERSATION_ID: "attrs", GenAI.REQUEST_MODEL: "gpt-4o", **ann.to_attributes()}
+    tracer_provider.get_tracer("t").start_span("chat gpt-4o", attributes=attrs).end()
+    assert _tokens(reader, "attrs") == {"system": 24, "results": 56, "unattributed": 0}
+
+
+def test_hand_over_table_is_capped():
+    """Spans that never end cannot grow the hand-over table past its cap."""
+    tracer = TracerProvider().get_tracer("t")
+    processor_module._handed.clear()
+    ann = _annotation()
+    for _ in range(processor_module._MAX_HANDED + 10):
+        hand_over(tracer.start_span("never ended"), ann)
+    assert len(processor_module._handed) == processor_module._MAX_HANDED
+    processor_module._handed.clear()
