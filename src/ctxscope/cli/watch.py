@@ -96,4 +96,6 @@ def run(args: argparse.Namespace) -> int:
             f"state {state_path}", file=sys.stderr, flush=True))
     finally:
         telemetry.shutdown()
+    print(f"ctxscope: watch stopped after {watcher.emitted} new call{'s' * (watcher.emitted != 1)}; "
+          f"state saved to {state_path}", file=sys.stderr)
     return 0
