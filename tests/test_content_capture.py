@@ -343,3 +343,13 @@ def test_a_failed_call_keeps_its_input_and_the_error(capture, server):
     assert c.content(span) == {GenAI.INPUT_MESSAGES: [{"role": "user", "parts": [{"type": "text", "content": PROMPT}]}]}
     [event] = c.events()
     assert event.attributes["error.type"] == "BadRequestError"
+
+
+def test_change_labels_stay_tool_names_with_content_on(capture, server):
+    """Content capture does not put paths into change labels: a tool call's label is its tool name."""
+    c = capture("SPAN_ONLY")
+    server.openai_client().chat.completions.create(model="gpt-4o", messages=CHAT_HISTORY, tools=CHAT_TOOLS)
+    labels = {(e.attributes["category"], e.attributes.get("label")) for e in c.tel.one_call().events
+              if e.name == "llm.context.change"}
+    assert ("assistant", "read_file") in labels and ("results", "read_file") in labels
+    assert not any("a.py" in str(label) for _, label in labels)
