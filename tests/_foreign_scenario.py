@@ -119,7 +119,8 @@ def run(config: dict[str, Any]) -> dict[str, Any]:
     meter_provider = MeterProvider(metric_readers=[reader])
     foreign = None
     if config.get("foreign"):
-        foreign = ForeignSpanProcessor(provider, meter_provider, tokenizer="chars")
+        # Both sides without provider framing, so the figures stay the items' hand-worked counts.
+        foreign = ForeignSpanProcessor(provider, meter_provider, tracker=Tracker(tokenizer="chars", framing=False))
         provider.add_span_processor(foreign)
     logs: dict[str, Any] = {}
     if config.get("logs"):  # content in log events (openai-v2 event_only)
@@ -130,7 +131,7 @@ def run(config: dict[str, Any]) -> dict[str, Any]:
             logs["logger_provider"].add_log_record_processor(foreign.log_processor())
     instrumentors = []
     for name in config["instrument"]:
-        extra = {"tracker": Tracker(tokenizer="chars")} if name == "ctxscope" else dict(logs)
+        extra = {"tracker": Tracker(tokenizer="chars", framing=False)} if name == "ctxscope" else dict(logs)
         instrumentor(name).instrument(tracer_provider=provider, meter_provider=meter_provider, **extra)
         instrumentors.append(instrumentor(name))
     with ProviderServer() as server:

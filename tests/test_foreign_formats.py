@@ -31,6 +31,7 @@ from ctxscope.foreign import (
     parse_attributes,
 )
 from ctxscope.schema import Attr, GenAI, Metric, MetricAttr
+from ctxscope.tracker import Tracker
 
 DATA = Path(__file__).parent / "data"
 OWN = {"system": 4, "tools": 16, "prompts": 3, "assistant": 5, "results": 2, "unattributed": 25}
@@ -46,7 +47,9 @@ class Pipe:
         self.provider.add_span_processor(SimpleSpanProcessor(self.exporter))
         self.reader = InMemoryMetricReader()
         self.meter_provider = MeterProvider(metric_readers=[self.reader])
-        self.processor = ForeignSpanProcessor(self.provider, self.meter_provider, tokenizer="chars")
+        # Without provider framing, so the figures stay the items' hand-worked counts.
+        self.processor = ForeignSpanProcessor(self.provider, self.meter_provider,
+                                              tracker=Tracker(tokenizer="chars", framing=False))
         self.provider.add_span_processor(self.processor)
 
     def write(self, scope: str, name: str, attributes: Mapping[str, Any]) -> None:
