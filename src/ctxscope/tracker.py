@@ -51,12 +51,14 @@ from .environment_variables import CTXSCOPE_MAX_SESSIONS, CTXSCOPE_TOKENIZER
 from .liveframing import FramingCache
 from .observation import Observation, Usage
 from .schema import CompactionTrigger, Coverage, WasteKind
-from .selfcal import SelfCalibrator
+from .selfcal import MIN_PAIRS, SelfCalibrator
 from .tokens import counter_for
 
 __all__ = [
     "CALIBRATION_SAVE_INTERVAL_S",
     "DEFAULT_MAX_SESSIONS",
+    "LEARN_TOLERANCE",
+    "LIVE_CALIBRATION_WINDOW",
     "CalibrationStore",
     "PendingCall",
     "Tracker",
@@ -70,6 +72,13 @@ DEFAULT_MAX_SESSIONS = 64
 # Responses API: response id -> session, so that a request chained with
 # previous_response_id (whose input holds only the new turn) stays in its session.
 _MAX_RESPONSE_IDS = 4096
+
+# Pairs kept per model and tool set by the tracker's calibrator: the fit is
+# quadratic in them (Theil-Sen), and it runs on the caller's thread.
+LIVE_CALIBRATION_WINDOW = 16
+# A call whose reported input the current correction already predicts this
+# closely is not learned from: a steady state costs no fit per call.
+LEARN_TOLERANCE = 0.005
 
 # A model's learned calibration is written to the store at most this often from
 # the call path (the first time at once); the rest when the store is detached or
@@ -104,6 +113,8 @@ class _Session:
     ledger: Any
     waste: Any | None
     framing: FramingCache | None = None
+    # (tools as sent, their self-calibration key, whether a server tool is among them)
+    tools_memo: tuple[Any, str, bool] | None = None
     lock: threading.Lock = field(default_factory=threading.Lock)
     observations: int = 0
 
@@ -150,7 +161,7 @@ class Tracker:
         self.tokenizer = tokenizer or os.environ.get(CTXSCOPE_TOKENIZER) or "auto"
         # framing=False: the items' raw content only (as ``ctxscope inspect --no-framing``).
         self.framing = framing
-        self.calibrator = calibrator if calibrator is not None else SelfCalibrator()
+        self.calibrator = calibrator if calibrator is not None else SelfCalibrator(LIVE_CALIBRATION_WINDOW)
         self._calibration_store: CalibrationStore | None = None
         self._restored: set[str] = set()
         self._saved_at: dict[str, float] = {}
@@ -304,10 +315,26 @@ class Tracker:
             state.observations += 1
             if state.waste is not None:
                 self._add_waste(state, snapshot)
+            tools = self._tools_info(state, body, api)
         call = PendingCall(session_id=key, provider=provider, api=api, request_model=model,
                            snapshot=snapshot, started_ns=started, first=bool(getattr(snapshot, "first", False)))
-        self._apply_calibration(call, body, coverage)
+        self._apply_calibration(call, tools, coverage)
         return call
+
+    @staticmethod
+    def _tools_info(state: _Session, body: Mapping[str, Any], api: str) -> tuple[str, bool] | None:
+        """The tool set's self-calibration key and whether it has a server tool, cached while the tools stay."""
+        try:
+            tools = body.get("tools")
+            # A shallow copy: a tool appended to the same list in place is noticed.
+            seen = tuple(tools) if isinstance(tools, list) else tools
+            memo = state.tools_memo
+            if memo is None or memo[0] != seen:
+                memo = state.tools_memo = (seen, _framing.tools_key(body), _framing.has_server_tools(body, api))
+            return memo[1], memo[2]
+        except Exception:  # noqa: BLE001 - no key: the call is neither corrected nor learned from
+            _log.warning("ctxscope: could not key the tool set of a %s call", api, exc_info=True)
+            return None
 
     # -- framing -----------------------------------------------------------------------
 
@@ -350,16 +377,15 @@ class Tracker:
         for key in keys:
             self._save(store, key)
 
-    def _apply_calibration(self, call: PendingCall, body: Mapping[str, Any], coverage: Coverage) -> None:
+    def _apply_calibration(self, call: PendingCall, tools: tuple[str, bool] | None, coverage: Coverage) -> None:
         """Key the call for learning; put the learned correction on its annotation when one is known."""
         try:
             annotation = call.snapshot.annotation
-            if call.request_model is None or coverage is not Coverage.COMPLETE:
+            if call.request_model is None or tools is None or coverage is not Coverage.COMPLETE:
                 return  # a partial view's estimate misses what the provider prepends
             key = calibration_key(call.request_model, annotation.basis)
             call.calibration_key = key
-            call.tools_key = _framing.tools_key(body)
-            call.server_tools = _framing.has_server_tools(body, call.api)
+            call.tools_key, call.server_tools = tools
             self._restore(key)
             correction = self.calibrator.correction_tokens(key, call.tools_key, annotation.estimated_tokens)
             if correction is not None:
@@ -375,8 +401,12 @@ class Tracker:
         if call.server_tools and usage.server_tool_calls != 0:
             return  # a server-tool run (or one not known not to be) reports the whole loop's input
         try:
-            self.calibrator.learn(call.calibration_key, call.tools_key,
-                                  call.snapshot.annotation.estimated_tokens, int(reported))
+            estimated = call.snapshot.annotation.estimated_tokens
+            known = self.calibrator.correction(call.calibration_key, call.tools_key)
+            if (known is not None and known.tools_key == call.tools_key and known.pairs >= MIN_PAIRS
+                    and abs(known.apply(estimated) - reported) <= LEARN_TOLERANCE * reported):
+                return  # already predicted: nothing to learn, no fit to pay for
+            self.calibrator.learn(call.calibration_key, call.tools_key, estimated, int(reported))
             self._saved(call.calibration_key)
         except Exception:  # noqa: BLE001
             _log.warning("ctxscope: self-calibration could not learn from a %s call", call.api, exc_info=True)
