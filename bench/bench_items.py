@@ -3,7 +3,9 @@
 Run: ``.venv/bin/python bench/bench_items.py``. Prints the median time of one
 ``extract`` call for a request of N messages that appends one message to
 the previous request (the case the instrumentation sees on every turn), for
-the three formats, and the time of a full extraction for comparison.
+the three formats, and the time of a full extraction for comparison; and
+the Anthropic append that also moves the ``cache_control`` marker (an
+in-place edit of the previous message on every turn).
 """
 
 from __future__ import annotations
@@ -80,6 +82,30 @@ def measure(api: str, make: Callable[[int], dict[str, Any]], n: int = N) -> tupl
     return statistics.median(times) * 1e6, full * 1e6
 
 
+def measure_cache_control(n: int = N) -> float:
+    """Median microseconds of an Anthropic append that also moves the cache_control marker.
+
+    The prompt-caching idiom: the newest message's last block carries
+    ``cache_control`` and the previous one loses it, an in-place edit of the
+    second-to-last message on every turn.
+    """
+    messages = [anthropic_message(i) for i in range(n - 1)]
+    messages[-1]["content"][-1]["cache_control"] = {"type": "ephemeral"}
+    extractor = RequestExtractor()
+    extractor.extract(body_of(API_ANTHROPIC, messages), API_ANTHROPIC)
+    times = []
+    for r in range(ROUNDS):
+        messages[-1]["content"][-1].pop("cache_control", None)
+        new = anthropic_message(n - 1 + r)
+        new["content"][-1]["cache_control"] = {"type": "ephemeral"}
+        messages = messages + [new]
+        body = body_of(API_ANTHROPIC, messages)
+        start = time.perf_counter()
+        extractor.extract(body, API_ANTHROPIC)
+        times.append(time.perf_counter() - start)
+    return statistics.median(times) * 1e6
+
+
 def classify_us(text: str, role: str, rounds: int = 200) -> float:
     """Median microseconds of one classify_text call."""
     times = []
@@ -90,19 +116,25 @@ def classify_us(text: str, role: str, rounds: int = 200) -> float:
     return statistics.median(times) * 1e6
 
 
-def main() -> None:
+def main() -> dict[str, Any]:
+    figures: dict[str, Any] = {}
     for name, api, make in (("chat, text only", API_OPENAI_CHAT, plain_chat_message),
                             ("chat, tool calls", API_OPENAI_CHAT, chat_message),
                             ("anthropic, blocks", API_ANTHROPIC, anthropic_message),
                             ("responses, calls", API_OPENAI_RESPONSES, responses_item)):
         append_us, full_us = measure(api, make)
         print(f"{name:20s} {N} messages: append one {append_us:8.1f} us   full extraction {full_us:9.1f} us")
+        figures[name] = {"append_us": round(append_us, 1), "full_us": round(full_us, 1)}
+    moved = measure_cache_control()
+    print(f"{'anthropic, cache_control moved':32s} append one {moved:8.1f} us")
+    figures["anthropic, cache_control moved"] = {"append_us": round(moved, 1)}
     prose = "Please refactor the parser so that it streams. " * 250
     code = "def f(x):\n    return x < 3  # <b>\n" * 3000
     reminder = code + "<system-reminder>\nWhenever you read a file, check it.\n</system-reminder>\n"
     for name, text, role in (("user prose", prose, "user"), ("tool result, code", code, "tool"),
                              ("tool result + reminder", reminder, "tool")):
         print(f"classify {name:24s} {len(text):7d} chars: {classify_us(text, role):8.1f} us")
+    return figures
 
 
 if __name__ == "__main__":

@@ -174,6 +174,58 @@ def in_process() -> dict[str, float]:
     return {"observe_request_median_ms": statistics.median(times) * 1e3}
 
 
+def split() -> dict[str, float]:
+    """Medians of the steps of one call, in process: extraction, ledger, the span processor's on_end.
+
+    on_end is timed on a span carrying the annotation of the last request, once
+    reading it back from the attributes and once from a handed-over object
+    (``processor.hand_over``).
+    """
+    from opentelemetry.sdk.metrics import MeterProvider
+    from opentelemetry.sdk.trace import TracerProvider
+
+    from ctxscope.items import RequestExtractor
+    from ctxscope.ledger import SessionLedger
+    from ctxscope import processor as processor_module
+    from ctxscope.schema import GenAI
+
+    hand_over = getattr(processor_module, "hand_over", None)  # absent before the hand-over existed
+
+    messages, tools = conversation()
+    body = {"model": MODEL, "messages": messages, "tools": tools}
+    extractor, ledger = RequestExtractor(), SessionLedger("bench")
+    snapshot = ledger.observe(extractor.extract(body, "openai.chat"), model=MODEL)
+    extract_s, ledger_s = [], []
+    for r in range(200):
+        messages.append({"role": "user", "content": f"One more thing, number {r}."})
+        started = time.perf_counter()
+        items = extractor.extract(body, "openai.chat")
+        middle = time.perf_counter()
+        snapshot = ledger.observe(items, model=MODEL)
+        extract_s.append(middle - started)
+        ledger_s.append(time.perf_counter() - middle)
+    ledger.report(snapshot, snapshot.annotation.estimated_tokens - 100)
+    processor = processor_module.ContextSpanProcessor(MeterProvider())
+    tracer = TracerProvider().get_tracer("bench")  # the processor is called by hand, not at end()
+    attributes = {GenAI.CONVERSATION_ID: "bench", GenAI.REQUEST_MODEL: MODEL, GenAI.PROVIDER_NAME: "openai",
+                  **snapshot.annotation.to_attributes()}
+    on_end: dict[bool, list[float]] = {False: [], True: []}
+    for r in range(400):
+        handed = r % 2 == 1 and hand_over is not None
+        span = tracer.start_span("chat", attributes=attributes)
+        if handed:
+            hand_over(span, snapshot.annotation)
+        span.end()
+        started = time.perf_counter()
+        processor.on_end(span)
+        on_end[handed].append(time.perf_counter() - started)
+    processor.shutdown()
+    return {"extract_median_ms": statistics.median(extract_s) * 1e3,
+            "ledger_median_ms": statistics.median(ledger_s) * 1e3,
+            "on_end_attributes_us": statistics.median(on_end[False]) * 1e6,
+            "on_end_handed_us": statistics.median(on_end[True]) * 1e6 if on_end[True] else float("nan")}
+
+
 def wrapper_alone() -> dict[str, float]:
     """ctxscope's whole wrapper (span, annotation, processor) around a stub that returns a completion."""
     from openai.types.chat import ChatCompletion
@@ -233,6 +285,7 @@ def main() -> dict[str, Any]:
     figures.update(latency())
     figures.update(in_process())
     figures.update(wrapper_alone())
+    figures.update(split())
     figures.update(memory())
     print(f"  conversation of {figures['items']} items, basis {figures['basis']}, {figures['rounds']} paired rounds")
     print(f"  bare call median          {figures['bare_median_ms']:8.2f} ms")
@@ -241,6 +294,9 @@ def main() -> dict[str, Any]:
           f" target < 1 ms: {'met' if figures['added_median_ms'] < 1 else 'NOT met'})")
     print(f"  wrapper alone per call    {figures['wrapper_alone_median_ms']:8.3f} ms   (stub SDK call, no HTTP)")
     print(f"  tracker alone per call    {figures['observe_request_median_ms']:8.3f} ms   (extract, diff, count, waste)")
+    print(f"  of which extraction       {figures['extract_median_ms']:8.3f} ms   ledger {figures['ledger_median_ms']:.3f} ms")
+    print(f"  span processor on_end     {figures['on_end_attributes_us']:8.1f} us   (attributes; handed over:"
+          f" {figures['on_end_handed_us']:.1f} us)")
     print(f"  first call added          {figures['first_call_added_ms']:8.1f} ms  (counts all {figures['items']} items once)")
     print(f"  memory per live session   {figures['memory_per_session_kib']:8.0f} KiB")
     return figures
