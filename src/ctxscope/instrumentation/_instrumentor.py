@@ -1,4 +1,9 @@
-"""The instrumentor both providers share: wrap the methods a provider module names, unwrap them.
+"""The instrumentor both providers share: the method wrappers, and wrapping the methods a provider names.
+
+:func:`create_wrapper` wraps a create-like method: it opens the call's span
+from the keyword arguments, makes it current while the SDK sends, re-raises
+the provider's errors unchanged, and ends the call with the response, or
+hands a stream to a proxy (:mod:`._streams`) that ends it with the stream.
 
 A provider module subclasses :class:`ProviderInstrumentor` and gives its
 create-like methods (``_create_targets``: module, ``Class.method``, the
@@ -13,7 +18,7 @@ import logging
 from typing import Any, Callable, Collection, Iterable
 
 from ._content import content_mode_from_env
-from ._wrappers import Api, Telemetry, create_wrapper, install_processor, unwrap_all
+from ._wrappers import Api, ModelCall, Telemetry, install_processor, request_body, start_call, unwrap_all
 
 _log = logging.getLogger("ctxscope.instrumentation")
 
@@ -21,6 +26,132 @@ try:
     from opentelemetry.instrumentation.instrumentor import BaseInstrumentor  # type: ignore[attr-defined]
 except ImportError:  # pragma: no cover - the provider extras bring it
     BaseInstrumentor = object  # type: ignore[assignment,misc]
+
+
+# ---------------------------------------------------------------------------
+# Method wrappers, the same for every provider
+# ---------------------------------------------------------------------------
+
+
+def begin(telemetry: Telemetry, api: Api, kwargs: dict[str, Any]) -> ModelCall | None:
+    """Open the call's span from the keyword arguments, or None (the call then runs bare)."""
+    try:
+        from ._streams import register_helper_call
+
+        call = start_call(telemetry, provider=api.provider, api=api.name, body=request_body(kwargs))
+        if call is not None:
+            register_helper_call(call)  # a streaming helper's manager ends it at exit
+        return call
+    except Exception:  # noqa: BLE001
+        _log.warning("ctxscope: could not start the %s call", api.name, exc_info=True)
+        return None
+
+
+_RAW_RESPONSES = ("LegacyAPIResponse", "APIResponse")  # the SDKs' with_raw_response results
+
+
+def _raw_body_read(result: Any) -> bool:
+    """A ``with_raw_response`` result whose body the SDK has already read (not a stream)."""
+    if type(result).__name__ not in _RAW_RESPONSES + ("AsyncAPIResponse",):
+        return False
+    # openai's legacy response says ``_stream``, anthropic's ``_is_sse_stream``.
+    if getattr(result, "_stream", getattr(result, "_is_sse_stream", True)):
+        return False
+    return bool(getattr(getattr(result, "http_response", None), "is_closed", False))
+
+
+def _raw_parsed(result: Any) -> Any:
+    """A ``with_raw_response`` result's parsed object, when its body is already read; else the result.
+
+    The SDKs cache what ``parse()`` returns, so the caller's own ``parse()``
+    later gets the very same object. A streamed raw response, and
+    ``with_streaming_response`` (its body not read yet), are left alone: the
+    span then has estimates but no usage.
+    """
+    if type(result).__name__ in _RAW_RESPONSES and _raw_body_read(result):
+        return result.parse()
+    return result
+
+
+async def _raw_parsed_async(result: Any) -> Any:
+    """The same for the async clients, whose ``parse()`` is a coroutine (openai's legacy one is not)."""
+    try:
+        if _raw_body_read(result):
+            parsed = result.parse()
+            return (await parsed) if hasattr(parsed, "__await__") else parsed
+    except Exception:  # noqa: BLE001 - an unexpected shape: the span goes without usage
+        _log.debug("ctxscope: could not read a raw response of type %s", type(result).__name__)
+    return result
+
+
+def finish_result(call: ModelCall, api: Api, result: Any, response: Any = None) -> Any:
+    """Wrap a stream in a proxy bound to the call, or end the call with the response; return what the caller gets.
+
+    ``response``: the parsed object where the caller gets a raw response (async clients parse it first).
+    """
+    try:
+        from ._streams import AsyncStream, SyncStream
+
+        sync_class, async_class = api.stream_classes()
+        if isinstance(result, sync_class):
+            return SyncStream(result, call, api.stream_state(call.captures_content))
+        if isinstance(result, async_class):
+            return AsyncStream(result, call, api.stream_state(call.captures_content))
+        info = None
+        try:
+            response = _raw_parsed(result) if response is None else response
+            info = api.info(response)
+            if call.captures_content:
+                info.output_messages = api.output(response, info)
+        except Exception:  # noqa: BLE001 - an unexpected response shape
+            _log.debug("ctxscope: no usage in a %s result of type %s", api.name, type(result).__name__)
+        call.finish(info)
+    except Exception:  # noqa: BLE001
+        _log.warning("ctxscope: could not finish the %s call", api.name, exc_info=True)
+        if not call.ended:
+            call.finish(None)
+    return result
+
+
+def create_wrapper(telemetry: Telemetry, api: Api, is_async: bool) -> Callable[..., Any]:
+    """A ``wrapt`` wrapper of a create-like method: span around the request, provider errors re-raised as they are."""
+    if is_async:
+        async def async_wrapper(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
+            call = begin(telemetry, api, kwargs)
+            if call is None:
+                return await wrapped(*args, **kwargs)
+            token = call.activate()
+            try:
+                result = await wrapped(*args, **kwargs)
+            except BaseException as error:
+                call.fail(error)
+                raise
+            finally:
+                call.deactivate(token)
+            return finish_result(call, api, result, await _raw_parsed_async(result))
+
+        return async_wrapper
+
+    def wrapper(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
+        call = begin(telemetry, api, kwargs)
+        if call is None:
+            return wrapped(*args, **kwargs)
+        token = call.activate()
+        try:
+            result = wrapped(*args, **kwargs)
+        except BaseException as error:
+            call.fail(error)
+            raise
+        finally:
+            call.deactivate(token)
+        return finish_result(call, api, result)
+
+    return wrapper
+
+
+# ---------------------------------------------------------------------------
+# The instrumentor
+# ---------------------------------------------------------------------------
 
 CreateTarget = tuple[str, str, Api, bool]  # module, "Class.method", api, is_async
 HelperTarget = tuple[str, str, bool]  # module, "Class.method", is_async

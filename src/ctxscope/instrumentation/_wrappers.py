@@ -13,9 +13,9 @@ processor, a listener) is logged and never reaches the caller. The provider's
 own errors are recorded on the span (``error.type``) and re-raised unchanged
 by the wrappers, which never catch them here.
 
-The method wrappers at the end (:func:`create_wrapper`) are the same for every
-provider: what differs (reading a response, a stream, the output content) is
-an :class:`Api` the provider module describes.
+What differs between providers (reading a response, a stream, the output
+content) is an :class:`Api` the provider module describes; the method
+wrappers, the same for every provider, are in :mod:`._instrumentor`.
 
 Message content (SPEC section 7) is off unless the instrumentor was turned on
 with ``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT`` set (see
@@ -413,7 +413,7 @@ def unwrap_all(*groups: Any) -> None:
 
 
 # ---------------------------------------------------------------------------
-# Method wrappers, the same for every provider
+# What a provider module describes (the shared wrappers are in _instrumentor.py)
 # ---------------------------------------------------------------------------
 
 class StreamState(Protocol):
@@ -434,119 +434,3 @@ class Api:
     info: Callable[[Any], ResponseInfo]  # a response object -> usage, ids, finish reasons
     stream_state: Callable[[bool], StreamState]  # a new state for a stream; True: collect the output content
     output: Callable[[Any, ResponseInfo], list[dict[str, Any]]]  # a response -> output messages (content capture)
-
-
-def begin(telemetry: Telemetry, api: Api, kwargs: dict[str, Any]) -> ModelCall | None:
-    """Open the call's span from the keyword arguments, or None (the call then runs bare)."""
-    try:
-        from ._streams import register_helper_call
-
-        call = start_call(telemetry, provider=api.provider, api=api.name, body=request_body(kwargs))
-        if call is not None:
-            register_helper_call(call)  # a streaming helper's manager ends it at exit
-        return call
-    except Exception:  # noqa: BLE001
-        _log.warning("ctxscope: could not start the %s call", api.name, exc_info=True)
-        return None
-
-
-_RAW_RESPONSES = ("LegacyAPIResponse", "APIResponse")  # the SDKs' with_raw_response results
-
-
-def _raw_body_read(result: Any) -> bool:
-    """A ``with_raw_response`` result whose body the SDK has already read (not a stream)."""
-    if type(result).__name__ not in _RAW_RESPONSES + ("AsyncAPIResponse",):
-        return False
-    # openai's legacy response says ``_stream``, anthropic's ``_is_sse_stream``.
-    if getattr(result, "_stream", getattr(result, "_is_sse_stream", True)):
-        return False
-    return bool(getattr(getattr(result, "http_response", None), "is_closed", False))
-
-
-def _raw_parsed(result: Any) -> Any:
-    """A ``with_raw_response`` result's parsed object, when its body is already read; else the result.
-
-    The SDKs cache what ``parse()`` returns, so the caller's own ``parse()``
-    later gets the very same object. A streamed raw response, and
-    ``with_streaming_response`` (its body not read yet), are left alone: the
-    span then has estimates but no usage.
-    """
-    if type(result).__name__ in _RAW_RESPONSES and _raw_body_read(result):
-        return result.parse()
-    return result
-
-
-async def _raw_parsed_async(result: Any) -> Any:
-    """The same for the async clients, whose ``parse()`` is a coroutine (openai's legacy one is not)."""
-    try:
-        if _raw_body_read(result):
-            parsed = result.parse()
-            return (await parsed) if hasattr(parsed, "__await__") else parsed
-    except Exception:  # noqa: BLE001 - an unexpected shape: the span goes without usage
-        _log.debug("ctxscope: could not read a raw response of type %s", type(result).__name__)
-    return result
-
-
-def finish_result(call: ModelCall, api: Api, result: Any, response: Any = None) -> Any:
-    """Wrap a stream in a proxy bound to the call, or end the call with the response; return what the caller gets.
-
-    ``response``: the parsed object where the caller gets a raw response (async clients parse it first).
-    """
-    try:
-        from ._streams import AsyncStream, SyncStream
-
-        sync_class, async_class = api.stream_classes()
-        if isinstance(result, sync_class):
-            return SyncStream(result, call, api.stream_state(call.captures_content))
-        if isinstance(result, async_class):
-            return AsyncStream(result, call, api.stream_state(call.captures_content))
-        info = None
-        try:
-            response = _raw_parsed(result) if response is None else response
-            info = api.info(response)
-            if call.captures_content:
-                info.output_messages = api.output(response, info)
-        except Exception:  # noqa: BLE001 - an unexpected response shape
-            _log.debug("ctxscope: no usage in a %s result of type %s", api.name, type(result).__name__)
-        call.finish(info)
-    except Exception:  # noqa: BLE001
-        _log.warning("ctxscope: could not finish the %s call", api.name, exc_info=True)
-        if not call.ended:
-            call.finish(None)
-    return result
-
-
-def create_wrapper(telemetry: Telemetry, api: Api, is_async: bool) -> Callable[..., Any]:
-    """A ``wrapt`` wrapper of a create-like method: span around the request, provider errors re-raised as they are."""
-    if is_async:
-        async def async_wrapper(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
-            call = begin(telemetry, api, kwargs)
-            if call is None:
-                return await wrapped(*args, **kwargs)
-            token = call.activate()
-            try:
-                result = await wrapped(*args, **kwargs)
-            except BaseException as error:
-                call.fail(error)
-                raise
-            finally:
-                call.deactivate(token)
-            return finish_result(call, api, result, await _raw_parsed_async(result))
-
-        return async_wrapper
-
-    def wrapper(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
-        call = begin(telemetry, api, kwargs)
-        if call is None:
-            return wrapped(*args, **kwargs)
-        token = call.activate()
-        try:
-            result = wrapped(*args, **kwargs)
-        except BaseException as error:
-            call.fail(error)
-            raise
-        finally:
-            call.deactivate(token)
-        return finish_result(call, api, result)
-
-    return wrapper

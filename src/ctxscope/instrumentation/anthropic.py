@@ -24,8 +24,8 @@ from typing import Any, Callable
 from ..items import API_ANTHROPIC as API_MESSAGES
 from ..payload import get as _get
 from ._content import AnthropicOutput, anthropic_output
-from ._instrumentor import ProviderInstrumentor, create_targets, helper_targets
-from ._wrappers import Api, ResponseInfo, Telemetry, begin, request_body, usage_from
+from ._instrumentor import ProviderInstrumentor, begin, create_targets, helper_targets
+from ._wrappers import Api, ResponseInfo, Telemetry, request_body, usage_from
 
 _log = logging.getLogger("ctxscope.instrumentation")
 
