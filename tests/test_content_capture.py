@@ -353,3 +353,21 @@ def test_change_labels_stay_tool_names_with_content_on(capture, server):
               if e.name == "llm.context.change"}
     assert ("assistant", "read_file") in labels and ("results", "read_file") in labels
     assert not any("a.py" in str(label) for _, label in labels)
+
+
+class _Broken(SimpleLogRecordProcessor):
+    def on_emit(self, log_record) -> None:  # noqa: D102 - a processor that fails
+        raise RuntimeError("log pipeline down")
+
+
+def test_a_failing_log_pipeline_never_reaches_the_caller(capture, server, caplog):
+    """A log processor that raises: the caller gets its answer, the span keeps its output, we log a warning."""
+    c = capture("SPAN_AND_EVENT")
+    c.logger_provider.add_log_record_processor(_Broken(c.logs))
+    server.reply(Reply.text(ANSWER))
+    with caplog.at_level(logging.WARNING, logger="ctxscope"):
+        result = server.openai_client().chat.completions.create(
+            model="gpt-4o", messages=[{"role": "user", "content": PROMPT}])
+    assert result.choices[0].message.content == ANSWER
+    assert c.content(c.tel.one_call())[GenAI.OUTPUT_MESSAGES][0]["parts"] == [{"type": "text", "content": ANSWER}]
+    assert any("content event" in r.getMessage() for r in caplog.records)

@@ -269,8 +269,10 @@ class ModelCall:
                     self.pending, info.usage, response_model=info.response_model, response_id=info.response_id)
                 attributes.update(self._reported_attributes())
             if self.captures_content:
-                self._record_content(info, attributes)
+                self._output_attributes(info, attributes)
             self.span.set_attributes(attributes)  # one call: each takes the span's lock
+            if self.telemetry.logger is not None:
+                self._emit_details(info, attributes)
         except Exception:  # noqa: BLE001
             _log.warning("ctxscope: could not record the %s response", self.api, exc_info=True)
         finally:
@@ -291,31 +293,39 @@ class ModelCall:
                     self.pending, info.usage if info else None, error=error_type)
                 attributes.update(self._reported_attributes())
             if self.captures_content:
-                self._record_content(info or ResponseInfo(), attributes)
+                self._output_attributes(info or ResponseInfo(), attributes)
             self.span.set_attributes(attributes)
+            if self.telemetry.logger is not None:
+                self._emit_details(info or ResponseInfo(), attributes)
         except Exception:  # noqa: BLE001
             _log.warning("ctxscope: could not record the %s error", self.api, exc_info=True)
         finally:
             self._end()
 
-    def _record_content(self, info: ResponseInfo, attributes: dict[str, Any]) -> None:
-        """The output on the span, and the whole content on the operation-details event, as opted in."""
-        output = {GenAI.OUTPUT_MESSAGES: info.output_messages} if info.output_messages else {}
-        if self.telemetry.content.on_spans:
-            attributes.update(span_attributes(output))
-        if self.telemetry.logger is not None:
+    def _output_attributes(self, info: ResponseInfo, attributes: dict[str, Any]) -> None:
+        """The output messages on the span, as JSON, when content goes to spans."""
+        if self.telemetry.content.on_spans and info.output_messages:
+            attributes.update(span_attributes({GenAI.OUTPUT_MESSAGES: info.output_messages}))
+
+    def _emit_details(self, info: ResponseInfo, attributes: Mapping[str, Any]) -> None:
+        """The ``gen_ai.client.inference.operation.details`` event: the call's attributes, the content structured."""
+        try:
             from opentelemetry._logs import LogRecord
 
-            event_attributes: dict[str, Any] = {GenAI.OPERATION_NAME: OPERATION_CHAT, GenAI.PROVIDER_NAME: self.provider}
+            event: dict[str, Any] = {GenAI.OPERATION_NAME: OPERATION_CHAT, GenAI.PROVIDER_NAME: self.provider}
             if self.model:
-                event_attributes[GenAI.REQUEST_MODEL] = self.model
+                event[GenAI.REQUEST_MODEL] = self.model
             if self.pending is not None:
-                event_attributes[GenAI.CONVERSATION_ID] = self.pending.session_id
-            event_attributes.update(attributes)
+                event[GenAI.CONVERSATION_ID] = self.pending.session_id
+            event.update(attributes)
             # Structured, not JSON: log record attributes may hold lists of maps.
-            event_attributes.update({k: v for k, v in {**self.content, **output}.items() if v})
-            self.telemetry.logger.emit(LogRecord(event_name=EVENT_OPERATION_DETAILS, attributes=event_attributes,
+            event.update({k: v for k, v in self.content.items() if v})
+            if info.output_messages:
+                event[GenAI.OUTPUT_MESSAGES] = info.output_messages
+            self.telemetry.logger.emit(LogRecord(event_name=EVENT_OPERATION_DETAILS, attributes=event,
                                                  context=trace.set_span_in_context(self.span)))
+        except Exception:  # noqa: BLE001 - the span is complete without it
+            _log.warning("ctxscope: could not emit the %s call's content event", self.api, exc_info=True)
 
     def _reported_attributes(self) -> dict[str, Any]:
         """The reported input and calibration the ledger attached (SPEC sections 4-5)."""
