@@ -16,6 +16,7 @@ from opentelemetry.trace import SpanKind, StatusCode
 
 import ctxscope
 from ctxscope.instrumentation.anthropic import AnthropicInstrumentor
+from ctxscope.environment_variables import OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT
 from ctxscope.schema import Attr, GenAI
 from ctxscope.testing import ProviderServer, Reply
 
@@ -35,7 +36,9 @@ def server():
 
 
 @pytest.fixture
-def tel(server):
+def tel(server, monkeypatch):
+    # Content capture off whatever the environment says: these tests assert the default (SPEC section 7).
+    monkeypatch.delenv(OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT, raising=False)
     server.reset()
     t = make_telemetry()
     instrumentor = AnthropicInstrumentor()
