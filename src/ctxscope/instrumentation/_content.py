@@ -200,9 +200,10 @@ def _anthropic_parts(content: Any) -> list[Part]:
 
 def _tool_definition(tool: Any) -> dict[str, Any]:
     kind = _get(tool, "type")
-    function = _get(tool, "function")
-    if function is not None:  # OpenAI chat: {"type": "function", "function": {...}}
-        tool = function
+    # OpenAI chat nests the definition: {"type": "function", "function": {...}} (or "custom").
+    inner = _get(tool, "function") or _get(tool, "custom")
+    if inner is not None:
+        tool = inner
     schema = _get(tool, "parameters")
     if schema is None:
         schema = _get(tool, "input_schema")  # Anthropic
