@@ -98,8 +98,10 @@ def found(blob: bytes | str) -> list[str]:
     return [name for name, s in SENTINELS.items() if s.encode() in data]
 
 
-def test_no_content_in_otlp_logs_or_local_files(tmp_path, caplog):
+def test_no_content_in_otlp_logs_or_local_files(tmp_path, caplog, monkeypatch):
     """Every exported byte, every ctxscope/OpenTelemetry log line and every stored file is free of the text."""
+    # The default is under test: a capture opt-in left in the environment must not change it.
+    monkeypatch.delenv("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", raising=False)
     caplog.set_level(logging.DEBUG)
     handler, port = Collect(), free_port()
     sink = oteltest_sink.GrpcSink(handler, logging.getLogger("oteltest-sink"), port=port)
