@@ -11,7 +11,7 @@ import pytest
 
 from ctxscope import framing
 from ctxscope.framing import API_ANTHROPIC, API_OPENAI_CHAT, API_OPENAI_RESPONSES
-from ctxscope.schema import Category
+from ctxscope.schema import Category, Item
 
 
 def one(text: str) -> int:
@@ -177,6 +177,78 @@ def test_anthropic_tool_use_system_prompt_table(model, choice, expected):
     assert framing.anthropic_tool_prompt_tokens(model, choice) == expected
 
 
+@pytest.mark.parametrize("choice", [{"type": "auto"}, {"type": "none"}, {"type": "any"},
+                                    {"type": "tool", "name": "f"}, None])
+def test_anthropic_tool_prompt_template(choice):
+    """Sonnet 4.5 and later: the documented template, 4 prose and 2 code segments, whatever the tool_choice.
+
+    With ``one``: 4 x 1.16 + 2 x 1.30 = 7.24 -> 7. With ``chars`` (segment lengths 214, 295,
+    133 and 860 of prose, 189 and 285 of code): 1502 x 1.16 + 474 x 1.30 = 1742.32 + 616.2 -> 2359.
+    """
+    assert [len(text) for _, text in framing.ANTHROPIC_TOOL_PROMPT] == [214, 189, 295, 133, 285, 860]
+    for model in ("claude-sonnet-4-5", "claude-haiku-4-5", "claude-opus-4-6", "claude-sonnet-5"):
+        assert framing.anthropic_tool_prompt(model, choice, one) == 7
+        assert framing.anthropic_tool_prompt(model, choice, chars) == 2359
+
+
+@pytest.mark.parametrize("model, choice, expected", [
+    ("claude-sonnet-4-0", {"type": "auto"}, 346),
+    ("claude-opus-4-1", {"type": "any"}, 313),
+    ("claude-3-opus-20240229", {"type": "auto"}, 530),
+    ("claude-3-5-haiku-20241022", {"type": "tool", "name": "f"}, 340),
+])
+def test_models_before_context_awareness_keep_the_published_table(model, choice, expected):
+    """Models before 4.5 (no context awareness) keep Anthropic's published table, counter ignored."""
+    assert framing.anthropic_tool_prompt(model, choice, chars) == expected
+
+
+def test_anthropic_tool_prompt_in_o200k_tokens(tiktoken_ready):
+    """o200k_base counts of the template: prose 44+55+23+163 = 285, code 45+82 = 127;
+    285 x 1.16 + 127 x 1.30 = 330.6 + 165.1 = 495.7 -> 496 Claude tokens (the table says 346)."""
+    from ctxscope.tokens import counter_for
+    count = counter_for("claude-sonnet-4-5", "tiktoken").count
+    assert [count(text) for _, text in framing.ANTHROPIC_TOOL_PROMPT] == [44, 45, 55, 23, 82, 163]
+    assert framing.anthropic_tool_prompt("claude-sonnet-4-5", {"type": "auto"}, count) == 496
+
+
+def _item(category, part, text="", fixed=None):
+    return Item(id=part + ":" + text[:8], category=category, part=part, chars=len(text), text=text,
+                fixed_tokens=fixed)
+
+
+def test_proxy_encoding_by_kind_of_content():
+    """Claude's tokenizer over o200k: prose +16%, JSON/code +30%, formula counts untouched.
+
+    Prose: a prompt of 100 and a plain result of 20 = 120 x 0.16 = 19.2; code: a tool
+    definition of 50, a JSON result of 10 and call arguments of 5 = 65 x 0.30 = 19.5;
+    an image of 1000 (fixed) adds nothing: 38.7 -> 39.
+    """
+    counted = [
+        (_item(Category.PROMPTS, "prompts/text", "hello"), 100),
+        (_item(Category.RESULTS, "results/read", "plain words"), 20),
+        (_item(Category.TOOLS, "tools/read", "<function>{}</function>"), 50),
+        (_item(Category.RESULTS, "results/read", '{"a": 1}'), 10),
+        (_item(Category.ASSISTANT, "assistant/calls/read", "{}"), 5),
+        (_item(Category.PROMPTS, "prompts/media/image", fixed=1000), 1000),
+    ]
+    assert framing.proxy_encoding_tokens("claude-sonnet-4-5", counted) == 39
+    (item,) = framing.proxy_encoding_items("claude-sonnet-4-5", counted)
+    assert (item.id, item.category, item.part, item.fixed_tokens) == (
+        "framing:proxy-encoding", Category.OVERHEAD, "overhead", 39)
+    assert framing.proxy_encoding_items("anthropic/claude-sonnet-4.5", counted)[0].fixed_tokens == 39
+    assert framing.proxy_encoding_items("gpt-4o", counted) == []  # o200k is GPT-4o's own encoding
+    assert framing.proxy_encoding_items("claude-sonnet-4-5", []) == []
+
+
+@pytest.mark.parametrize("text, kind", [
+    ('{"city": "Paris"}', "code"), (" [1, 2]\n", "code"), ("Paris is large.", "prose"),
+    ("{not closed", "prose"), ("", "prose"),
+])
+def test_proxy_kind_of_text(text, kind):
+    """Text is JSON (code ratio) when it opens with { or [ and closes with } or ], else prose."""
+    assert framing.proxy_kind(_item(Category.RESULTS, "results/x", text)) == kind
+
+
 def test_anthropic_turns_tool_calls_and_context_awareness():
     """Turns, the anthropic-tools call/result wrappers, and Sonnet 4.5's budget and usage notes."""
     body = {"model": "claude-sonnet-4-5", "tools": [{"name": "f", "input_schema": {}}], "messages": [
@@ -185,12 +257,15 @@ def test_anthropic_turns_tool_calls_and_context_awareness():
         {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "ok"}]}]}
     got = parts(body, api=API_ANTHROPIC)
     assert got["messages"] == 3 and got["priming"] == 1
-    assert got["tool-use-prompt"] == 346 and got["functions"] == 1
+    # Sonnet 4.5 has context awareness: the documented template, 4 prose segments of one
+    # token x 1.16 and 2 code segments x 1.30 = 7.24 -> 7 (test_anthropic_tool_prompt_template).
+    assert got["tool-use-prompt"] == 7 and got["functions"] == 1
     # call: one(rendered) - one("{}") = 0 (the input JSON is the call's item); result wrapper: 1
     assert got["tool-calls"] == 1
     assert got["context-awareness"] == 1 + 1
     older = parts({**body, "model": "claude-sonnet-4-0"}, api=API_ANTHROPIC)
     assert "context-awareness" not in older
+    assert older["tool-use-prompt"] == 346  # the published table for models before 4.5
 
 
 def test_anthropic_server_tools_get_a_named_hidden_part():

@@ -34,7 +34,7 @@ from .errors import InputError, UserError
 from .framing import API_ANTHROPIC, API_OPENAI_CHAT, API_OPENAI_RESPONSES
 from .items import detect_api as items_detect_api
 from .items import items_from_request
-from .schema import Category
+from .schema import Category, Item
 from .selfcal import SelfCalibrator
 from .tokens import Counter, counter_for
 
@@ -223,12 +223,25 @@ class Estimate:
     framed: int
 
 
+def counted_items(body: Mapping[str, Any], api: str, counter: Counter) -> list[tuple[Item, int]]:
+    """A request's items (:func:`ctxscope.items.items_from_request`) with their counts under ``counter``."""
+    return [(item, item.fixed_tokens if item.fixed_tokens is not None else counter.count(item.text))
+            for item in items_from_request(body, api)]
+
+
 def estimate(body: Mapping[str, Any], api: str, counter: Counter, model: str | None = None) -> Estimate:
-    """Raw and framed estimates of one request under one counter."""
-    content = content_tokens(body, api, counter)
+    """Raw and framed estimates of one request under one counter.
+
+    Framed: the items (tools as the provider renders them), the framing items,
+    and for Claude the proxy-encoding item (:func:`ctxscope.framing.proxy_encoding_items`),
+    i.e. what the live path shows.
+    """
+    counted = counted_items(body, api, counter)
+    content = sum(tokens for item, tokens in counted if item.category is not Category.TOOLS)
+    tools = sum(tokens for item, tokens in counted if item.category is Category.TOOLS)
+    proxy = sum(i.fixed_tokens or 0 for i in framing.proxy_encoding_items(model, counted))
     return Estimate(raw=content + raw_tool_tokens(body, counter),
-                    framed=content + rendered_tool_tokens(body, api, counter)
-                    + framing_tokens(body, api, counter, model))
+                    framed=content + tools + framing_tokens(body, api, counter, model) + proxy)
 
 
 # ---------------------------------------------------------------------------

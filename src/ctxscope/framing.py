@@ -27,8 +27,19 @@ models that, each rule and constant with its public source (see
   as the JSON ``<function>`` entries of Claude's tool prompt; turns framed as the
   ``\\n\\nHuman:`` / ``\\n\\nAssistant:`` prompt of Anthropic's Text Completions
   format; Claude text counted with o200k_base as a documented proxy (Claude's
-  tokenizer is not public; the ratio between them is learned at run time by
-  :mod:`ctxscope.selfcal`). Server tools get a hidden part
+  tokenizer is not public) and converted to Claude tokens by a published
+  ratio per kind of content: VentureBeat's measurement of Claude 3.5 Sonnet
+  against GPT-4o (o200k_base), 2025-05-01, "Hidden costs in AI deployment: why
+  Claude models may be 20-30% more expensive than GPT in enterprise settings":
+  English articles +16%, math +21%, Python code +30%; prose takes the first,
+  JSON and code the last (:func:`proxy_encoding_items`). What remains is
+  learned at run time by :mod:`ctxscope.selfcal`. For the models with context
+  awareness (Sonnet 4.5, Haiku 4.5 and later) the tool-use system prompt is
+  Anthropic's documented template (``implement-tool-use``: intro, formatting
+  instructions, parameter rules, the definitions, the user's system prompt,
+  the tool configuration) with the two placeholders filled from the public
+  reconstruction of the API's prompt, counted with that ratio; older models
+  keep the published table. Server tools get a hidden part
   ``tools/server/<type>`` whose size is Anthropic's published figure where one
   exists, else learned.
 
@@ -144,6 +155,61 @@ ANTHROPIC_RESULT_WRAPPER = ("<function_results>\n<result>\n<tool_name>{name}</to
 ANTHROPIC_BUDGET_NOTE = "<budget:token_budget>200000</budget:token_budget>"
 ANTHROPIC_USAGE_NOTE = "<system_warning>Token usage: 35000/200000; 165000 remaining</system_warning>"
 ANTHROPIC_CONTEXT_AWARE_SINCE = (4, 5)
+
+# Claude's tokenizer against o200k_base (the proxy encoding), per kind of content:
+# VentureBeat, 2025-05-01, "Hidden costs in AI deployment: why Claude models may be
+# 20-30% more expensive than GPT in enterprise settings" (Claude 3.5 Sonnet against
+# GPT-4o on the same inputs): English articles ~16% more tokens, math ~21%, Python
+# code ~30%. JSON (tool schemas, call arguments, JSON results) is structured
+# technical text: it takes the code figure, as the article's explanation (symbols
+# and structure split into smaller units) says of code and math.
+PROXY_PROSE = "prose"
+PROXY_MATH = "math"
+PROXY_CODE = "code"
+CLAUDE_PROXY_RATIO: Mapping[str, float] = {PROXY_PROSE: 1.16, PROXY_MATH: 1.21, PROXY_CODE: 1.30}
+PROXY_ENCODING_KEY = "proxy-encoding"
+
+# The tool-use system prompt of the models with context awareness, as segments
+# (kind, text). Its frame is Anthropic's documented template (docs "How to
+# implement tool use" / "Define tools": "In this environment you have access to a
+# set of tools ...", {{ FORMATTING INSTRUCTIONS }}, the parameter rules, "Here are
+# the functions available in JSONSchema format:", {{ TOOL DEFINITIONS }},
+# {{ USER SYSTEM PROMPT }}, {{ TOOL CONFIGURATION }}). The two placeholders are
+# filled from the public reconstruction of the API's hidden prompt (a GitHub note
+# "System prompt: When Claude is accessed via the API ...", which ends with the
+# context-awareness budget line, i.e. was taken on a 4.5-or-later model; its tail
+# also in vladimir-ks/claude-context-manager, research/claude-code-system-prompt/
+# 32_json-formatting-instructions.md and 33_final-tool-usage-instructions.md).
+# The definitions (``<functions>`` and the tools' entries) and the user's system
+# prompt are counted elsewhere; the budget line is the context-awareness part.
+ANTHROPIC_TOOL_PROMPT: tuple[tuple[str, str], ...] = (
+    (PROXY_PROSE, "In this environment you have access to a set of tools you can use to answer the user's "
+                  "question.\nYou can invoke functions by writing a \"<function_calls>\" block like the "
+                  "following as part of your reply to the user:\n"),
+    (PROXY_CODE, "<function_calls>\n<invoke name=\"$FUNCTION_NAME\">\n<parameter name=\"$PARAMETER_NAME\">"
+                 "$PARAMETER_VALUE</parameter>\n...\n</invoke>\n<invoke name=\"$FUNCTION_NAME2\">\n...\n"
+                 "</invoke>\n</function_calls>\n"),
+    (PROXY_PROSE, "String and scalar parameters should be specified as is, while lists and objects should use "
+                  "JSON format. Note that spaces for string values are not stripped. The output is not expected "
+                  "to be valid XML and is parsed with regular expressions.\nHere are the functions available in "
+                  "JSONSchema format:\n"),
+    (PROXY_PROSE, "\n\nWhen making function calls using tools that accept array or object parameters ensure "
+                  "those are structured using JSON. For example:\n"),
+    (PROXY_CODE, "<function_calls>\n<invoke name=\"example_complex_tool\">\n<parameter name=\"parameter\">"
+                 "[{\"color\": \"orange\", \"options\": {\"option_key_1\": true, \"option_key_2\": \"value\"}}, "
+                 "{\"color\": \"purple\", \"options\": {\"option_key_1\": true, \"option_key_2\": \"value\"}}]"
+                 "</parameter>\n</invoke>\n</function_calls>\n"),
+    (PROXY_PROSE, "\nAnswer the user's request using the relevant tool(s), if they are available. Check that "
+                  "all the required parameters for each tool call are provided or can reasonably be inferred "
+                  "from context. IF there are no relevant tools or there are missing values for required "
+                  "parameters, ask the user to supply these values; otherwise proceed with the tool calls. If "
+                  "the user provides a specific value for a parameter (for example provided in quotes), make "
+                  "sure to use that value EXACTLY. DO NOT make up values for or ask about optional parameters."
+                  "\n\nIf you intend to call multiple tools and there are no dependencies between the calls, "
+                  "make all of the independent calls in the same <function_calls></function_calls> block, "
+                  "otherwise you MUST wait for previous calls to finish first to determine the dependent "
+                  "values (do NOT use placeholders or guess missing parameters).\n"),
+)
 
 
 # ---------------------------------------------------------------------------
@@ -453,6 +519,84 @@ def anthropic_tool_prompt_tokens(model: str | None, tool_choice: Any) -> int:
     return ANTHROPIC_TOOL_SYSTEM_PROMPT[-1][2 if forced else 1]
 
 
+def proxy_tokens(segments: Iterable[tuple[str, str]], count: CountFn) -> int:
+    """Claude tokens of text counted with the proxy encoding: each segment's count times its kind's ratio."""
+    return round(sum(count(text) * CLAUDE_PROXY_RATIO[kind] for kind, text in segments))
+
+
+def anthropic_tool_prompt(model: str | None, tool_choice: Any, count: CountFn) -> int:
+    """Size of the hidden tool-use system prompt of a Claude request with tools.
+
+    Models with context awareness (Sonnet 4.5, Haiku 4.5 and later): the documented
+    template filled from the public reconstruction (:data:`ANTHROPIC_TOOL_PROMPT`),
+    counted in proxy tokens times the published ratio, for every ``tool_choice``
+    (the template is one; what a forced choice adds to the tool configuration is
+    not published and is learned at run time). Older models: Anthropic's table
+    (:func:`anthropic_tool_prompt_tokens`), which the recordings of Sonnet 4.0
+    agree with.
+    """
+    if claude_version(model) >= ANTHROPIC_CONTEXT_AWARE_SINCE:
+        return proxy_tokens(ANTHROPIC_TOOL_PROMPT, count)
+    return anthropic_tool_prompt_tokens(model, tool_choice)
+
+
+def is_claude(model: str | None) -> bool:
+    """Whether a model name is a Claude model (any host: ``anthropic/claude-...`` on a router too)."""
+    return "claude" in (model or "").lower()
+
+
+def _looks_like_json(text: str) -> bool:
+    # A cheap test (no parse: results can be large and this runs on the live path).
+    head, tail = text[:1], text[-1:]
+    if head in ("{", "[") and tail in ("}", "]"):
+        return True
+    stripped = text.strip()
+    return stripped[:1] in ("{", "[") and stripped[-1:] in ("}", "]")
+
+
+def proxy_kind(item: Item) -> str:
+    """The kind of content of an item for the proxy ratio: code (JSON, schemas, call arguments) or prose.
+
+    Tool definitions (Claude renders them as JSON) and tool-call arguments are
+    JSON; any other text is JSON when it starts with ``{``/``[`` and ends with
+    ``}``/``]``; the rest is prose.
+    """
+    if item.category is Category.TOOLS or item.part.startswith("assistant/calls"):
+        return PROXY_CODE
+    return PROXY_CODE if _looks_like_json(item.text) else PROXY_PROSE
+
+
+def proxy_encoding_tokens(model: str | None, counted: Iterable[tuple[Item, int]]) -> int:
+    """Tokens Claude's tokenizer adds to the proxy count of a request's items.
+
+    ``counted`` pairs each item with its count under the proxy encoding. Items
+    with fixed tokens (images, documents by formula, framing) are already in
+    the provider's tokens and are skipped. 0 for a model that is not Claude.
+    """
+    if not is_claude(model):
+        return 0
+    extra = 0.0
+    for item, tokens in counted:
+        if item.fixed_tokens is not None or not tokens:
+            continue
+        extra += tokens * (CLAUDE_PROXY_RATIO[proxy_kind(item)] - 1.0)
+    return round(extra)
+
+
+def proxy_encoding_items(model: str | None, counted: Iterable[tuple[Item, int]]) -> list[Item]:
+    """The proxy-encoding correction as a framing item (overhead, id ``framing:proxy-encoding``), or none.
+
+    Item counts stay exact under their basis (SPEC section 3); the difference
+    between Claude's tokenizer and the proxy is what the provider's count
+    adds on top, so it is framing: append it to the request's items with the
+    other framing items (:func:`framing_items`).
+    """
+    tokens = proxy_encoding_tokens(model, counted)
+    if not tokens:
+        return []
+    return _parts_to_items([FramingPart(PROXY_ENCODING_KEY, tokens)])
+
+
 def claude_version(model: str | None) -> tuple[int, ...]:
     """``claude-sonnet-4-5`` -> (4, 5); ``claude-3-5-haiku`` -> (3, 5); ``claude-opus-5`` -> (5,); () if none."""
     name = (model or "").lower().rsplit("/", 1)[-1]
@@ -503,8 +647,7 @@ def anthropic_framing(body: Mapping[str, Any], count: CountFn, *, model: str | N
                                  count(ANTHROPIC_BUDGET_NOTE) + result_count * count(ANTHROPIC_USAGE_NOTE)))
     tools = _tools_of(body)
     if tools:
-        parts.append(FramingPart("tool-use-prompt",
-                                 anthropic_tool_prompt_tokens(model, body.get("tool_choice"))))
+        parts.append(FramingPart("tool-use-prompt", anthropic_tool_prompt(model, body.get("tool_choice"), count)))
         if any(not is_anthropic_server_tool(t) for t in tools):
             parts.append(FramingPart("functions", count("<functions>\n</functions>")))
     for tool in tools:
@@ -545,8 +688,12 @@ def framing_items(body: Mapping[str, Any], api: str, count: CountFn, *, model: s
     ``tools`` item with part ``tools/server/<type>`` (0 tokens when its size
     is not published: self-calibration learns it).
     """
+    return _parts_to_items(framing_parts(body, api, count, model=model))
+
+
+def _parts_to_items(pieces: Iterable[FramingPart]) -> list[Item]:
     items: list[Item] = []
-    for piece in framing_parts(body, api, count, model=model):
+    for piece in pieces:
         category = Category.OVERHEAD if piece.part == OVERHEAD_PART else Category.TOOLS
         label = piece.key if category is Category.OVERHEAD else piece.part
         items.append(Item(
