@@ -54,29 +54,42 @@ def _base_view(items: list[Item]) -> list[tuple]:
 # Extraction
 # ---------------------------------------------------------------------------
 
-def test_rebinding_a_field_of_the_oldest_message_is_noticed_beyond_the_window():
-    """``msg["content"] = ...`` on message 0 of a history longer than the deep window gives its new item."""
-    messages = _chat(WINDOW + 40)
+SWEEP = items_module.SWEEP_PER_CALL
+
+
+def _calls_until(extractor: RequestExtractor, body: dict, api: str, seen: Any, limit: int) -> int:
+    """How many extract calls (at most ``limit``) it takes until ``seen(items)`` holds; ``limit + 1`` if never."""
+    for call in range(1, limit + 1):
+        if seen(extractor.extract(body, api)):
+            return call
+    return limit + 1
+
+
+def test_rebinding_a_field_of_an_old_message_is_seen_within_the_sweep_bound():
+    """``msg["content"] = ...`` on message 0, older than the window: seen within ceil(older / SWEEP_PER_CALL) calls."""
+    messages = _chat(WINDOW + 3 * SWEEP)
+    body = {"model": "gpt-4o", "messages": messages}
     extractor = RequestExtractor()
-    first = extractor.extract({"model": "gpt-4o", "messages": messages}, API_OPENAI_CHAT)
+    first = extractor.extract(body, API_OPENAI_CHAT)
     messages[0]["content"] = "cleared"
-    second = extractor.extract({"model": "gpt-4o", "messages": messages}, API_OPENAI_CHAT)
-    assert second[0].text == "cleared" and second[0] is not first[0]
-    assert all(a is b for a, b in zip(first[1:], second[1:]))
+    assert _calls_until(extractor, body, API_OPENAI_CHAT, lambda got: got[0].text == "cleared", 3) <= 3
+    again = extractor.extract(body, API_OPENAI_CHAT)
+    assert _view(again) == _view(items_from_request(body, API_OPENAI_CHAT))
+    assert all(a is b for a, b in zip(first[1:], again[1:]))  # the other messages keep their items
 
 
-def test_nested_edit_beyond_the_window_is_not_noticed_but_inside_it_is():
-    """A block's text changed in place is seen in the last DEEP_CHECK_WINDOW messages only (the documented trade-off)."""
-    messages = [{"role": "user", "content": [{"type": "text", "text": f"block {i}"}]} for i in range(WINDOW + 10)]
+def test_nested_edit_of_an_old_message_is_seen_within_the_sweep_bound_and_at_once_in_the_window():
+    """A block's text changed in place: at once in the last DEEP_CHECK_WINDOW messages, within the bound before them."""
+    messages = [{"role": "user", "content": [{"type": "text", "text": f"block {i}"}]} for i in range(WINDOW + 2 * SWEEP)]
     body = {"model": "claude-x", "max_tokens": 5, "messages": messages}
     extractor = RequestExtractor()
     first = extractor.extract(body, API_ANTHROPIC)
-    messages[0]["content"][0]["text"] = "old, edited in place"
     messages[-1]["content"][0]["text"] = "new, edited in place"
     second = extractor.extract(body, API_ANTHROPIC)
-    assert second[0] is first[0] and second[0].text == "block 0"          # beyond the window: kept
-    assert second[-1].text == "new, edited in place"                       # inside it: noticed
+    assert second[-1].text == "new, edited in place"                       # inside the window: at once
     assert all(a is b for a, b in zip(first[:-1], second[:-1]))
+    messages[10]["content"][0]["text"] = "old, edited in place"
+    assert _calls_until(extractor, body, API_ANTHROPIC, lambda got: got[10].text == "old, edited in place", 2) <= 2
 
 
 def test_moving_cache_control_reextracts_the_last_messages_only():
@@ -140,8 +153,8 @@ def _message(draw: Any, i: int) -> dict:
 @st.composite
 def _histories(draw: Any) -> tuple[list[dict], list[tuple]]:
     messages = [_message(draw, i) for i in range(draw(st.integers(1, 9)))]
-    ops = st.sampled_from(["append", "edit", "edit_last_block", "cache_control", "delete", "insert", "rebuild",
-                           "system"])
+    ops = st.sampled_from(["append", "edit", "edit_block", "edit_last_block", "cache_control", "delete", "insert",
+                           "rebuild", "system"])
     steps = [(draw(ops), draw(st.integers(0, 20)), _message(draw, 100 + n), draw(_WORDS))
              for n in range(draw(st.integers(1, 8)))]
     return messages, steps
@@ -150,13 +163,13 @@ def _histories(draw: Any) -> tuple[list[dict], list[tuple]]:
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(_histories())
 def test_small_window_incremental_matches_fresh(history):
-    """With a deep window of 2, every edit the fast path promises to see gives the items of a fresh pass."""
-    saved = items_module.DEEP_CHECK_WINDOW
-    items_module.DEEP_CHECK_WINDOW = 2  # so that short histories reach past the window
+    """Window 2, sweep 1: new objects and window edits give a fresh pass's items at once, any in-place edit within the bound."""
+    saved = items_module.DEEP_CHECK_WINDOW, items_module.SWEEP_PER_CALL
+    items_module.DEEP_CHECK_WINDOW, items_module.SWEEP_PER_CALL = 2, 1  # short histories reach past the window
     try:
         _replay(history)
     finally:
-        items_module.DEEP_CHECK_WINDOW = saved
+        items_module.DEEP_CHECK_WINDOW, items_module.SWEEP_PER_CALL = saved
 
 
 def _replay(history: tuple[list[dict], list[tuple]]) -> None:
@@ -169,7 +182,9 @@ def _replay(history: tuple[list[dict], list[tuple]]) -> None:
         if op == "append" or not messages:
             messages.append(new)
         elif op == "edit":
-            messages[i]["content"] = words                          # a field rebound: seen anywhere
+            messages[i]["content"] = words                          # in place, anywhere
+        elif op == "edit_block" and isinstance(messages[i]["content"], list):
+            messages[i]["content"][0]["text"] = words + "!"         # nested, in place, anywhere
         elif op == "edit_last_block" and isinstance(messages[-1]["content"], list):
             messages[-1]["content"][0]["text"] = words + "!"        # nested, inside the window
         elif op == "cache_control" and isinstance(messages[-1]["content"], list):
@@ -179,13 +194,17 @@ def _replay(history: tuple[list[dict], list[tuple]]) -> None:
         elif op == "insert":
             messages.insert(i, new)
         elif op == "rebuild":
-            messages[:] = json.loads(json.dumps(messages))
+            messages[:] = json.loads(json.dumps(messages))          # new, equal objects keep their items
         elif op == "system":
-            body["system"] = words + "?"                            # a new head: the slow path
+            body["system"] = words + "?"                            # a new head: every message compared
         after = extractor.extract(body, API_ANTHROPIC)
+        fresh = _base_view(items_from_request(body, API_ANTHROPIC))
+        if op in ("edit", "edit_block"):
+            for _ in range(len(messages)):                          # the sweep reaches every older message
+                after = extractor.extract(body, API_ANTHROPIC)
         # Ids by their base: a message reused at its position past an edit keeps its
         # occurrence suffix (#2), where a fresh pass may number repeats differently.
-        assert _base_view(after) == _base_view(items_from_request(body, API_ANTHROPIC))
+        assert _base_view(after) == fresh
         assert len({i.id for i in after}) == len(after)
 
 

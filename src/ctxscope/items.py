@@ -151,21 +151,18 @@ def _snapshot(value: Any) -> Any:
 
 _CONTAINERS = frozenset((dict, list, tuple))
 
-# The last messages of a request whose in-place edits are noticed at any depth
-# (docs/items.md, "What is noticed"); older ones are checked field by field.
+# Which old messages are compared with their snapshots (docs/items.md, "What is
+# noticed"): the last DEEP_CHECK_WINDOW on every call, and SWEEP_PER_CALL of the
+# older ones in rotation, so an in-place edit anywhere is seen within
+# ceil(older / SWEEP_PER_CALL) calls. The rest is checked by object identity.
 DEEP_CHECK_WINDOW = 64
-
-
-def _fields(message: Any) -> Any:
-    """What an old message is checked against: a dict's fields (a shallow copy, the
-    same value objects), anything else as it is (tuples, strings, SDK objects)."""
-    return dict(message) if type(message) is dict else message
+SWEEP_PER_CALL = 128
 
 
 def _first_unequal(new: list[Any], old: list[Any], start: int, stop: int) -> int:
     """The first index in ``[start, stop)`` where ``new`` and ``old`` differ (``!=``), else ``stop``."""
-    # A whole-slice comparison first (identical elements compare in C at once);
-    # the element scan only runs where something differs.
+    # A whole-slice comparison first (identical elements compare in C without
+    # touching the objects); the element scan only runs where something differs.
     if new[start:stop] == old[start:stop]:
         return stop
     return next(compress(count(start), map(ne, islice(new, start, stop), islice(old, start, stop))), stop)
@@ -175,24 +172,26 @@ class RequestExtractor:
     """Items of a session's successive requests, reusing those of unchanged messages.
 
     Keep one per session (not thread-safe: calls of one session are serialised
-    by the caller). A request that repeats the previous one's messages and
-    appends new ones costs one C-level comparison of the old messages' fields,
-    a deep one of the last :data:`DEEP_CHECK_WINDOW` messages, plus the
-    extraction of the new; anything else (an edited, removed or inserted
-    message, a new system prompt or tool list) is handled too: the messages
-    before the first change keep their items, later ones are compared at
-    their position and extracted again where they differ.
+    by the caller). A request that repeats the previous one's message objects
+    and appends new ones costs one C-level identity comparison of the history,
+    a deep comparison of the last :data:`DEEP_CHECK_WINDOW` messages and of
+    :data:`SWEEP_PER_CALL` older ones (in rotation) with their snapshots, plus
+    the extraction of the new messages. Anything else (an edited, removed or
+    inserted message, a new system prompt or tool list) is handled too: the
+    messages before the first change keep their items, later ones keep theirs
+    where they still equal the snapshot at their position.
     """
 
     def __init__(self) -> None:
         self._api: str | None = None
         self._head_key: Any = None
         self._head_items: list[Item] = []
-        self._tops: list[Any] = []           # each previous message's fields (_fields)
-        self._deep: list[Any] = []           # deep snapshots of the last DEEP_CHECK_WINDOW messages
+        self._msgs: list[Any] = []           # the previous request's message objects
+        self._snaps: list[Any] = []          # snapshot of each (_snapshot)
         self._ends: list[int] = []           # end offset of each message's items in _msg_items
         self._msg_items: list[Item] = []
         self._ids = Ids()
+        self._sweep = 0                      # where the rotating deep check starts next
 
     def extract(self, body: Mapping[str, Any], api: str | None = None) -> list[Item]:
         """The items of ``body``; items of unchanged messages are the previous call's objects."""
@@ -204,68 +203,72 @@ class RequestExtractor:
                        _get(body, "mcp_servers"))
         if api != self._api or head_values != self._head_key:
             return self._rebuild(body, api, _snapshot(head_values), messages)
-        n = len(self._tops)
-        tail = n - len(self._deep)
-        if len(messages) >= n and messages[:n] == self._tops and messages[tail:n] == self._deep:
+        n = len(self._msgs)
+        checked = self._checked_ranges(n)
+        snaps = self._snaps
+        # ``==`` of two lists passes identical elements without touching them; a
+        # new but equal message object (a framework rebuilding its dicts) is
+        # compared with the old object.
+        if (len(messages) >= n and messages[:n] == self._msgs
+                and all(messages[a:b] == snaps[a:b] for a, b in checked)):
             kept = n  # the common case: the same history plus new messages
         else:
-            kept = self._unchanged_prefix(messages)
+            kept = self._unchanged_prefix(messages, checked)
         self._extend(api, messages, kept)
         return self._head_items + self._msg_items
 
-    def _unchanged_prefix(self, messages: list[Any]) -> int:
-        """How many leading messages are unchanged (fields equal; in the window, deeply equal)."""
-        n = min(len(messages), len(self._tops))
-        first = _first_unequal(messages, self._tops, 0, n)
-        tail = len(self._tops) - len(self._deep)
-        if tail < first:
-            deep_first = next(compress(count(tail), map(ne, islice(messages, tail, first), self._deep)), first)
-            first = min(first, deep_first)
+    def _checked_ranges(self, n: int) -> tuple[tuple[int, int], ...]:
+        """The message ranges compared deeply this call: the window, and the sweep's next slice."""
+        tail = max(0, n - DEEP_CHECK_WINDOW)
+        if not tail:
+            return ((0, n),)
+        start = self._sweep if self._sweep < tail else 0
+        stop = min(tail, start + SWEEP_PER_CALL)
+        self._sweep = stop
+        return ((tail, n), (start, stop))
+
+    def _unchanged_prefix(self, messages: list[Any], checked: tuple[tuple[int, int], ...]) -> int:
+        """How many leading messages are unchanged (same or equal objects, equal to their
+        snapshots where checked deeply)."""
+        first = _first_unequal(messages, self._msgs, 0, min(len(messages), len(self._msgs)))
+        for a, b in checked:
+            if a < first:
+                first = _first_unequal(messages, self._snaps, a, min(b, first))
         return first
 
     def _extend(self, api: str, messages: list[Any], kept: int) -> None:
         """Keep the items of messages ``[0, kept)``; compare or extract the rest."""
-        old_tops, old_deep, old_ends = self._tops, self._deep, self._ends
-        n_old = len(old_tops)
-        old_tail = n_old - len(old_deep)
-        start = old_ends[kept - 1] if kept else 0
-        old_items = self._msg_items
+        old_msgs, old_snaps, old_ends, old_items = self._msgs, self._snaps, self._ends, self._msg_items
+        n_old = len(old_msgs)
         ids = self._ids
         if kept < n_old:
             # Items after the first change leave; their ids are free again.
+            start = old_ends[kept - 1] if kept else 0
             ids.release(old_items[start:])
             items = old_items[:start]
-            tops, ends = old_tops[:kept], old_ends[:kept]
+            msgs, snaps, ends = old_msgs[:kept], old_snaps[:kept], old_ends[:kept]
         else:
-            items, tops, ends = old_items, old_tops, old_ends
+            items, msgs, snaps, ends = old_items, old_msgs, old_snaps, old_ends
         builder = Builder(api, ids, tool_definition_text)
         builder.out = items
         fn = MESSAGE_FN[api]
         for i in range(kept, len(messages)):
             msg = messages[i]
-            reused = False
-            # Past an edit, a message still equal at its position keeps its items.
-            if i < n_old and msg == old_tops[i] and (i < old_tail or msg == old_deep[i - old_tail]):
+            snap = None
+            # Past an edit, a message still equal to the snapshot at its position keeps its items.
+            if i < n_old and msg == old_snaps[i]:
                 chunk = old_items[(old_ends[i - 1] if i else 0):old_ends[i]]
                 # An id clash with a new item before it: extract the message afresh.
                 if ids.register_all(chunk):
                     items.extend(chunk)
-                    reused = True
-            if not reused:
+                    snap = old_snaps[i]
+            if snap is None:
                 fn(builder, msg)
-            tops.append(_fields(msg))
+                snap = _snapshot(msg)
+            msgs.append(msg)
+            snaps.append(snap)
             ends.append(len(items))
-        self._msg_items, self._tops, self._ends = items, tops, ends
-        self._deep = self._window(messages, kept, old_deep, old_tail)
-
-    @staticmethod
-    def _window(messages: list[Any], kept: int, old_deep: list[Any], old_tail: int) -> list[Any]:
-        """Deep snapshots of the last DEEP_CHECK_WINDOW messages, reusing the verified ones."""
-        new_tail = max(0, len(messages) - DEEP_CHECK_WINDOW)
-        low = max(new_tail, old_tail)
-        return ([_snapshot(messages[i]) for i in range(new_tail, min(old_tail, kept))]
-                + (old_deep[low - old_tail:kept - old_tail] if kept > low else [])
-                + [_snapshot(m) for m in islice(messages, max(kept, new_tail), None)])
+        self._msg_items, self._msgs, self._snaps, self._ends = items, msgs, snaps, ends
 
     def _rebuild(self, body: Mapping[str, Any], api: str, head_key: Any, messages: list[Any]) -> list[Item]:
         """A new API, system prompt or tool list: new head items, message items by position."""
@@ -273,31 +276,30 @@ class RequestExtractor:
         builder = Builder(api, ids, tool_definition_text)
         head(builder, body)
         head_items = builder.out
+        # Every message is compared with its snapshot here: none is kept unchecked.
         same_api = api == self._api
-        old_tops, old_deep, old_ends, old_items = self._tops, self._deep, self._ends, self._msg_items
-        n_old = len(old_tops) if same_api else 0
-        old_tail = len(old_tops) - len(old_deep)
+        old_snaps = self._snaps if same_api else []
+        old_ends, old_items = self._ends, self._msg_items
         fn = MESSAGE_FN[api]
-        tops: list[Any] = []
+        msgs: list[Any] = []
+        snaps: list[Any] = []
         ends: list[int] = []
         items: list[Item] = []
         builder.out = items
-        kept = 0  # leading messages reused: their deep snapshots stay valid
         for i, msg in enumerate(messages):
-            reused = False
-            if i < n_old and msg == old_tops[i] and (i < old_tail or msg == old_deep[i - old_tail]):
+            snap = None
+            if i < len(old_snaps) and msg == old_snaps[i]:
                 chunk = old_items[(old_ends[i - 1] if i else 0):old_ends[i]]
                 # An id clash with a new item before it: extract the message afresh.
                 if ids.register_all(chunk):
                     items.extend(chunk)
-                    reused = True
-            if not reused:
+                    snap = old_snaps[i]
+            if snap is None:
                 fn(builder, msg)
-            if reused and kept == i:
-                kept += 1
-            tops.append(_fields(msg))
+                snap = _snapshot(msg)
+            msgs.append(msg)
+            snaps.append(snap)
             ends.append(len(items))
-        self._deep = self._window(messages, kept, old_deep if same_api else [], old_tail if same_api else 0)
-        self._api, self._head_key, self._head_items = api, head_key, head_items
-        self._tops, self._ends, self._msg_items, self._ids = tops, ends, items, ids
+        self._api, self._head_key, self._head_items, self._ids = api, head_key, head_items, ids
+        self._msgs, self._snaps, self._ends, self._msg_items = msgs, snaps, ends, items
         return head_items + items
