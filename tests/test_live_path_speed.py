@@ -316,3 +316,14 @@ def test_hand_over_table_is_capped():
         hand_over(tracer.start_span("never ended"), ann)
     assert len(processor_module._handed) == processor_module._MAX_HANDED
     processor_module._handed.clear()
+
+
+def test_shared_prefix_counts_leading_identical_items():
+    """shared_prefix: 1,200 shared items then a different one gives 1,200; a pure extension gives the old length."""
+    from ctxscope.itemdiff import shared_prefix
+
+    old = [_item(i) for i in range(1300)]
+    new = old[:1200] + [_item(5000)] + old[1201:]
+    assert shared_prefix(old, new) == 1200
+    assert shared_prefix(old, old + [_item(6000)]) == 1300
+    assert shared_prefix([], old) == 0

@@ -19,7 +19,7 @@ from typing import Mapping, Sequence
 
 from .schema import Item
 
-__all__ = ["ItemDiff", "diff_items"]
+__all__ = ["ItemDiff", "diff_items", "shared_prefix"]
 
 
 # Slices compared whole before the element scan: ``==`` of two lists holding
@@ -44,6 +44,16 @@ def _first_not_identical(old: Sequence[Item], new: Sequence[Item], start: int, s
     # compress/map/islice keep the scan in C.
     differs = map(is_not, islice(old, start, stop), islice(new, start, stop))
     return next(compress(count(start), differs), stop)
+
+
+def shared_prefix(old: Sequence[Item], new: Sequence[Item]) -> int:
+    """How many leading positions hold the same (or equal) items in both lists.
+
+    For callers that find what was appended by identity (the waste tracker):
+    whole slices are compared first, so a long shared prefix costs a few ns
+    an item instead of a Python-level or map/compress scan.
+    """
+    return _first_not_identical(old, new, 0, min(len(old), len(new)))
 
 
 def _first_not_identical_from_end(old: Sequence[Item], new: Sequence[Item], start: int, stop: int) -> int:
