@@ -7,7 +7,9 @@ under each basis (``chars/4``, tiktoken) three ways:
 - **raw**: the text of the messages plus the tool definitions' JSON, as they
   are sent;
 - **framed**: the same with the provider's framing (:mod:`ctxscope.framing`):
-  per-message tokens, tools as the provider renders them, hidden prompts;
+  per-message tokens, tools as the provider renders them, hidden prompts,
+  and for Claude the proxy-encoding item (Claude's tokenizer against the
+  o200k_base proxy, by a published ratio per kind of content);
 - **self-calibrated**: the framed estimate corrected by what
   :class:`ctxscope.selfcal.SelfCalibrator` learned from the *earlier*
   recordings of the same model and tool set (replayed in file order), so the
@@ -185,18 +187,20 @@ def read_recordings(paths: Sequence[str | Path]) -> Iterator[Recording]:
 # Content of a request: the items ctxscope extracts live (ctxscope.items)
 # ---------------------------------------------------------------------------
 
-def content_tokens(body: Mapping[str, Any], api: str, counter: Counter) -> int:
-    """Tokens of a request's items other than tool definitions (system, messages, media).
+def counted_items(body: Mapping[str, Any], api: str, counter: Counter) -> list[tuple[Item, int]]:
+    """A request's items with their counts under ``counter`` (media by their provider formula).
 
     The same extraction as the live instrumentation (:func:`ctxscope.items.items_from_request`),
-    so the figures are those ctxscope shows; media count by their provider formula.
+    so the figures are those ctxscope shows; tool definitions are rendered as the provider
+    writes them into the prompt.
     """
-    total = 0
-    for item in items_from_request(body, api):
-        if item.category is Category.TOOLS:
-            continue
-        total += item.fixed_tokens if item.fixed_tokens is not None else counter.count(item.text)
-    return total
+    return [(item, item.fixed_tokens if item.fixed_tokens is not None else counter.count(item.text))
+            for item in items_from_request(body, api)]
+
+
+def content_tokens(body: Mapping[str, Any], api: str, counter: Counter) -> int:
+    """Tokens of a request's items other than tool definitions (system, messages, media)."""
+    return sum(tokens for item, tokens in counted_items(body, api, counter) if item.category is not Category.TOOLS)
 
 
 def _tools(body: Mapping[str, Any]) -> list[Mapping[str, Any]]:
@@ -206,11 +210,6 @@ def _tools(body: Mapping[str, Any]) -> list[Mapping[str, Any]]:
 def raw_tool_tokens(body: Mapping[str, Any], counter: Counter) -> int:
     """Tool definitions counted as the JSON sent (what a naive estimate does)."""
     return sum(counter.count(json.dumps(t, ensure_ascii=False)) for t in _tools(body))
-
-
-def rendered_tool_tokens(body: Mapping[str, Any], api: str, counter: Counter) -> int:
-    """Tool definitions counted as the provider renders them (framing.tool_definition_text)."""
-    return sum(counter.count(framing.tool_definition_text(api, t)) for t in _tools(body))
 
 
 def framing_tokens(body: Mapping[str, Any], api: str, counter: Counter, model: str | None = None) -> int:
@@ -223,18 +222,12 @@ class Estimate:
     framed: int
 
 
-def counted_items(body: Mapping[str, Any], api: str, counter: Counter) -> list[tuple[Item, int]]:
-    """A request's items (:func:`ctxscope.items.items_from_request`) with their counts under ``counter``."""
-    return [(item, item.fixed_tokens if item.fixed_tokens is not None else counter.count(item.text))
-            for item in items_from_request(body, api)]
-
-
 def estimate(body: Mapping[str, Any], api: str, counter: Counter, model: str | None = None) -> Estimate:
     """Raw and framed estimates of one request under one counter.
 
     Framed: the items (tools as the provider renders them), the framing items,
-    and for Claude the proxy-encoding item (:func:`ctxscope.framing.proxy_encoding_items`),
-    i.e. what the live path shows.
+    and for Claude the proxy-encoding item (:func:`ctxscope.framing.proxy_encoding_items`;
+    the live tracker does not add that one yet: docs/fidelity.md, "For the live path").
     """
     counted = counted_items(body, api, counter)
     content = sum(tokens for item, tokens in counted if item.category is not Category.TOOLS)

@@ -22,8 +22,9 @@ models that, each rule and constant with its public source (see
   section headers, rendered from openai/harmony ``docs/format.md``.
 - **OpenAI Responses** (``API_OPENAI_RESPONSES``): the same renderer; the Responses
   API is what harmony mimics (``docs/format.md``, first paragraph).
-- **Anthropic** (``API_ANTHROPIC``): the tool-use system prompt sizes Anthropic
-  publishes per model and ``tool_choice`` ("Tool use: pricing"); tools rendered
+- **Anthropic** (``API_ANTHROPIC``): for models before 4.5, the tool-use system
+  prompt sizes Anthropic publishes per model and ``tool_choice`` ("Tool use:
+  pricing"); tools rendered
   as the JSON ``<function>`` entries of Claude's tool prompt; turns framed as the
   ``\\n\\nHuman:`` / ``\\n\\nAssistant:`` prompt of Anthropic's Text Completions
   format; Claude text counted with o200k_base as a documented proxy (Claude's
