@@ -177,19 +177,15 @@ def in_process() -> dict[str, float]:
 def split() -> dict[str, float]:
     """Medians of the steps of one call, in process: extraction, ledger, the span processor's on_end.
 
-    on_end is timed on a span carrying the annotation of the last request, once
-    reading it back from the attributes and once from a handed-over object
-    (``processor.hand_over``).
+    on_end is timed on a span carrying the annotation of the last request.
     """
     from opentelemetry.sdk.metrics import MeterProvider
     from opentelemetry.sdk.trace import TracerProvider
 
     from ctxscope.items import RequestExtractor
     from ctxscope.ledger import SessionLedger
-    from ctxscope import processor as processor_module
+    from ctxscope.processor import ContextSpanProcessor
     from ctxscope.schema import GenAI
-
-    hand_over = getattr(processor_module, "hand_over", None)  # absent before the hand-over existed
 
     messages, tools = conversation()
     body = {"model": MODEL, "messages": messages, "tools": tools}
@@ -205,25 +201,21 @@ def split() -> dict[str, float]:
         extract_s.append(middle - started)
         ledger_s.append(time.perf_counter() - middle)
     ledger.report(snapshot, snapshot.annotation.estimated_tokens - 100)
-    processor = processor_module.ContextSpanProcessor(MeterProvider())
+    processor = ContextSpanProcessor(MeterProvider())
     tracer = TracerProvider().get_tracer("bench")  # the processor is called by hand, not at end()
     attributes = {GenAI.CONVERSATION_ID: "bench", GenAI.REQUEST_MODEL: MODEL, GenAI.PROVIDER_NAME: "openai",
                   **snapshot.annotation.to_attributes()}
-    on_end: dict[bool, list[float]] = {False: [], True: []}
-    for r in range(400):
-        handed = r % 2 == 1 and hand_over is not None
+    on_end: list[float] = []
+    for _ in range(200):
         span = tracer.start_span("chat", attributes=attributes)
-        if handed:
-            hand_over(span, snapshot.annotation)
         span.end()
         started = time.perf_counter()
         processor.on_end(span)
-        on_end[handed].append(time.perf_counter() - started)
+        on_end.append(time.perf_counter() - started)
     processor.shutdown()
     return {"extract_median_ms": statistics.median(extract_s) * 1e3,
             "ledger_median_ms": statistics.median(ledger_s) * 1e3,
-            "on_end_attributes_us": statistics.median(on_end[False]) * 1e6,
-            "on_end_handed_us": statistics.median(on_end[True]) * 1e6 if on_end[True] else float("nan")}
+            "on_end_us": statistics.median(on_end) * 1e6}
 
 
 def wrapper_alone() -> dict[str, float]:
@@ -295,8 +287,7 @@ def main() -> dict[str, Any]:
     print(f"  wrapper alone per call    {figures['wrapper_alone_median_ms']:8.3f} ms   (stub SDK call, no HTTP)")
     print(f"  tracker alone per call    {figures['observe_request_median_ms']:8.3f} ms   (extract, diff, count, waste)")
     print(f"  of which extraction       {figures['extract_median_ms']:8.3f} ms   ledger {figures['ledger_median_ms']:.3f} ms")
-    print(f"  span processor on_end     {figures['on_end_attributes_us']:8.1f} us   (attributes; handed over:"
-          f" {figures['on_end_handed_us']:.1f} us)")
+    print(f"  span processor on_end     {figures['on_end_us']:8.1f} us")
     print(f"  first call added          {figures['first_call_added_ms']:8.1f} ms  (counts all {figures['items']} items once)")
     print(f"  memory per live session   {figures['memory_per_session_kib']:8.0f} KiB")
     return figures

@@ -1,9 +1,9 @@
 """ContextSpanProcessor: annotated spans -> the metrics of SPEC section 6.
 
-``on_end`` reads the context annotation back from a finished span (its
-attributes; the ``llm.context.change`` events carry nothing the metrics
-need) and keeps each session's latest
-state; the observable instruments of :mod:`ctxscope.metrics` report that state
+``on_end`` reads the context annotation back from a finished span (only
+the attributes the metrics need, :func:`reading_from_attributes`; the
+``llm.context.change`` events carry nothing the metrics need) and keeps each
+session's latest state; the observable instruments of :mod:`ctxscope.metrics` report that state
 at every collection. So anything that writes the annotation (the
 instrumentors, a transcript replay, a companion span) gets the metrics.
 
@@ -41,7 +41,6 @@ from . import metrics as ctx_metrics
 from .calibration import calibrate
 from .schema import (
     CATEGORIES,
-    Annotation,
     Attr,
     Category,
     CompactionTrigger,
@@ -127,60 +126,6 @@ def reading_from_attributes(attrs: Mapping[str, Any]) -> SpanReading | None:
         trigger=CompactionTrigger(trigger) if trigger is not None else None,
         sample_offset_ns=int(get(Attr.SAMPLE_OFFSET_NS) or 0),
         model=str(model) if model is not None else None)
-
-
-def reading_from_annotation(annotation: Annotation) -> SpanReading:
-    """The same reading from an :class:`Annotation` object (handed over: :func:`hand_over`)."""
-    limits = ((LimitKind.WINDOW, annotation.window_tokens),
-              (LimitKind.EFFECTIVE_WINDOW, annotation.effective_window_tokens),
-              (LimitKind.COMPACT_THRESHOLD, annotation.compact_threshold_tokens))
-    return SpanReading(
-        stage=annotation.stage, categories={c: int(v) for c, v in annotation.categories.items()},
-        estimated=int(annotation.estimated_tokens),
-        reported=_int_or_none(annotation.reported_tokens),
-        learned_correction=_int_or_none(annotation.learned_correction_tokens),
-        limits={kind: int(v) for kind, v in limits if v is not None and v > 0},
-        waste={k: int(v) for k, v in annotation.waste.items()},
-        trigger=annotation.compaction_trigger, sample_offset_ns=annotation.sample_offset_ns or 0,
-        model=annotation.model)
-
-
-# Annotations handed over by the instrumentation, by span id: on_end reads
-# these objects instead of the span's attributes. A span that never ends
-# leaves its entry behind, so the table is capped (oldest out first).
-_handed: dict[int, Annotation] = {}
-_handed_lock = threading.Lock()
-_MAX_HANDED = 4096
-
-
-def hand_over(span: Any, annotation: Annotation) -> None:
-    """Give the span processor the annotation object of a span it will see end.
-
-    For the instrumentation: called right after starting a model-call span
-    whose attributes came from ``annotation.to_attributes()``, with that same
-    object kept current until the span ends (the reported input and the
-    calibration are set on it, as on the span). ``on_end`` then takes the
-    metrics from the object and does not parse the span's annotation
-    attributes. Never raises; without it, on_end reads the attributes.
-    """
-    try:
-        key = span.get_span_context().span_id
-        with _handed_lock:
-            _handed[key] = annotation
-            if len(_handed) > _MAX_HANDED:
-                del _handed[next(iter(_handed))]
-    except Exception:  # noqa: BLE001 - the attributes remain: on_end reads those instead
-        _log.debug("ctxscope: could not hand over the annotation of a span", exc_info=True)
-
-
-def _take_handed(span: ReadableSpan) -> Annotation | None:
-    if not _handed:  # nothing handed over: no lock, no lookup
-        return None
-    context = span.context
-    if context is None:
-        return None
-    with _handed_lock:
-        return _handed.pop(context.span_id, None)
 
 
 def _plain_attributes(span: ReadableSpan) -> Mapping[str, Any]:
@@ -361,13 +306,12 @@ class ContextSpanProcessor(SpanProcessor):
     # -- internals -------------------------------------------------------------
 
     def _on_end(self, span: ReadableSpan) -> None:
-        handed = _take_handed(span)
         attrs = _plain_attributes(span)
         session_id = str(attrs.get(GenAI.CONVERSATION_ID) or UNKNOWN_SESSION)
-        if handed is None and attrs.get(Attr.SESSION_ENDED):
+        if attrs.get(Attr.SESSION_ENDED):
             self.end_session(session_id)
             return
-        reading = reading_from_annotation(handed) if handed is not None else reading_from_attributes(attrs)
+        reading = reading_from_attributes(attrs)
         if reading is None:
             return
         model = attrs.get(GenAI.REQUEST_MODEL) or reading.model
