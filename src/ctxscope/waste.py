@@ -26,10 +26,9 @@ and extractors (``Item.reference``), never from call ids.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from itertools import compress, count, islice
-from operator import is_not
 from typing import Any, Iterable, Sequence
 
+from .itemdiff import shared_prefix
 from .schema import Category, Item, WasteKind
 
 DEFAULT_RESULT_CAP = 400
@@ -170,9 +169,7 @@ class WasteTracker:
 
     def observe_items(self, items: Sequence[Item]) -> dict[WasteKind, int]:
         old = self._items
-        shortest = min(len(old), len(items))
-        differs = map(is_not, islice(old, 0, shortest), islice(items, 0, shortest))
-        p = next(compress(count(0), differs), shortest)
+        p = shared_prefix(old, items)
         return self._update(old[p:], items[p:], items)
 
     def observe_added(self, added: Sequence[Item], items: Sequence[Item]) -> dict[WasteKind, int]:
