@@ -149,11 +149,15 @@ def _category_of(part: str) -> Category:
 class SessionLedger:
     """The snapshots of one session. Thread-safe: observations are serialised."""
 
-    def __init__(self, session_id: str, *, counter: Counter | None = None, tokenizer: str = "auto") -> None:
+    def __init__(self, session_id: str, *, counter: Counter | None = None, tokenizer: str = "auto",
+                 capture_labels: bool = False) -> None:
         if counter is None and tokenizer not in TOKENIZERS:
             # A configuration error: raised when the ledger is built, not per request.
             raise ValueError(f"unknown tokenizer {tokenizer!r}: choose one of {', '.join(TOKENIZERS)}")
         self.session_id = session_id
+        # SPEC section 7: labels are tool names unless file paths and commands
+        # are opted in (CTXSCOPE_CAPTURE_LABELS), then an item's reference.
+        self.capture_labels = capture_labels
         self._fixed_counter = counter
         self._tokenizer = tokenizer
         self._counters: dict[str | None, Counter] = {}
@@ -416,7 +420,8 @@ class SessionLedger:
         # A baseline change's delta is the item's whole size: it ranks the
         # largest items first, and change_type baseline says it is not growth.
         order = _largest([item.tokens for item in items])
-        changes = [_change(items[i], ChangeType.BASELINE, items[i].tokens, items[i].tokens)
+        full = self.capture_labels
+        changes = [_change(items[i], ChangeType.BASELINE, items[i].tokens, items[i].tokens, full)
                    for i in order]
         return changes, len(items) - len(changes)
 
@@ -434,7 +439,8 @@ class SessionLedger:
         for item in diff.added:
             rows.append((item.tokens, item, item.tokens, ChangeType.ADDITION))
         order = _largest([abs(row[0]) for row in rows])
-        changes = [_change(rows[i][1], rows[i][3], rows[i][2], rows[i][0]) for i in order]
+        full = self.capture_labels
+        changes = [_change(rows[i][1], rows[i][3], rows[i][2], rows[i][0], full) for i in order]
         return changes, len(rows) - len(changes)
 
 
@@ -462,7 +468,9 @@ def _largest(sizes: list[int]) -> list[int]:
     return sorted(range(len(sizes)), key=sizes.__getitem__, reverse=True)
 
 
-def _change(item: Item, change_type: ChangeType, tokens: int, delta: int) -> Change:
+def _change(item: Item, change_type: ChangeType, tokens: int, delta: int, full_label: bool = False) -> Change:
+    # full_label: the item's reference (``Read:file_path=src/app.py``) where it has one.
+    label = (item.reference or item.label) if full_label else item.label
     return Change(id=item.id, category=item.category, estimated_tokens=tokens, delta_tokens=delta,
-                  change_type=change_type, chars=item.chars, label=item.label,
+                  change_type=change_type, chars=item.chars, label=label,
                   source_kind=item.source_kind, source_call_id=item.source_call_id)

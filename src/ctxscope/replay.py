@@ -66,6 +66,10 @@ class CallEmitter:
         self.tracer = tracer
         self.tokenizer = tokenizer
         self.listener = listener
+        # SPEC section 7 labels opt-in, read once (the tracker's rule).
+        from .tracker import capture_labels_from_env
+
+        self.capture_labels = capture_labels_from_env()
         self._sessions: dict[str, _Session] = {}
 
     @classmethod
@@ -122,7 +126,8 @@ class CallEmitter:
                 waste = WasteTracker()
             except Exception:  # noqa: BLE001 - waste is an extra: the annotation stands without it
                 _log.debug("ctxscope: waste tracking unavailable", exc_info=True)
-            state = self._sessions[session_id] = _Session(SessionLedger(session_id, tokenizer=self.tokenizer),
+            state = self._sessions[session_id] = _Session(SessionLedger(session_id, tokenizer=self.tokenizer,
+                                                                        capture_labels=self.capture_labels),
                                                           waste)
         return state
 

@@ -47,7 +47,7 @@ from typing import Any, Callable, Mapping, Protocol
 from . import framing as _framing
 from . import limits as _limits
 from . import session as _session
-from .environment_variables import CTXSCOPE_MAX_SESSIONS, CTXSCOPE_TOKENIZER
+from .environment_variables import CTXSCOPE_CAPTURE_LABELS, CTXSCOPE_MAX_SESSIONS, CTXSCOPE_TOKENIZER
 from .liveframing import FramingCache
 from .observation import Observation, Usage
 from .schema import CompactionTrigger, Coverage, WasteKind
@@ -63,6 +63,7 @@ __all__ = [
     "PendingCall",
     "Tracker",
     "calibration_key",
+    "capture_labels_from_env",
     "get_tracker",
 ]
 
@@ -137,6 +138,25 @@ class PendingCall:
     server_tools: bool = False
 
 
+_TRUE = ("1", "true", "yes", "on")
+_FALSE = ("", "0", "false", "no", "off")
+
+
+def capture_labels_from_env() -> bool:
+    """``CTXSCOPE_CAPTURE_LABELS``: whether file paths and commands may enter change labels (SPEC section 7).
+
+    Read when a tracker or replay emitter is built, never per request; an
+    unknown value keeps the private default (off) and logs one warning.
+    """
+    raw = os.environ.get(CTXSCOPE_CAPTURE_LABELS, "").strip().lower()
+    if raw in _TRUE:
+        return True
+    if raw not in _FALSE:
+        _log.warning("ctxscope: ignoring %s=%r (true or false); labels stay tool names",
+                     CTXSCOPE_CAPTURE_LABELS, raw)
+    return False
+
+
 def _default_max_sessions() -> int:
     raw = os.environ.get(CTXSCOPE_MAX_SESSIONS)
     if raw:
@@ -154,13 +174,16 @@ class Tracker:
     """Sessions of a process: extraction, ledger and waste per session, LRU-bounded."""
 
     def __init__(self, *, max_sessions: int | None = None, tokenizer: str | None = None,
-                 framing: bool = True, calibrator: SelfCalibrator | None = None) -> None:
+                 framing: bool = True, calibrator: SelfCalibrator | None = None,
+                 capture_labels: bool | None = None) -> None:
         self.max_sessions = max_sessions if max_sessions is not None else _default_max_sessions()
         if self.max_sessions < 1:
             raise ValueError("max_sessions must be at least 1")
         self.tokenizer = tokenizer or os.environ.get(CTXSCOPE_TOKENIZER) or "auto"
         # framing=False: the items' raw content only (as ``ctxscope inspect --no-framing``).
         self.framing = framing
+        # Read once here (STYLE: configuration at start, never per request).
+        self.capture_labels = capture_labels if capture_labels is not None else capture_labels_from_env()
         self.calibrator = calibrator if calibrator is not None else SelfCalibrator(LIVE_CALIBRATION_WINDOW)
         self._calibration_store: CalibrationStore | None = None
         self._restored: set[str] = set()
@@ -252,7 +275,8 @@ class Tracker:
             pass
         except Exception:  # noqa: BLE001
             _log.warning("ctxscope: waste tracking unavailable", exc_info=True)
-        return _Session(session_id, RequestExtractor(), SessionLedger(session_id, tokenizer=self.tokenizer),
+        return _Session(session_id, RequestExtractor(), SessionLedger(session_id, tokenizer=self.tokenizer,
+                                                                   capture_labels=self.capture_labels),
                         waste, FramingCache() if self.framing else None)
 
     def _evicted(self, session_ids: list[str]) -> None:
