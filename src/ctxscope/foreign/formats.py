@@ -134,10 +134,8 @@ def _json(value: Any) -> Any:
     """A JSON string parsed; a structured value (tuple, dict) as plain lists and dicts."""
     if isinstance(value, str):
         return json.loads(value)
-    if isinstance(value, Mapping):
-        return {k: _json_value(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_json_value(v) for v in value]
+    if isinstance(value, (Mapping, list, tuple)):
+        return _json_value(value)
     raise ValueError(f"not a JSON value: {type(value).__name__}")
 
 
@@ -173,10 +171,6 @@ def _indexed(attrs: Mapping[str, Any], prefix: str) -> list[dict[str, Any]]:
     return [found[i] for i in sorted(found)]
 
 
-def _sub(entry: Mapping[str, Any], prefix: str) -> list[dict[str, Any]]:
-    return _indexed(entry, prefix)
-
-
 def _usage(input_tokens: Any, output_tokens: Any, cache_read: Any, cache_creation: Any) -> Usage:
     reported = _int(input_tokens)
     read = _int(cache_read)
@@ -186,6 +180,21 @@ def _usage(input_tokens: Any, output_tokens: Any, cache_read: Any, cache_creatio
     uncached = reported - read if reported is not None and read is not None else reported
     return Usage(input_tokens=uncached, output_tokens=_int(output_tokens), cache_read_input_tokens=read,
                  cache_creation_input_tokens=_int(cache_creation), reported_input=reported)
+
+
+def _first(attrs: Mapping[str, Any], key: str, fallback: str) -> Any:
+    """The value under ``key`` when the key is there (even as None), else under ``fallback``."""
+    return attrs.get(key, attrs.get(fallback))
+
+
+def _empty_content(role: str) -> None | str:
+    """A message's content when it has none: null for an assistant (tool calls only), else ''."""
+    return None if role == "assistant" else ""
+
+
+def _chat_tool_call(call_id: Any, name: Any, arguments: Any) -> dict[str, Any]:
+    """An OpenAI chat assistant's tool call."""
+    return {"id": call_id, "type": "function", "function": {"name": name, "arguments": _compact(arguments)}}
 
 
 def _body(model: str | None, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> dict[str, Any]:
@@ -230,16 +239,17 @@ def _gen_ai_media(part: Mapping[str, Any]) -> dict[str, Any] | None:
     return {"type": "file", "file": {"file_data": url}}
 
 
+def _gen_ai_tool_response(part: Mapping[str, Any]) -> dict[str, Any]:
+    """A tool_call_response part as a chat tool message."""
+    response = _first(part, "response", "result")
+    return {"role": "tool", "tool_call_id": part.get("id"), "content": _compact(response)}
+
+
 def _gen_ai_message(message: Mapping[str, Any]) -> list[dict[str, Any]]:
     role = str(message.get("role") or "user")
     parts = [p for p in message.get("parts") or () if isinstance(p, Mapping)]
     if role == "tool":
-        out = []
-        for part in parts:
-            if part.get("type") == "tool_call_response":
-                response = part.get("response", part.get("result"))
-                out.append({"role": "tool", "tool_call_id": part.get("id"),
-                            "content": response if isinstance(response, str) else _compact(response)})
+        out = [_gen_ai_tool_response(part) for part in parts if part.get("type") == "tool_call_response"]
         texts = _gen_ai_parts_text(parts)
         if texts and not out:
             out.append({"role": "tool", "content": "\n".join(texts)})
@@ -252,12 +262,9 @@ def _gen_ai_message(message: Mapping[str, Any]) -> list[dict[str, Any]]:
         if kind == "text":
             blocks.append({"type": "text", "text": str(part.get("content") or "")})
         elif kind == "tool_call":
-            calls.append({"id": part.get("id"), "type": "function",
-                          "function": {"name": part.get("name"), "arguments": _compact(part.get("arguments"))}})
+            calls.append(_chat_tool_call(part.get("id"), part.get("name"), part.get("arguments")))
         elif kind == "tool_call_response":  # some instrumentations put results in a user message
-            response = part.get("response", part.get("result"))
-            responses.append({"role": "tool", "tool_call_id": part.get("id"),
-                              "content": response if isinstance(response, str) else _compact(response)})
+            responses.append(_gen_ai_tool_response(part))
         elif kind in ("blob", "uri"):
             media = _gen_ai_media(part)
             if media is not None:
@@ -266,12 +273,8 @@ def _gen_ai_message(message: Mapping[str, Any]) -> list[dict[str, Any]]:
     message_out: dict[str, Any] = {"role": role}
     if len(blocks) == 1 and blocks[0]["type"] == "text":
         message_out["content"] = blocks[0]["text"]
-    elif blocks:
-        message_out["content"] = blocks
-    elif role == "assistant":
-        message_out["content"] = None
     else:
-        message_out["content"] = ""
+        message_out["content"] = blocks or _empty_content(role)
     if calls:
         message_out["tool_calls"] = calls
     if message.get("name"):
@@ -305,19 +308,28 @@ def _gen_ai_tool(tool: Any) -> dict[str, Any] | None:
     return _chat_tool(tool["name"], tool.get("description"), tool.get("parameters"))
 
 
-def _gen_ai(attrs: Mapping[str, Any]) -> ForeignCall:
-    call = ForeignCall(
-        format=FORMAT_GEN_AI,
+def _gen_ai_identity(attrs: Mapping[str, Any], fmt: str, cache_read: Any, cache_creation: Any) -> ForeignCall:
+    """A call from the gen_ai.* identity and usage keys both GenAI formats write.
+
+    The cache figures are passed in: each format prefers its own key for them.
+    """
+    return ForeignCall(
+        format=fmt,
         provider=_str(attrs.get(GenAI.PROVIDER_NAME)) or _str(attrs.get(GenAI.SYSTEM)),
         request_model=_str(attrs.get(GenAI.REQUEST_MODEL)),
         response_model=_str(attrs.get(GenAI.RESPONSE_MODEL)),
         response_id=_str(attrs.get(GenAI.RESPONSE_ID)),
         conversation_id=_str(attrs.get(GenAI.CONVERSATION_ID)),
-        usage=_usage(attrs.get(GenAI.USAGE_INPUT_TOKENS, attrs.get(OPENLLMETRY_PROMPT_TOKENS)),
-                     attrs.get(GenAI.USAGE_OUTPUT_TOKENS, attrs.get(OPENLLMETRY_COMPLETION_TOKENS)),
-                     attrs.get(GenAI.USAGE_CACHE_READ_INPUT_TOKENS, attrs.get(OPENLLMETRY_CACHE_READ)),
-                     attrs.get(GenAI.USAGE_CACHE_CREATION_INPUT_TOKENS, attrs.get(OPENLLMETRY_CACHE_CREATION))),
+        usage=_usage(_first(attrs, GenAI.USAGE_INPUT_TOKENS, OPENLLMETRY_PROMPT_TOKENS),
+                     _first(attrs, GenAI.USAGE_OUTPUT_TOKENS, OPENLLMETRY_COMPLETION_TOKENS),
+                     cache_read, cache_creation),
     )
+
+
+def _gen_ai(attrs: Mapping[str, Any]) -> ForeignCall:
+    call = _gen_ai_identity(attrs, FORMAT_GEN_AI,
+                            _first(attrs, GenAI.USAGE_CACHE_READ_INPUT_TOKENS, OPENLLMETRY_CACHE_READ),
+                            _first(attrs, GenAI.USAGE_CACHE_CREATION_INPUT_TOKENS, OPENLLMETRY_CACHE_CREATION))
     raw_messages = attrs.get(GenAI.INPUT_MESSAGES)
     raw_system = attrs.get(GenAI.SYSTEM_INSTRUCTIONS)
     raw_tools = attrs.get(GenAI.TOOL_DEFINITIONS)
@@ -360,18 +372,9 @@ def _maybe_blocks(content: Any) -> Any:
 
 
 def _openllmetry(attrs: Mapping[str, Any]) -> ForeignCall:
-    call = ForeignCall(
-        format=FORMAT_OPENLLMETRY,
-        provider=_str(attrs.get(GenAI.PROVIDER_NAME)) or _str(attrs.get(GenAI.SYSTEM)),
-        request_model=_str(attrs.get(GenAI.REQUEST_MODEL)),
-        response_model=_str(attrs.get(GenAI.RESPONSE_MODEL)),
-        response_id=_str(attrs.get(GenAI.RESPONSE_ID)),
-        conversation_id=_str(attrs.get(GenAI.CONVERSATION_ID)),
-        usage=_usage(attrs.get(GenAI.USAGE_INPUT_TOKENS, attrs.get(OPENLLMETRY_PROMPT_TOKENS)),
-                     attrs.get(GenAI.USAGE_OUTPUT_TOKENS, attrs.get(OPENLLMETRY_COMPLETION_TOKENS)),
-                     attrs.get(OPENLLMETRY_CACHE_READ, attrs.get(GenAI.USAGE_CACHE_READ_INPUT_TOKENS)),
-                     attrs.get(OPENLLMETRY_CACHE_CREATION, attrs.get(GenAI.USAGE_CACHE_CREATION_INPUT_TOKENS))),
-    )
+    call = _gen_ai_identity(attrs, FORMAT_OPENLLMETRY,
+                            _first(attrs, OPENLLMETRY_CACHE_READ, GenAI.USAGE_CACHE_READ_INPUT_TOKENS),
+                            _first(attrs, OPENLLMETRY_CACHE_CREATION, GenAI.USAGE_CACHE_CREATION_INPUT_TOKENS))
     prompts = _indexed(attrs, OPENLLMETRY_PROMPT)
     if not prompts:
         return call
@@ -380,13 +383,11 @@ def _openllmetry(attrs: Mapping[str, Any]) -> ForeignCall:
         for entry in prompts:
             message: dict[str, Any] = {"role": str(entry.get("role") or "user")}
             content = entry.get("content")
-            message["content"] = _maybe_blocks(content) if content is not None else (
-                None if message["role"] == "assistant" else "")
+            message["content"] = _maybe_blocks(content) if content is not None else _empty_content(message["role"])
             if entry.get("tool_call_id"):
                 message["tool_call_id"] = entry["tool_call_id"]
-            calls = [{"id": c.get("id"), "type": "function",
-                      "function": {"name": c.get("name"), "arguments": _compact(c.get("arguments", ""))}}
-                     for c in _sub(entry, "tool_calls.")]
+            calls = [_chat_tool_call(c.get("id"), c.get("name"), c.get("arguments", ""))
+                     for c in _indexed(entry, "tool_calls.")]
             if calls:
                 message["tool_calls"] = calls
             messages.append(message)
@@ -410,7 +411,7 @@ def _openllmetry(attrs: Mapping[str, Any]) -> ForeignCall:
 # ---------------------------------------------------------------------------
 
 def _oi_content(entry: Mapping[str, Any]) -> Any:
-    contents = _sub(entry, "message.contents.")
+    contents = _indexed(entry, "message.contents.")
     if not contents:
         return entry.get("message.content")
     blocks = []
@@ -443,15 +444,14 @@ def _openinference(attrs: Mapping[str, Any]) -> ForeignCall:
             role = str(entry.get("message.role") or "user")
             message: dict[str, Any] = {"role": role}
             content = _oi_content(entry)
-            message["content"] = content if content is not None else (None if role == "assistant" else "")
+            message["content"] = content if content is not None else _empty_content(role)
             if entry.get("message.tool_call_id"):
                 message["tool_call_id"] = entry["message.tool_call_id"]
             if entry.get("message.name"):
                 message["name"] = entry["message.name"]
-            calls = [{"id": c.get("tool_call.id"), "type": "function",
-                      "function": {"name": c.get("tool_call.function.name"),
-                                   "arguments": _compact(c.get("tool_call.function.arguments", ""))}}
-                     for c in _sub(entry, "message.tool_calls.")]
+            calls = [_chat_tool_call(c.get("tool_call.id"), c.get("tool_call.function.name"),
+                                     c.get("tool_call.function.arguments", ""))
+                     for c in _indexed(entry, "message.tool_calls.")]
             if calls:
                 message["tool_calls"] = calls
             messages.append(message)
