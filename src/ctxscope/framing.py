@@ -595,7 +595,7 @@ def proxy_encoding_items(model: str | None, counted: Iterable[tuple[Item, int]])
     tokens = proxy_encoding_tokens(model, counted)
     if not tokens:
         return []
-    return _parts_to_items([FramingPart(PROXY_ENCODING_KEY, tokens)])
+    return parts_to_items([FramingPart(PROXY_ENCODING_KEY, tokens)])
 
 
 def claude_version(model: str | None) -> tuple[int, ...]:
@@ -607,7 +607,7 @@ def claude_version(model: str | None) -> tuple[int, ...]:
     return tuple(int(g) for g in match.groups() if g is not None)
 
 
-def _anthropic_call_tokens(block: Any, count: CountFn) -> int:
+def anthropic_call_tokens(block: Any, count: CountFn) -> int:
     """Tokens the tool-call wrapper adds besides the input JSON (the call's item, ctxscope.items)."""
     name = str(_get(block, "name") or "")
     arguments = _get(block, "input")
@@ -636,7 +636,7 @@ def anthropic_framing(body: Mapping[str, Any], count: CountFn, *, model: str | N
             kind = _get(block, "type")
             if kind == "tool_use":
                 names[str(_get(block, "id"))] = str(_get(block, "name") or "")
-                calls += _anthropic_call_tokens(block, count)
+                calls += anthropic_call_tokens(block, count)
             elif kind == "tool_result":
                 name = names.get(str(_get(block, "tool_use_id")), "")
                 results += count(ANTHROPIC_RESULT_WRAPPER.format(name=name))
@@ -689,10 +689,11 @@ def framing_items(body: Mapping[str, Any], api: str, count: CountFn, *, model: s
     ``tools`` item with part ``tools/server/<type>`` (0 tokens when its size
     is not published: self-calibration learns it).
     """
-    return _parts_to_items(framing_parts(body, api, count, model=model))
+    return parts_to_items(framing_parts(body, api, count, model=model))
 
 
-def _parts_to_items(pieces: Iterable[FramingPart]) -> list[Item]:
+def parts_to_items(pieces: Iterable[FramingPart]) -> list[Item]:
+    """Framing parts as items (liveframing builds its items here too, so both agree)."""
     items: list[Item] = []
     for piece in pieces:
         category = Category.OVERHEAD if piece.part == OVERHEAD_PART else Category.TOOLS

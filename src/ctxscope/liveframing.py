@@ -34,8 +34,6 @@ Pure: imports neither OpenTelemetry nor a provider SDK.
 
 from __future__ import annotations
 
-import hashlib
-import json
 from dataclasses import dataclass
 from itertools import compress, islice
 from itertools import count as _indices
@@ -44,9 +42,6 @@ from typing import Any, Callable, Mapping
 
 from . import framing as _framing
 from .framing import (
-    ANTHROPIC_CALL_CLOSE,
-    ANTHROPIC_CALL_OPEN,
-    ANTHROPIC_CALL_PARAMETER,
     ANTHROPIC_RESULT_WRAPPER,
     ANTHROPIC_TURN_PREFIX,
     ANTHROPIC_USAGE_NOTE,
@@ -56,12 +51,13 @@ from .framing import (
     HARMONY_RESULT_AUTHOR,
     OPENAI_TOKENS_PER_MESSAGE,
     OPENAI_TOKENS_PER_NAME,
-    OVERHEAD_PART,
     FramingPart,
+    anthropic_call_tokens,
+    parts_to_items,
 )
 from .payload import as_list as _as_list
 from .payload import get as _get
-from .schema import Category, Item
+from .schema import Item
 
 __all__ = ["FramingCache", "parts_to_items"]
 
@@ -91,19 +87,6 @@ class _Contribution:
         self.result_tokens += sign * other.result_tokens
         self.results += sign * other.results
         self.systems += sign * other.systems
-
-
-def parts_to_items(parts: list[FramingPart]) -> list[Item]:
-    """Framing parts as items, exactly as :func:`ctxscope.framing.framing_items` builds them."""
-    items: list[Item] = []
-    for piece in parts:
-        category = Category.OVERHEAD if piece.part == OVERHEAD_PART else Category.TOOLS
-        label = piece.key if category is Category.OVERHEAD else piece.part
-        items.append(Item(
-            id="framing:" + piece.key, category=category, part=piece.part, chars=0,
-            fixed_tokens=piece.tokens, label=label, source_kind="framing",
-            digest=hashlib.blake2b(f"{piece.key}:{piece.tokens}".encode(), digest_size=8).hexdigest()))
-    return items
 
 
 class FramingCache:
@@ -268,14 +251,6 @@ def _call_name(call: Any) -> str:
     return str(_get(_get(call, "function"), "name") or "")
 
 
-def _name_of(names: dict[str, str], call_id: Any) -> str:
-    return names.get(str(call_id), "")
-
-
-def _register(names: dict[str, str], call_id: str, name: str) -> None:
-    names[call_id] = name
-
-
 def _openai_message(message: Any, count: CountFn, names: dict[str, str]) -> _Contribution:
     """framing.openai_framing's per-message rule: 3 + role, +1 for a name, call headers, result authors."""
     role = str(_get(message, "role") or "user")
@@ -286,10 +261,10 @@ def _openai_message(message: Any, count: CountFn, names: dict[str, str]) -> _Con
     for call in _as_list(_get(message, "tool_calls")) or ():
         name = _call_name(call)
         call_ids.append(str(_get(call, "id")))
-        _register(names, call_ids[-1], name)
+        names[call_ids[-1]] = name
         tokens += count(HARMONY_CALL_HEADER.format(name=name))
     if role == "tool":
-        name = _name_of(names, _get(message, "tool_call_id"))
+        name = names.get(str(_get(message, "tool_call_id")), "")
         tokens += count(HARMONY_RESULT_AUTHOR.format(name=name)) - count(role)
     return _Contribution(tokens=tokens, systems=int(role in ("system", "developer")), call_ids=tuple(call_ids))
 
@@ -309,20 +284,6 @@ def _responses_message(item: Any) -> Any:
     return None  # reasoning items and the like: no message of their own
 
 
-def _anthropic_call_tokens(block: Any, raw: CountFn) -> int:
-    """Tokens the tool-call wrapper adds besides the input JSON (as framing.py counts them).
-
-    Argument texts differ call to call: counted directly, not through the memo.
-    """
-    name = str(_get(block, "name") or "")
-    arguments = _get(block, "input")
-    arguments = arguments if isinstance(arguments, Mapping) else {}
-    rendered = ANTHROPIC_CALL_OPEN.format(name=name) + "".join(
-        ANTHROPIC_CALL_PARAMETER.format(key=k, value=v if isinstance(v, str) else json.dumps(v, ensure_ascii=False))
-        for k, v in arguments.items()) + ANTHROPIC_CALL_CLOSE
-    return raw(rendered) - raw(json.dumps(arguments, ensure_ascii=False))
-
-
 def _anthropic_message(message: Any, count: CountFn, raw: CountFn, names: dict[str, str]) -> _Contribution:
     """framing.anthropic_framing's per-message rules: turn prefix, call and result wrappers."""
     role = str(_get(message, "role"))
@@ -333,10 +294,11 @@ def _anthropic_message(message: Any, count: CountFn, raw: CountFn, names: dict[s
         kind = _get(block, "type")
         if kind == "tool_use":
             call_ids.append(str(_get(block, "id")))
-            _register(names, call_ids[-1], str(_get(block, "name") or ""))
-            out.call_tokens += _anthropic_call_tokens(block, raw)
+            names[call_ids[-1]] = str(_get(block, "name") or "")
+            # Argument texts differ call to call: counted directly, not through the memo.
+            out.call_tokens += anthropic_call_tokens(block, raw)
         elif kind == "tool_result":
-            name = _name_of(names, _get(block, "tool_use_id"))
+            name = names.get(str(_get(block, "tool_use_id")), "")
             out.result_tokens += count(ANTHROPIC_RESULT_WRAPPER.format(name=name))
             out.results += 1
     out.call_ids = tuple(call_ids)
