@@ -168,6 +168,24 @@ def _first_unequal(new: list[Any], old: list[Any], start: int, stop: int) -> int
     return next(compress(count(start), map(ne, islice(new, start, stop), islice(old, start, stop))), stop)
 
 
+def _message_items(builder: Builder, fn: Any, msg: Any, i: int, old_snaps: list[Any], old_ends: list[int],
+                   old_items: list[Item]) -> Any:
+    """Append the items of message ``i`` to ``builder.out`` and return its snapshot.
+
+    A message equal to the previous request's snapshot at the same position
+    keeps that request's items (same objects: the ledger skips them), unless
+    one of their ids is now taken by a new item before it: then it is
+    extracted afresh.
+    """
+    if i < len(old_snaps) and msg == old_snaps[i]:
+        chunk = old_items[(old_ends[i - 1] if i else 0):old_ends[i]]
+        if builder.ids.register_all(chunk):
+            builder.out.extend(chunk)
+            return old_snaps[i]
+    fn(builder, msg)
+    return _snapshot(msg)
+
+
 class RequestExtractor:
     """Items of a session's successive requests, reusing those of unchanged messages.
 
@@ -254,19 +272,10 @@ class RequestExtractor:
         fn = MESSAGE_FN[api]
         for i in range(kept, len(messages)):
             msg = messages[i]
-            snap = None
-            # Past an edit, a message still equal to the snapshot at its position keeps its items.
-            if i < n_old and msg == old_snaps[i]:
-                chunk = old_items[(old_ends[i - 1] if i else 0):old_ends[i]]
-                # An id clash with a new item before it: extract the message afresh.
-                if ids.register_all(chunk):
-                    items.extend(chunk)
-                    snap = old_snaps[i]
-            if snap is None:
-                fn(builder, msg)
-                snap = _snapshot(msg)
+            # Past an edit, a message still equal to the snapshot at its position keeps its items
+            # (without an edit the lists are the old ones, grown in step: i is past their end).
+            snaps.append(_message_items(builder, fn, msg, i, old_snaps, old_ends, old_items))
             msgs.append(msg)
-            snaps.append(snap)
             ends.append(len(items))
         self._msg_items, self._msgs, self._snaps, self._ends = items, msgs, snaps, ends
 
@@ -287,18 +296,8 @@ class RequestExtractor:
         items: list[Item] = []
         builder.out = items
         for i, msg in enumerate(messages):
-            snap = None
-            if i < len(old_snaps) and msg == old_snaps[i]:
-                chunk = old_items[(old_ends[i - 1] if i else 0):old_ends[i]]
-                # An id clash with a new item before it: extract the message afresh.
-                if ids.register_all(chunk):
-                    items.extend(chunk)
-                    snap = old_snaps[i]
-            if snap is None:
-                fn(builder, msg)
-                snap = _snapshot(msg)
+            snaps.append(_message_items(builder, fn, msg, i, old_snaps, old_ends, old_items))
             msgs.append(msg)
-            snaps.append(snap)
             ends.append(len(items))
         self._api, self._head_key, self._head_items, self._ids = api, head_key, head_items, ids
         self._msgs, self._snaps, self._ends, self._msg_items = msgs, snaps, ends, items
