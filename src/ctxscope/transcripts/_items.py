@@ -9,7 +9,7 @@ live request give the same parts.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 from .. import classify as _classify
 from .. import payload
@@ -103,6 +103,31 @@ def call_item(call_id: str, tool: str, args: Any) -> tuple[Item, str | None]:
                 chars=len(text), text=text, label=_name(tool), source_kind="tool_call",
                 source_call_id=call_id, reference=ref, digest=content_digest(text))
     return item, ref
+
+
+class ToolCalls:
+    """The tool calls a reader has seen (call id -> tool name, reference), to name their results."""
+
+    __slots__ = ("_seen",)
+
+    def __init__(self) -> None:
+        self._seen: dict[str, tuple[str, str | None]] = {}
+
+    def call_item(self, call_id: str, tool: str, args: Any) -> Item:
+        """A tool call's item (:func:`call_item`), remembered for its result."""
+        item, ref = call_item(call_id, tool, args)
+        self._seen[call_id] = (tool, ref)
+        return item
+
+    def result_items(self, call_id: Any, text: str, fallback_id: Callable[[], str]) -> list[Item]:
+        """A tool result's items (:func:`result_items`): id ``result:<call id>``, named after its call.
+
+        ``fallback_id()`` gives the id of a result without a call id (called only then).
+        """
+        if not isinstance(call_id, str):
+            return result_items(fallback_id(), "unknown", text, None, None)
+        name, ref = self._seen.get(call_id, ("unknown", None))
+        return result_items(f"result:{call_id}", name, text, call_id, ref)
 
 
 def result_item(item_id: str, tool: str | None, text: str, call_id: str | None,

@@ -20,12 +20,11 @@ The facts this reader follows (``shared/corpus/README.md``):
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any, Iterator, Mapping
 
-from ..observation import Usage
 from ..schema import Category, CompactionTrigger, Item
 from . import _items
-from .model import (FORMAT_CLAUDE_CODE, Compaction, Problem, TranscriptCall, as_int,
+from .model import (FORMAT_CLAUDE_CODE, Compaction, Problem, TranscriptCall, anthropic_usage, as_int,
                     dumps, parse_timestamp_ns)
 
 PROVIDER = "anthropic"
@@ -70,7 +69,7 @@ class ClaudeCodeReader:
         self.problems: list[Problem] = []
         self._sessions: dict[str, _Session] = {}
         self._seen_calls: set[tuple[str, str]] = set()
-        self._tools: dict[str, tuple[str, str | None]] = {}  # tool_use id -> (name, reference)
+        self._tools = _items.ToolCalls()
 
     # -- public -------------------------------------------------------------
 
@@ -142,14 +141,7 @@ class ClaudeCodeReader:
         self._seen_calls.add(key)
         added, reset, compaction = self._advance(session, parent)
         usage_data = message.get("usage")
-        usage = None
-        if isinstance(usage_data, dict):
-            uncached = as_int(usage_data.get("input_tokens"))
-            created = as_int(usage_data.get("cache_creation_input_tokens"))
-            read = as_int(usage_data.get("cache_read_input_tokens"))
-            usage = Usage(input_tokens=uncached, output_tokens=as_int(usage_data.get("output_tokens")),
-                          cache_read_input_tokens=read, cache_creation_input_tokens=created,
-                          reported_input=uncached + created + read)
+        usage = anthropic_usage(usage_data) if isinstance(usage_data, dict) else None
         call = TranscriptCall(
             session_id=session.session_id, index=session.calls, items=list(session.items),
             added=added, reset=reset, provider=PROVIDER,
@@ -219,29 +211,21 @@ class ClaudeCodeReader:
         content = message.get("content")
         if isinstance(content, str):
             return (_items.text_item(f"{uuid}:0", content, "assistant"),) if content else ()
-        if not isinstance(content, list):
-            return ()
         out: list[Item] = []
-        for index, block in enumerate(content):
-            if not isinstance(block, dict):
-                continue
-            kind = block.get("type")
-            item_id = f"{uuid}:{index}"
+        for item_id, kind, block in _blocks(uuid, content):
             if kind == "text":
-                text = block.get("text")
-                if isinstance(text, str) and text:
+                text = _text(block, "text")
+                if text:
                     out.append(_items.text_item(item_id, text, "assistant"))
             elif kind == "thinking":
-                text = block.get("thinking")
-                if isinstance(text, str) and text:
+                text = _text(block, "thinking")
+                if text:
                     out.append(_items.thinking_item(item_id, text))
             elif kind in ("tool_use", "server_tool_use"):
-                name = str(block.get("name") or "unknown")
                 call_id = block.get("id")
                 call_id = call_id if isinstance(call_id, str) else item_id
-                item, ref = _items.call_item(call_id, name, block.get("input") or {})
-                self._tools[call_id] = (name, ref)
-                out.append(item)
+                out.append(self._tools.call_item(call_id, str(block.get("name") or "unknown"),
+                                                 block.get("input") or {}))
         return tuple(out)
 
     def _user_items(self, uuid: str, record: Mapping[str, Any], message: Mapping[str, Any]) -> tuple[Item, ...]:
@@ -249,27 +233,18 @@ class ClaudeCodeReader:
         summary = record.get("isCompactSummary") is True
         if isinstance(content, str):
             return tuple(_items.text_items(f"{uuid}:0", content, "user", summary=summary)) if content else ()
-        if not isinstance(content, list):
-            return ()
         out: list[Item] = []
-        for index, block in enumerate(content):
-            if not isinstance(block, dict):
-                continue
-            kind = block.get("type")
-            item_id = f"{uuid}:{index}"
+        for item_id, kind, block in _blocks(uuid, content):
             if kind == "text":
-                text = block.get("text")
-                if isinstance(text, str) and text:
+                text = _text(block, "text")
+                if text:
                     out.extend(_items.text_items(item_id, text, "user", summary=summary))
             elif kind in ("image", "document"):
                 out.append(_items.image_item(item_id, block.get("source"), PROVIDER, "user", kind))
             elif kind == "tool_result":
-                call_id = block.get("tool_use_id")
-                name, ref = self._tools.get(call_id, ("unknown", None)) if isinstance(call_id, str) else ("unknown", None)
                 body = block.get("content")
-                text = _items.block_text(body)
-                out.extend(_items.result_items(f"result:{call_id}" if isinstance(call_id, str) else item_id,
-                                               name, text, call_id if isinstance(call_id, str) else None, ref))
+                out.extend(self._tools.result_items(block.get("tool_use_id"), _items.block_text(body),
+                                                    lambda: item_id))
                 if isinstance(body, list):
                     for sub, part in enumerate(body):
                         if isinstance(part, dict) and part.get("type") == "image":
@@ -295,3 +270,17 @@ class ClaudeCodeReader:
         item.category = Category(category)
         item.part = category
         return (item,)
+
+
+def _blocks(uuid: str, content: Any) -> Iterator[tuple[str, Any, dict[str, Any]]]:
+    """The object blocks of a list content, each with its item id ``<uuid>:<index>`` and type."""
+    if isinstance(content, list):
+        for index, block in enumerate(content):
+            if isinstance(block, dict):
+                yield f"{uuid}:{index}", block.get("type"), block
+
+
+def _text(block: Mapping[str, Any], key: str) -> str | None:
+    """A block's text under ``key`` when it is a non-empty string."""
+    value = block.get(key)
+    return value if isinstance(value, str) and value else None

@@ -51,7 +51,7 @@ class CodexReader:
         self._pending: TranscriptCall | None = None
         self._last_total: Any = None
         self._compaction: Compaction | None = None
-        self._tools: dict[str, tuple[str, str | None]] = {}
+        self._tools = _items.ToolCalls()
         self._calls = 0
         self._counter = 0
 
@@ -230,18 +230,13 @@ class CodexReader:
             args = payload.get("arguments", payload.get("input", payload.get("action")))
             call_id = payload.get("call_id") or payload.get("id")
             call_id = call_id if isinstance(call_id, str) else self._next_id("call")
-            item, ref = _items.call_item(call_id, name, args if args is not None else {})
-            self._tools[call_id] = (name, ref)
-            return [item]
+            return [self._tools.call_item(call_id, name, args if args is not None else {})]
         if kind in _RESULT_TYPES:
-            call_id = payload.get("call_id")
-            name, ref = self._tools.get(call_id, ("unknown", None)) if isinstance(call_id, str) else ("unknown", None)
             output = payload.get("output")
             if isinstance(output, dict):
                 output = output.get("content", output)
-            text = _items.block_text(output)
-            item_id = f"result:{call_id}" if isinstance(call_id, str) else self._next_id("result")
-            return _items.result_items(item_id, name, text, call_id if isinstance(call_id, str) else None, ref)
+            return self._tools.result_items(payload.get("call_id"), _items.block_text(output),
+                                            lambda: self._next_id("result"))
         if kind in ("web_search_call", "tool_search_call", "image_generation_call"):
             action = payload.get("action")
             text = dumps(action) if action is not None else ""

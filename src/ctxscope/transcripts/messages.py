@@ -24,7 +24,7 @@ from typing import Any, Mapping
 
 from ..observation import Usage
 from ..schema import Category, Item
-from .model import FORMAT_MESSAGES, Problem, TranscriptCall, as_int
+from .model import FORMAT_MESSAGES, Problem, TranscriptCall, anthropic_usage, as_int
 
 
 class MessagesReader:
@@ -148,12 +148,7 @@ def _usage(usage: Any) -> Usage | None:
         tokens = as_int(usage.get("input_tokens"))
         return Usage(input_tokens=tokens, output_tokens=as_int(usage.get("output_tokens")), reported_input=tokens)
     if "input_tokens" in usage:
-        uncached = as_int(usage.get("input_tokens"))
-        created = as_int(usage.get("cache_creation_input_tokens"))
-        read = as_int(usage.get("cache_read_input_tokens"))
-        return Usage(input_tokens=uncached, output_tokens=as_int(usage.get("output_tokens")),
-                     cache_read_input_tokens=read, cache_creation_input_tokens=created,
-                     reported_input=uncached + created + read)
+        return anthropic_usage(usage)
     return None
 
 

@@ -130,3 +130,13 @@ def as_int(value: Any) -> int:
     if isinstance(value, float) and value == value:
         return max(0, int(value))
     return 0
+
+
+def anthropic_usage(usage: dict[str, Any]) -> Usage:
+    """Anthropic usage: reported input = uncached + cache writes + cache reads (SPEC section 4)."""
+    uncached = as_int(usage.get("input_tokens"))
+    created = as_int(usage.get("cache_creation_input_tokens"))
+    read = as_int(usage.get("cache_read_input_tokens"))
+    return Usage(input_tokens=uncached, output_tokens=as_int(usage.get("output_tokens")),
+                 cache_read_input_tokens=read, cache_creation_input_tokens=created,
+                 reported_input=uncached + created + read)
