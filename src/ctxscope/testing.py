@@ -31,6 +31,11 @@ Usage rule (deterministic, so tests can work values out by hand):
   reports the read part as ``cached_tokens`` inside the prompt total; Anthropic
   splits the total into ``input_tokens`` + ``cache_creation_input_tokens`` +
   ``cache_read_input_tokens``, as the providers do.
+* Server tools: a reply may declare ``server_tool_use`` (Anthropic: the usage's
+  ``server_tool_use`` counters, zeros in ``message_start`` and the values in the
+  final ``message_delta`` of a stream, as the API sends them) and
+  ``server_calls`` (Responses: output item types such as ``web_search_call``,
+  one completed item each, before the reply's message).
 
 Errors answer with the provider's status and error JSON and the header
 ``x-should-retry: false``, so the SDKs raise at once instead of retrying.
@@ -125,6 +130,8 @@ class Reply:
     model: str | None = None  # response model; default: the request's
     stream_error: bool = False  # a streamed answer breaks off with the provider's error event
     delay_s: float = 0.0
+    server_tool_use: Mapping[str, int] | None = None  # Anthropic usage.server_tool_use
+    server_calls: tuple[str, ...] = ()  # Responses: server tool output item types
 
     @classmethod
     def text(cls, content: str, **options: Any) -> "Reply":
@@ -255,7 +262,8 @@ class _Answer:
     # -- OpenAI Responses ------------------------------------------------------
 
     def _responses_output(self) -> list[dict[str, Any]]:
-        output: list[dict[str, Any]] = []
+        output: list[dict[str, Any]] = [
+            {"type": kind, "id": self.ids.next("ws_"), "status": "completed"} for kind in self.reply.server_calls]
         if self.reply.content or not self.calls:
             output.append({"type": "message", "id": self.ids.next("msg_"), "status": "completed",
                            "role": "assistant",
@@ -313,6 +321,9 @@ class _Answer:
                             content_index=0, text=self.reply.content, logprobs=[])
                 yield event("response.content_part.done", item_id=item["id"], output_index=index,
                             content_index=0, part=item["content"][0])
+            elif item["type"] in self.reply.server_calls:
+                yield event("response.output_item.added", output_index=index,
+                            item={**item, "status": "in_progress"})
             else:
                 started = {**item, "status": "in_progress", "arguments": ""}
                 yield event("response.output_item.added", output_index=index, item=started)
@@ -325,11 +336,15 @@ class _Answer:
 
     # -- Anthropic -------------------------------------------------------------
 
-    def _anthropic_usage(self, output: int) -> dict[str, Any]:
+    def _anthropic_usage(self, output: int, final: bool = True) -> dict[str, Any]:
         read, write = self.reply.cache_read_tokens, self.reply.cache_creation_tokens
-        return {"input_tokens": max(0, self.input_tokens - read - write),
-                "cache_creation_input_tokens": write, "cache_read_input_tokens": read,
-                "output_tokens": output, "service_tier": "standard"}
+        usage: dict[str, Any] = {"input_tokens": max(0, self.input_tokens - read - write),
+                                 "cache_creation_input_tokens": write, "cache_read_input_tokens": read,
+                                 "output_tokens": output, "service_tier": "standard"}
+        if self.reply.server_tool_use is not None:
+            usage["server_tool_use"] = (dict(self.reply.server_tool_use) if final
+                                        else {k: 0 for k in self.reply.server_tool_use})
+        return usage
 
     def _anthropic_content(self) -> list[dict[str, Any]]:
         content: list[dict[str, Any]] = []
@@ -339,9 +354,10 @@ class _Answer:
             content.append({"type": "tool_use", "id": call_id, "name": call.name, "input": dict(call.arguments)})
         return content
 
-    def _message(self, mid: str, content: list[dict[str, Any]], stop: str | None, output: int) -> dict[str, Any]:
+    def _message(self, mid: str, content: list[dict[str, Any]], stop: str | None, output: int,
+                 final: bool = True) -> dict[str, Any]:
         return {"id": mid, "type": "message", "role": "assistant", "model": self.model, "content": content,
-                "stop_reason": stop, "stop_sequence": None, "usage": self._anthropic_usage(output)}
+                "stop_reason": stop, "stop_sequence": None, "usage": self._anthropic_usage(output, final)}
 
     def anthropic_json(self) -> dict[str, Any]:
         stop = "tool_use" if self.calls else "end_turn"
@@ -353,7 +369,7 @@ class _Answer:
         def event(kind: str, **data: Any) -> bytes:
             return _sse({"type": kind, **data}, kind)
 
-        yield event("message_start", message=self._message(mid, [], None, 1))
+        yield event("message_start", message=self._message(mid, [], None, 1, final=False))
         for index, block in enumerate(self._anthropic_content()):
             if block["type"] == "text":
                 yield event("content_block_start", index=index, content_block={"type": "text", "text": ""})
@@ -374,8 +390,10 @@ class _Answer:
                                                                                           separators=(",", ":"))})
             yield event("content_block_stop", index=index)
         stop = "tool_use" if self.calls else "end_turn"
-        yield event("message_delta", delta={"stop_reason": stop, "stop_sequence": None},
-                    usage={"output_tokens": self.output_tokens})
+        delta_usage: dict[str, Any] = {"output_tokens": self.output_tokens}
+        if self.reply.server_tool_use is not None:
+            delta_usage["server_tool_use"] = dict(self.reply.server_tool_use)
+        yield event("message_delta", delta={"stop_reason": stop, "stop_sequence": None}, usage=delta_usage)
         yield event("message_stop")
 
     # -- dispatch --------------------------------------------------------------

@@ -386,13 +386,13 @@ def start_call(telemetry: Telemetry, *, provider: str, api: str, body: Mapping[s
 
 
 def usage_from(input_tokens: Any = None, output_tokens: Any = None, cache_read: Any = None,
-               cache_creation: Any = None, reported_input: Any = None) -> Usage:
+               cache_creation: Any = None, reported_input: Any = None, server_tool_calls: Any = None) -> Usage:
     def num(value: Any) -> int | None:
         return int(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
     return Usage(input_tokens=num(input_tokens), output_tokens=num(output_tokens),
                  cache_read_input_tokens=num(cache_read), cache_creation_input_tokens=num(cache_creation),
-                 reported_input=num(reported_input))
+                 reported_input=num(reported_input), server_tool_calls=num(server_tool_calls))
 
 
 def install_processor(tracer_provider: Any = None, meter_provider: Any = None) -> None:

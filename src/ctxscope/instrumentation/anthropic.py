@@ -19,7 +19,7 @@ made current while the SDK sends, so theirs nests under it.
 from __future__ import annotations
 
 import logging
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 from ..items import API_ANTHROPIC as API_MESSAGES
 from ..payload import get as _get
@@ -30,6 +30,8 @@ from ._wrappers import Api, ResponseInfo, Telemetry, request_body, usage_from
 _log = logging.getLogger("ctxscope.instrumentation")
 
 PROVIDER = "anthropic"
+# The content block of a server tool's run (web search, web fetch, code execution).
+_SERVER_TOOL_USE = "server_tool_use"
 _MODULES = ("anthropic.resources.messages", "anthropic.resources.beta.messages")
 
 
@@ -37,13 +39,43 @@ def _int(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
-def message_usage(usage: Any) -> Any:
+def server_tool_requests(server_tool_use: Any) -> int | None:
+    """The sum of ``usage.server_tool_use``'s counters (web_search_requests, web_fetch_requests, ...).
+
+    None when the usage has no ``server_tool_use`` (unknown, not zero); every
+    numeric field is summed, so a counter added by a later API version counts too.
+    """
+    if server_tool_use is None:
+        return None
+    if isinstance(server_tool_use, Mapping):
+        fields = server_tool_use
+    else:
+        dump = getattr(server_tool_use, "model_dump", None)  # the SDK's pydantic ServerToolUsage
+        fields = dump() if callable(dump) else vars(server_tool_use)
+    return sum(v for v in fields.values() if isinstance(v, int) and not isinstance(v, bool))
+
+
+def _server_calls(requests: int | None, blocks: int) -> int | None:
+    # Code execution runs as server_tool_use blocks that usage.server_tool_use
+    # does not count: the larger of the two, so neither kind of run is missed.
+    if requests is None:
+        return blocks or None
+    return max(requests, blocks)
+
+
+def message_usage(usage: Any, server_blocks: int = 0) -> Any:
     uncached = _int(_get(usage, "input_tokens"))
     write = _int(_get(usage, "cache_creation_input_tokens"))
     read = _int(_get(usage, "cache_read_input_tokens"))
     reported = None if uncached is None else uncached + (write or 0) + (read or 0)
     return usage_from(input_tokens=uncached, output_tokens=_get(usage, "output_tokens"),
-                      cache_read=read, cache_creation=write, reported_input=reported)
+                      cache_read=read, cache_creation=write, reported_input=reported,
+                      server_tool_calls=_server_calls(server_tool_requests(_get(usage, "server_tool_use")),
+                                                      server_blocks))
+
+
+def _server_blocks(content: Any) -> int:
+    return sum(1 for block in content or () if _get(block, "type") == _SERVER_TOOL_USE)
 
 
 def message_info(message: Any) -> ResponseInfo:
@@ -53,7 +85,7 @@ def message_info(message: Any) -> ResponseInfo:
         info.finish_reasons = [str(reason)]
     usage = _get(message, "usage")
     if usage is not None:
-        info.usage = message_usage(usage)
+        info.usage = message_usage(usage, _server_blocks(_get(message, "content")))
     return info
 
 
@@ -63,6 +95,7 @@ class MessageStreamState:
     def __init__(self, capture: bool = False) -> None:
         self._info = ResponseInfo()
         self._usage: dict[str, Any] = {}
+        self._server_blocks = 0
         self._output = AnthropicOutput() if capture else None
 
     def observe(self, event: Any) -> None:
@@ -79,6 +112,9 @@ class MessageStreamState:
             if reason:
                 self._info.finish_reasons = [str(reason)]
             self._merge(_get(event, "usage"))
+        elif kind == "content_block_start":
+            if _get(_get(event, "content_block"), "type") == _SERVER_TOOL_USE:
+                self._server_blocks += 1
 
     def _merge(self, usage: Any) -> None:
         # message_delta usage is cumulative; a field it leaves out keeps its start value.
@@ -86,10 +122,13 @@ class MessageStreamState:
             value = _int(_get(usage, name))
             if value is not None:
                 self._usage[name] = value
+        server = _get(usage, "server_tool_use")
+        if server is not None:
+            self._usage["server_tool_use"] = server
 
     def info(self) -> ResponseInfo:
         if self._usage:
-            self._info.usage = message_usage(self._usage)
+            self._info.usage = message_usage(self._usage, self._server_blocks)
         if self._output is not None:
             self._info.output_messages = self._output.messages()
         return self._info

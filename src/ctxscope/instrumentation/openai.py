@@ -36,17 +36,26 @@ _RESPONSES_MODULE = "openai.resources.responses"
 # Responses -> ResponseInfo
 # ---------------------------------------------------------------------------
 
-def _usage(usage: Any, input_name: str, output_name: str) -> Any:
+# Responses output items of tools that run at the provider: a response holding
+# one reports the input of the whole run (searches, results), not one prompt.
+SERVER_CALL_ITEMS = frozenset({
+    "web_search_call", "file_search_call", "code_interpreter_call", "image_generation_call",
+    "mcp_call", "mcp_list_tools", "tool_search_call",
+})
+
+
+def _usage(usage: Any, input_name: str, output_name: str, server_tool_calls: int | None) -> Any:
     """Both APIs: a total input that includes the cached tokens, told apart in ``<input>_details``."""
     total = _get(usage, input_name)
     cached = _get(_get(usage, input_name + "_details"), "cached_tokens")
     uncached = total - cached if isinstance(total, int) and isinstance(cached, int) else total
     return usage_from(input_tokens=uncached, output_tokens=_get(usage, output_name),
-                      cache_read=cached, reported_input=total)
+                      cache_read=cached, reported_input=total, server_tool_calls=server_tool_calls)
 
 
 def chat_usage(usage: Any) -> Any:
-    return _usage(usage, "prompt_tokens", "completion_tokens")
+    # Chat completions offer no server tools: a call never runs one.
+    return _usage(usage, "prompt_tokens", "completion_tokens", 0)
 
 
 def chat_info(completion: Any) -> ResponseInfo:
@@ -90,8 +99,13 @@ class ChatStreamState:
         return self._info
 
 
-def responses_usage(usage: Any) -> Any:
-    return _usage(usage, "input_tokens", "output_tokens")
+def server_call_count(output: Any) -> int:
+    """Output items of server-run tools (:data:`SERVER_CALL_ITEMS`) in a response's ``output``."""
+    return sum(1 for item in output or () if _get(item, "type") in SERVER_CALL_ITEMS)
+
+
+def responses_usage(usage: Any, output: Any = ()) -> Any:
+    return _usage(usage, "input_tokens", "output_tokens", server_call_count(output))
 
 
 def _responses_finish(response: Any) -> list[str]:
@@ -112,7 +126,7 @@ def responses_info(response: Any) -> ResponseInfo:
                         finish_reasons=_responses_finish(response))
     usage = _get(response, "usage")
     if usage is not None:
-        info.usage = responses_usage(usage)
+        info.usage = responses_usage(usage, _get(response, "output"))
     return info
 
 
