@@ -21,7 +21,7 @@ from .schema import CATEGORIES, Category
 
 K = TypeVar("K", bound=Hashable)
 
-__all__ = ["apportion", "calibrate", "free_tokens", "used_tokens"]
+__all__ = ["apportion", "calibrate", "calibration_target", "free_tokens", "used_tokens"]
 
 
 def apportion(weights: Mapping[K, int], total: int) -> dict[K, int]:
@@ -86,6 +86,22 @@ def calibrate(categories: Mapping[Category, int],
     calibrated: dict[Category, int] = dict(estimates)
     calibrated[Category.UNATTRIBUTED] = reported - estimated
     return calibrated, 1.0
+
+
+def calibration_target(reported: int | None, estimated: int, learned_correction: int | None) -> int | None:
+    """The total the calibrated view sums to, or None when there is nothing to calibrate against.
+
+    The provider-reported input where it exists; else, when self-calibration
+    has learned a correction for the request (``llm.context.learned_correction_tokens``,
+    docs/fidelity.md), the estimate plus that correction, never below 0; else
+    None. One rule for the span processor's gauges and the ledger's views
+    (``ctxscope context``, the local store), so the two always agree.
+    """
+    if reported is not None:
+        return reported
+    if learned_correction is not None:
+        return max(0, int(estimated) + int(learned_correction))
+    return None
 
 
 def used_tokens(categories: Mapping[Category, int], reported: int | None) -> int:

@@ -21,7 +21,7 @@ import threading
 from dataclasses import dataclass, replace
 from typing import Iterable
 
-from .calibration import apportion, calibrate, free_tokens, used_tokens
+from .calibration import apportion, calibrate, calibration_target, free_tokens
 from .itemdiff import ItemDiff, diff_items
 from .schema import (
     CATEGORIES,
@@ -89,22 +89,43 @@ class Snapshot:
         return self.annotation.reported_tokens is not None
 
     @property
+    def learned(self) -> bool:
+        """Whether the views rest on a learned correction (no reported input, one learned)."""
+        ann = self.annotation
+        return ann.reported_tokens is None and ann.learned_correction_tokens is not None
+
+    @property
+    def target(self) -> int | None:
+        """What the calibrated view sums to (:func:`calibration.calibration_target`: the span processor's rule)."""
+        ann = self.annotation
+        return calibration_target(ann.reported_tokens, ann.estimated_tokens, ann.learned_correction_tokens)
+
+    @property
     def apportioned_label(self) -> str:
-        """``apportioned`` when :meth:`apportioned` splits a measurement, else ``estimated``."""
-        return "apportioned" if self.measured else "estimated"
+        """``apportioned`` (a measurement split), ``learned`` (estimate + learned correction) or ``estimated``."""
+        if self.measured:
+            return "apportioned"
+        return "learned" if self.learned else "estimated"
 
     @property
     def used(self) -> int:
-        """Tokens in use: reported where measured, else the estimate."""
-        return used_tokens(self.annotation.categories, self.annotation.reported_tokens)
+        """Tokens in use: reported where measured, else the estimate plus a learned correction, else the estimate."""
+        target = self.target
+        return target if target is not None else self.annotation.estimated_tokens
 
     def free(self) -> int | None:
         """``max(0, window - used)``, or None without a known window."""
         return free_tokens(self.annotation.window_tokens, self.used)
 
     def calibrated(self) -> dict[Category, int]:
-        """SPEC section 5 per category; holds ``unattributed`` once measured."""
-        return calibrate(self.annotation.categories, self.annotation.reported_tokens)[0]
+        """SPEC section 5 per category; holds ``unattributed`` once measured or a correction is learned.
+
+        Without usage, a learned correction stands in for the measurement (the
+        processor's gauges do the same): a positive one is ``unattributed``, a
+        negative one scales the categories down; :attr:`apportioned_label`
+        says ``learned``.
+        """
+        return calibrate(self.annotation.categories, self.target)[0]
 
     def apportioned(self) -> dict[str, int]:
         """SPEC section 5 per part: each category's calibrated tokens split among its parts.
@@ -113,10 +134,11 @@ class Snapshot:
         estimates (largest remainder, parts in path order), so the parts add
         up to the calibrated categories and so to the measurement exactly; the
         shortfall of the estimates appears as the part ``unattributed``.
-        Without a measurement the parts keep their estimates
-        (:attr:`apportioned_label` says ``estimated``).
+        Without a measurement the estimate plus a learned correction takes its
+        place (:attr:`apportioned_label` ``learned``); with neither the parts
+        keep their estimates (``estimated``).
         """
-        if not self.measured:
+        if self.target is None:
             return dict(self.parts)
         calibrated = self.calibrated()
         by_category: dict[Category, dict[str, int]] = {}

@@ -38,7 +38,7 @@ from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor
 from opentelemetry.sdk.trace import TracerProvider as SdkTracerProvider
 
 from . import metrics as ctx_metrics
-from .calibration import calibrate
+from .calibration import calibrate, calibration_target
 from .schema import (
     CATEGORIES,
     Attr,
@@ -340,11 +340,9 @@ class ContextSpanProcessor(SpanProcessor):
             session.observed_ns = observed_ns
             session.model = model
             session.provider = provider
-            measured = reading.reported
-            if measured is None and reading.learned_correction is not None:
-                # No usage (yet): the calibrated view is the estimate plus the learned
-                # correction (docs/fidelity.md, "Self-calibration").
-                measured = max(0, reading.estimated + reading.learned_correction)
+            # No usage (yet): the estimate plus the learned correction (docs/fidelity.md,
+            # "Self-calibration"); the ledger's views use the same rule.
+            measured = calibration_target(reading.reported, reading.estimated, reading.learned_correction)
             session.tokens = calibrated_view(reading.categories, measured)
             session.limits.update(reading.limits)
             if reading.reported is not None:

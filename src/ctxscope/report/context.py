@@ -6,7 +6,10 @@ into a JSON-able document; :func:`render_text` prints it for a terminal.
 - **latest call**: each part's estimated tokens, characters, its apportioned
   tokens (the measured prompt split among parts, SPEC section 5, or the
   estimates where nothing was measured) and its share of the window; the
-  calibrated view per category.
+  calibrated view per category. A call without reported usage whose request
+  got a learned self-calibration correction shows estimate + correction in
+  both views (the correction as ``unattributed`` when positive), labelled
+  ``learned`` (``Snapshot.apportioned_label``; the span processor's rule).
 - **over the session**: each part summed over the session's calls, with the
   input cost it caused. A call's input cost (cache reads and writes at their
   rates, from :func:`ctxscope.limits.cost_usd`) is split among its parts by
@@ -121,6 +124,9 @@ def build_report(records: Sequence[Mapping[str, Any]], *, cost: CostFn | None = 
         "window_tokens": window,
         "used_tokens": used,
         "reported_tokens": ann.get("reported_tokens"),
+        # Only where it is what the views rest on: a reported input overrides it.
+        "learned_correction_tokens": (ann.get("learned_correction_tokens")
+                                      if ann.get("reported_tokens") is None else None),
         "free_tokens": max(0, window - used) if window else None,
         "apportioned_label": last.get("apportioned_label") or "estimated",
         "latest": {"parts": latest_rows,
@@ -143,6 +149,9 @@ def render_text(doc: Mapping[str, Any], out: TextIO) -> None:
     of = f" of {window:,} window ({doc['used_tokens'] / window:.1%}), free {doc['free_tokens']:,}" if window else \
         " (window unknown)"
     out.write(f"context now {doc['used_tokens']:,} tokens{of}   reported {_n(doc.get('reported_tokens'))}\n")
+    learned = doc.get("learned_correction_tokens")
+    if learned is not None:
+        out.write(f"no reported usage: estimate {learned:+,} tokens learned correction (self-calibration)\n")
     label = doc["apportioned_label"]
     out.write(f"\nlatest call, part by part ({label} view)\n")
     out.write(f"  {'part':<40}{'tokens':>10}{'chars':>11}{label:>13}{'window':>8}\n")
