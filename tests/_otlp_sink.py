@@ -1,4 +1,7 @@
-"""A real OTLP receiver (oteltest's gRPC sink) that keeps what it decodes, for the replay and watch tests."""
+"""A real OTLP receiver (oteltest's gRPC or HTTP sink) that keeps what it decodes: the one sink of the tests.
+
+Modules using it skip first without oteltest: ``pytest.importorskip("oteltest.sink")``.
+"""
 
 from __future__ import annotations
 
@@ -8,7 +11,7 @@ import threading
 import time
 from typing import Any
 
-from oteltest.sink import GrpcSink
+from oteltest.sink import GrpcSink, HttpSink
 from oteltest.sink.handler import RequestHandler
 
 
@@ -19,6 +22,8 @@ def free_port() -> int:
 
 
 class Collect(RequestHandler):
+    """Keeps every trace and metrics request the sink decodes."""
+
     def __init__(self) -> None:
         self.traces: list[Any] = []
         self.metrics: list[Any] = []
@@ -37,17 +42,29 @@ class Collect(RequestHandler):
 
     def spans(self) -> list[Any]:
         with self.lock:
-            return [s for r in self.traces for rs in r.resource_spans for ss in rs.scope_spans for s in ss.spans]
+            return spans_of(self.traces)
+
+
+def spans_of(requests: list[Any]) -> list[Any]:
+    """The spans of OTLP trace requests, in order."""
+    return [s for r in requests for rs in r.resource_spans for ss in rs.scope_spans for s in ss.spans]
 
 
 class Receiver:
-    """``with Receiver() as r:`` a gRPC OTLP sink on a free port; ``r.endpoint``, ``r.handler``."""
+    """``with Receiver() as r:`` an OTLP sink on a free port; ``r.endpoint``, ``r.handler``.
+
+    ``protocol``: ``grpc`` (default) or ``http/protobuf``, as ``setup(protocol=...)`` names them.
+    """
+
+    def __init__(self, protocol: str = "grpc") -> None:
+        self.protocol = protocol
 
     def __enter__(self) -> "Receiver":
         self.handler = Collect()
         port = free_port()
         self.endpoint = f"http://127.0.0.1:{port}"
-        self.server = GrpcSink(self.handler, logging.getLogger("oteltest-sink"), port=port)
+        sink = GrpcSink if self.protocol == "grpc" else HttpSink
+        self.server = sink(self.handler, logging.getLogger("oteltest-sink"), port=port)
         self.server.start()
         return self
 

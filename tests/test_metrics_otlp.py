@@ -2,16 +2,13 @@
 
 from __future__ import annotations
 
-import logging
-import socket
-import threading
 import time
 from typing import Any
 
 import pytest
 
-oteltest_sink = pytest.importorskip("oteltest.sink")
-from oteltest.sink.handler import RequestHandler  # noqa: E402
+pytest.importorskip("oteltest.sink")
+from _otlp_sink import Receiver, attrs, free_port, spans_of, wait_for  # noqa: E402
 
 from ctxscope.export import setup  # noqa: E402
 from ctxscope.schema import (  # noqa: E402
@@ -31,44 +28,6 @@ from ctxscope.schema import (  # noqa: E402
 C = Category
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-class Collect(RequestHandler):
-    """Keeps every request the sink decodes."""
-
-    def __init__(self) -> None:
-        self.traces: list[Any] = []
-        self.metrics: list[Any] = []
-        self.lock = threading.Lock()
-
-    def handle_logs(self, request, headers):  # pragma: no cover - no logs exported
-        pass
-
-    def handle_metrics(self, request, headers):
-        with self.lock:
-            self.metrics.append(request)
-
-    def handle_trace(self, request, headers):
-        with self.lock:
-            self.traces.append(request)
-
-
-def _value(any_value: Any) -> Any:
-    return getattr(any_value, any_value.WhichOneof("value"))
-
-
-def spans_of(requests: list[Any]) -> list[Any]:
-    return [s for r in requests for rs in r.resource_spans for ss in rs.scope_spans for s in ss.spans]
-
-
-def attrs(kvs: Any) -> dict[str, Any]:
-    return {kv.key: _value(kv.value) for kv in kvs}
-
-
 def tokens_in(request: Any, session: str) -> dict[str, float]:
     out = {}
     for rm in request.resource_metrics:
@@ -82,14 +41,6 @@ def tokens_in(request: Any, session: str) -> dict[str, float]:
                     if a[MetricAttr.CONVERSATION_ID] == session:
                         out[a[MetricAttr.CATEGORY]] = p.as_int or p.as_double
     return out
-
-
-def wait_for(predicate, timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError("the OTLP receiver got nothing in time")
-        time.sleep(0.05)
 
 
 def scenario(telemetry, between=lambda: None) -> None:
@@ -115,18 +66,8 @@ def scenario(telemetry, between=lambda: None) -> None:
 
 @pytest.fixture(params=["grpc", "http/protobuf"])
 def sink(request):
-    handler = Collect()
-    port = free_port()
-    logger = logging.getLogger("oteltest-sink")
-    if request.param == "grpc":
-        server = oteltest_sink.GrpcSink(handler, logger, port=port)
-        endpoint = f"http://127.0.0.1:{port}"
-    else:
-        server = oteltest_sink.HttpSink(handler, logger, port=port)
-        endpoint = f"http://127.0.0.1:{port}"
-    server.start()
-    yield handler, endpoint, request.param
-    server.stop()
+    with Receiver(request.param) as receiver:
+        yield receiver.handler, receiver.endpoint, request.param
 
 
 def test_spans_and_tokens_reach_the_receiver_and_shutdown_exports_zeros(sink, tmp_path):
@@ -207,21 +148,19 @@ def test_no_endpoint_means_embedded_without_exporters(tmp_path):
 
 def test_environment_variables_choose_endpoint_and_protocol():
     """OTEL_EXPORTER_OTLP_ENDPOINT (a base URL) and _PROTOCOL=http/protobuf reach a real HTTP receiver."""
-    handler, port = Collect(), free_port()
-    server = oteltest_sink.HttpSink(handler, logging.getLogger("oteltest-sink"), port=port)
-    server.start()
-    env = {"OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{port}",
-           "OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf", "OTEL_METRICS_EXPORTER": "none"}
-    telemetry = setup("env-test", set_global=False, instrument=False, store=False, environ=env)
-    try:
-        assert (telemetry.mode, telemetry.metrics_endpoint, telemetry.protocol) == ("otlp", None, "http/protobuf")
-        scenario(telemetry)
-        telemetry.force_flush(5_000)
-        wait_for(lambda: len(spans_of(handler.traces)) == 2)
-        assert handler.metrics == []  # OTEL_METRICS_EXPORTER=none
-    finally:
-        telemetry.shutdown()
-        server.stop()
+    with Receiver("http/protobuf") as receiver:
+        handler = receiver.handler
+        env = {"OTEL_EXPORTER_OTLP_ENDPOINT": receiver.endpoint,
+               "OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf", "OTEL_METRICS_EXPORTER": "none"}
+        telemetry = setup("env-test", set_global=False, instrument=False, store=False, environ=env)
+        try:
+            assert (telemetry.mode, telemetry.metrics_endpoint, telemetry.protocol) == ("otlp", None, "http/protobuf")
+            scenario(telemetry)
+            telemetry.force_flush(5_000)
+            wait_for(lambda: len(spans_of(handler.traces)) == 2)
+            assert handler.metrics == []  # OTEL_METRICS_EXPORTER=none
+        finally:
+            telemetry.shutdown()
 
 
 def test_unsupported_protocol_is_a_value_error():
@@ -286,17 +225,13 @@ def test_opentelemetry_instrument_alone_keeps_the_local_store(tmp_path):
 
 def test_opentelemetry_instrument_exports_over_otlp_with_final_zeros(tmp_path):
     """OTEL_EXPORTER_OTLP_ENDPOINT alone: spans and metrics reach the receiver; the exit export is all zeros."""
-    handler, port = Collect(), free_port()
-    server = oteltest_sink.HttpSink(handler, logging.getLogger("oteltest-sink"), port=port)
-    server.start()
-    try:
-        run_instrumented(tmp_path, {"OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{port}",
+    with Receiver("http/protobuf") as receiver:
+        handler = receiver.handler
+        run_instrumented(tmp_path, {"OTEL_EXPORTER_OTLP_ENDPOINT": receiver.endpoint,
                                     "OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf",
                                     "OTEL_SERVICE_NAME": "auto-agent-svc"})
         wait_for(lambda: len([s for s in spans_of(handler.traces) if s.name == "chat gpt-4o"]) == 2 and
                  any(tokens_in(r, "auto-agent") for r in handler.metrics))
-    finally:
-        server.stop()
     resource = attrs(handler.traces[0].resource_spans[0].resource.attributes)
     assert resource["service.name"] == "auto-agent-svc"
     finals = [t for t in (tokens_in(r, "auto-agent") for r in handler.metrics) if t]
@@ -310,22 +245,18 @@ def test_setup_in_code_instruments_and_exports(tmp_path):
     import subprocess
     import sys
 
-    handler, port = Collect(), free_port()
-    server = oteltest_sink.HttpSink(handler, logging.getLogger("oteltest-sink"), port=port)
-    server.start()
-    script = tmp_path / "agent.py"
-    script.write_text(
-        "import ctxscope\n"
-        f"telemetry = ctxscope.setup('in-code', endpoint='http://127.0.0.1:{port}', protocol='http/protobuf')\n"
-        + AGENT + "telemetry.force_flush()\ntelemetry.shutdown()\n")
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "CTXSCOPE_"))}
     env["CTXSCOPE_TOKENIZER"] = "chars"
-    try:
+    with Receiver("http/protobuf") as receiver:
+        handler = receiver.handler
+        script = tmp_path / "agent.py"
+        script.write_text(
+            "import ctxscope\n"
+            f"telemetry = ctxscope.setup('in-code', endpoint='{receiver.endpoint}', protocol='http/protobuf')\n"
+            + AGENT + "telemetry.force_flush()\ntelemetry.shutdown()\n")
         done = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=60)
         assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
         wait_for(lambda: len([s for s in spans_of(handler.traces) if s.name == "chat gpt-4o"]) == 2)
-    finally:
-        server.stop()
     series = [t for t in (tokens_in(r, "auto-agent") for r in handler.metrics) if t]
     # Second call, chars/4: system 4, prompts 3 + 3, assistant 3, overhead (framing: 3 + the role a
     # message, 3 for the priming) 5 + 4 + 6 + 4 + 3 = 22: 35 estimated. The server reports "system" 2 + 4
