@@ -4,13 +4,15 @@ values are worked out by hand), and helpers to read spans back."""
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Iterator
 
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
+from ctxscope.environment_variables import OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT
 from ctxscope.schema import Attr, GenAI
 from ctxscope.tracker import Tracker
 
@@ -46,6 +48,24 @@ def make_telemetry() -> Telemetry:
     # framing=False: the items' own counts, so values are worked out by hand (the
     # provider framing model has tests of its own, tests/test_tracker.py).
     return Telemetry(provider, exporter, Tracker(tokenizer="chars", framing=False))
+
+
+@contextmanager
+def instrumented(server: Any, monkeypatch: Any, instrumentor_class: type) -> Iterator[Telemetry]:
+    """Fresh telemetry with ``instrumentor_class`` instrumenting it against a reset ``server``.
+
+    Content capture is off whatever the environment says: the tests assert the
+    default (SPEC section 7).
+    """
+    monkeypatch.delenv(OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT, raising=False)
+    server.reset()
+    telemetry = make_telemetry()
+    instrumentor = instrumentor_class()
+    instrumentor.instrument(tracer_provider=telemetry.provider, tracker=telemetry.tracker)
+    try:
+        yield telemetry
+    finally:
+        instrumentor.uninstrument()
 
 
 def categories(span: ReadableSpan) -> dict[str, int]:

@@ -16,11 +16,10 @@ from opentelemetry.trace import SpanKind, StatusCode
 
 import ctxscope
 from ctxscope.instrumentation.anthropic import AnthropicInstrumentor
-from ctxscope.environment_variables import OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT
 from ctxscope.schema import Attr, GenAI
 from ctxscope.testing import ProviderServer, Reply
 
-from _instr_support import CONVERSATION, attr, categories, changes, make_telemetry, no_content
+from _instr_support import CONVERSATION, attr, categories, changes, instrumented, no_content
 
 MODEL = "claude-opus-4-1"
 SYSTEM = "You are terse."                                  # 14 chars -> 4 tokens
@@ -37,14 +36,8 @@ def server():
 
 @pytest.fixture
 def tel(server, monkeypatch):
-    # Content capture off whatever the environment says: these tests assert the default (SPEC section 7).
-    monkeypatch.delenv(OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT, raising=False)
-    server.reset()
-    t = make_telemetry()
-    instrumentor = AnthropicInstrumentor()
-    instrumentor.instrument(tracer_provider=t.provider, tracker=t.tracker)
-    yield t
-    instrumentor.uninstrument()
+    with instrumented(server, monkeypatch, AnthropicInstrumentor) as t:
+        yield t
 
 
 @pytest.fixture

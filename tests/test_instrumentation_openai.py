@@ -19,12 +19,11 @@ from opentelemetry.trace import SpanKind, StatusCode
 
 import ctxscope
 from ctxscope.instrumentation.openai import OpenAIInstrumentor
-from ctxscope.environment_variables import OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT
 from ctxscope.schema import Attr, GenAI
 from ctxscope.testing import ProviderServer, Reply
 from ctxscope.tokens import CharsCounter
 
-from _instr_support import CONVERSATION, attr, categories, changes, make_telemetry, no_content
+from _instr_support import CONVERSATION, attr, categories, changes, instrumented, make_telemetry, no_content
 
 SYSTEM = {"role": "system", "content": "You are terse."}          # 14 chars -> 4 tokens
 HELLO = {"role": "user", "content": "hello there"}                 # 11 chars -> 3 tokens
@@ -42,14 +41,8 @@ def server():
 
 @pytest.fixture
 def tel(server, monkeypatch):
-    # Content capture off whatever the environment says: these tests assert the default (SPEC section 7).
-    monkeypatch.delenv(OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT, raising=False)
-    server.reset()
-    t = make_telemetry()
-    instrumentor = OpenAIInstrumentor()
-    instrumentor.instrument(tracer_provider=t.provider, tracker=t.tracker)
-    yield t
-    instrumentor.uninstrument()
+    with instrumented(server, monkeypatch, OpenAIInstrumentor) as t:
+        yield t
 
 
 @pytest.fixture
