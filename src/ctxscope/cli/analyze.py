@@ -14,15 +14,13 @@ import time
 from typing import TYPE_CHECKING, Callable
 
 from ..errors import UserError
-from ..tokens import TOKENIZERS
-from ..transcripts import FORMATS
 from ..waste import DEFAULT_AGING_CALLS, DEFAULT_RESULT_CAP, DEFAULT_TOOL_BUDGET, WasteOptions
+from . import EXIT_ERROR, EXIT_OK, EXIT_THRESHOLD
+from ._common import MAX_PROBLEMS_SHOWN, add_transcript_options, check_ratio, print_problem, transcript_paths
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..report.analysis import FileResult
 
-EXIT_OK, EXIT_ERROR, EXIT_THRESHOLD = 0, 1, 2
-MAX_PROBLEMS_SHOWN = 20
 PROGRESS_MIN_BYTES = 8 * 1024 * 1024
 
 
@@ -47,9 +45,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def add_common(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--format", choices=FORMATS, help="force a format instead of sniffing it")
-    parser.add_argument("--tokenizer", choices=TOKENIZERS, default="auto",
-                        help="counting basis: auto (tiktoken, chars/4 offline), chars, bytes, tiktoken")
+    add_transcript_options(parser)
     parser.add_argument("--result-cap", type=int, default=DEFAULT_RESULT_CAP,
                         help=f"tool result tokens above which the excess is bloat (default {DEFAULT_RESULT_CAP})")
     parser.add_argument("--tool-budget", type=int, default=DEFAULT_TOOL_BUDGET,
@@ -104,17 +100,8 @@ def analyse(paths: list[str], args: argparse.Namespace, *, subagents: bool = Tru
     from ..report.analysis import analyze_file
 
     options = options_from(args)
-    wanted: list[str] = []
-    for path in paths:
-        if not os.path.exists(path):
-            raise UserError(f"{path}: no such file")
-        if os.path.isdir(path):
-            raise UserError(f"{path}: is a directory; pass the transcript files")
-        wanted.append(path)
-        if subagents:
-            wanted.extend(p for p in subagent_files(path) if p not in wanted)
     results = []
-    for path in wanted:
+    for path in transcript_paths(paths, subagents=subagents):
         progress = _progress_bar(path)
         result = analyze_file(path, format=args.format, tokenizer=args.tokenizer, options=options,
                               progress=progress)
@@ -127,8 +114,7 @@ def analyse(paths: list[str], args: argparse.Namespace, *, subagents: bool = Tru
 
 def report_problems(result: "FileResult") -> None:
     for problem in result.problems[:MAX_PROBLEMS_SHOWN]:
-        where = f"{result.path}:{problem.line}" if problem.line is not None else result.path
-        print(f"ctxscope: {where}: {problem.message}", file=sys.stderr)
+        print_problem(result.path, problem)
     if len(result.problems) > MAX_PROBLEMS_SHOWN:
         print(f"ctxscope: {result.path}: {len(result.problems) - MAX_PROBLEMS_SHOWN} more problems not shown",
               file=sys.stderr)
@@ -157,8 +143,7 @@ def _progress_bar(path: str) -> Callable[[int, int], None] | None:
 def run(args: argparse.Namespace) -> int:
     if args.html and not args.output:
         raise UserError("--html writes a file: add -o report.html")
-    if args.fail_over_ratio is not None and not 0 <= args.fail_over_ratio <= 1:
-        raise UserError(f"--fail-over-ratio must be between 0 and 1, got {args.fail_over_ratio}")
+    check_ratio(args.fail_over_ratio)
     if args.top < 1:
         raise UserError("--top must be at least 1")
     results = analyse(args.files, args, subagents=not args.no_subagents)

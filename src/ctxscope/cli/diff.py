@@ -13,7 +13,9 @@ from typing import Any
 
 from ..errors import UserError
 from ..schema import CATEGORIES
-from .analyze import EXIT_ERROR, EXIT_OK, EXIT_THRESHOLD, add_common, analyse
+from . import EXIT_ERROR, EXIT_OK, EXIT_THRESHOLD
+from ._common import check_ratio
+from .analyze import add_common, analyse
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -49,8 +51,7 @@ def summary(session: Any) -> dict[str, Any]:
 
 
 def run(args: argparse.Namespace) -> int:
-    if args.fail_over_ratio is not None and not 0 <= args.fail_over_ratio <= 1:
-        raise UserError(f"--fail-over-ratio must be between 0 and 1, got {args.fail_over_ratio}")
+    check_ratio(args.fail_over_ratio)
     before, after = _main_session(args.before, args), _main_session(args.after, args)
     a, b = summary(before), summary(after)
     keys = ("calls", "compactions", "used_tokens", "peak_tokens", "waste_tokens")

@@ -14,7 +14,7 @@ import os
 import sys
 
 from ..errors import UserError
-from ..tokens import TOKENIZERS
+from ._common import add_tokenizer, emitter_for, export_setup, print_problem
 
 SERVICE_NAME = "ctxscope-watch"
 
@@ -45,14 +45,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                              f"written is let go as if idle (default {DEFAULT_MAX_ACTIVE})")
     parser.add_argument("--state", metavar="FILE",
                         help="the state file (default: <data dir>/watch-state.json)")
-    parser.add_argument("--tokenizer", choices=TOKENIZERS, default="auto",
-                        help="counting basis: auto (tiktoken, chars/4 offline), chars, bytes, tiktoken")
+    add_tokenizer(parser)
     parser.set_defaults(handler=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..export import setup
-    from ..replay import CallEmitter
     from ..watch import WatchState, Watcher, default_dirs, default_state_path
     from ..watch.watcher import install_signal_handlers
 
@@ -70,24 +67,13 @@ def run(args: argparse.Namespace) -> int:
     if not dirs:
         raise UserError("no folder to watch: pass the folders that hold the session files")
     state_path = args.state or str(default_state_path())
+    telemetry = export_setup(SERVICE_NAME)
     try:
-        telemetry = setup(None if os.environ.get("OTEL_SERVICE_NAME") else SERVICE_NAME, instrument=False,
-                          set_global=False)
-    except ValueError as exc:
-        raise UserError(str(exc)) from None
-
-    def problem(path, found) -> None:  # type: ignore[no-untyped-def]
-        where = f"{path}:{found.line}" if found.line is not None else path
-        print(f"ctxscope: {where}: {found.message}", file=sys.stderr)
-
-    try:
-        store = telemetry.store
-        emitter = CallEmitter.for_provider(telemetry.tracer_provider, tokenizer=args.tokenizer,
-                                           listener=store.record if store is not None else None)
+        emitter = emitter_for(telemetry, args.tokenizer)
         watcher = Watcher(dirs, emitter, WatchState.load(state_path),
                           flush=lambda: telemetry.tracer_provider.force_flush(10_000),
                           idle_s=args.idle, poll_s=args.poll, rescan_s=args.rescan, notifier=args.notify,
-                          from_start=args.from_start, max_active=args.max_active, on_problem=problem)
+                          from_start=args.from_start, max_active=args.max_active, on_problem=print_problem)
         install_signal_handlers(watcher)
         where = (telemetry.traces_endpoint or telemetry.metrics_endpoint) if telemetry.mode == "otlp" \
             else "the local store"
