@@ -29,7 +29,7 @@ import threading
 import weakref
 from collections import OrderedDict
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Iterator, Mapping
+from typing import Any, Callable, Iterable, Iterator, Mapping, TypeVar
 
 from opentelemetry import metrics as otel_metrics
 from opentelemetry import trace as otel_trace
@@ -445,7 +445,35 @@ def _stop_at_exit(ref: "weakref.ref[ContextSpanProcessor]") -> None:
 # ---------------------------------------------------------------------------
 
 _installed: "weakref.WeakKeyDictionary[Any, ContextSpanProcessor]" = weakref.WeakKeyDictionary()
-_install_lock = threading.Lock()
+# Reentrant: building a processor may install another one (ForeignSpanProcessor installs this one).
+_install_lock = threading.RLock()
+_P = TypeVar("_P", bound=SpanProcessor)
+
+
+def install_once(tracer_provider: Any, installed: "weakref.WeakKeyDictionary[Any, _P]",
+                 make: Callable[[Any], _P], what: str, without: str) -> _P | None:
+    """Add ``make(provider)`` to an SDK tracer provider once; ``installed`` remembers it per provider.
+
+    ``tracer_provider`` defaults to the global one. None when it is not the
+    SDK's (no-op or proxy: nothing to attach to; logged at debug level as
+    ``without``) or when installing failed (logged, naming ``what``).
+    """
+    try:
+        provider = tracer_provider if tracer_provider is not None else otel_trace.get_tracer_provider()
+        if not isinstance(provider, SdkTracerProvider):
+            _log.debug("ctxscope: %s is not an SDK TracerProvider; %s", type(provider).__name__, without)
+            return None
+        with _install_lock:
+            existing = installed.get(provider)
+            if existing is not None:
+                return existing
+            processor = make(provider)
+            provider.add_span_processor(processor)
+            installed[provider] = processor
+            return processor
+    except Exception:  # noqa: BLE001
+        _log.warning("ctxscope: could not install the %s", what, exc_info=True)
+        return None
 
 
 def ensure_processor(tracer_provider: Any = None, meter_provider: MeterProvider | None = None,
@@ -456,23 +484,9 @@ def ensure_processor(tracer_provider: Any = None, meter_provider: MeterProvider 
     None when the provider is not the SDK's (no-op or proxy: nothing to attach
     to yet) or the installation failed (logged).
     """
-    try:
-        provider = tracer_provider if tracer_provider is not None else otel_trace.get_tracer_provider()
-        if not isinstance(provider, SdkTracerProvider):
-            _log.debug("ctxscope: %s is not an SDK TracerProvider; no context metrics",
-                       type(provider).__name__)
-            return None
-        with _install_lock:
-            existing = _installed.get(provider)
-            if existing is not None:
-                return existing
-            processor = ContextSpanProcessor(meter_provider, max_sessions=max_sessions)
-            provider.add_span_processor(processor)
-            _installed[provider] = processor
-            return processor
-    except Exception:  # noqa: BLE001
-        _log.warning("ctxscope: could not install the context span processor", exc_info=True)
-        return None
+    return install_once(tracer_provider, _installed,
+                        lambda _: ContextSpanProcessor(meter_provider, max_sessions=max_sessions),
+                        "context span processor", "no context metrics")
 
 
 def installed_processor(tracer_provider: Any = None) -> ContextSpanProcessor | None:

@@ -30,12 +30,11 @@ from typing import TYPE_CHECKING, Any
 
 from opentelemetry import trace
 from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor
-from opentelemetry.sdk.trace import TracerProvider as SdkTracerProvider
 from opentelemetry.trace import NonRecordingSpan, SpanKind
 
 from ..instrumentation._wrappers import OPERATION_CHAT, SPAN_CAPTURE_START, SPAN_POST_COMPACTION, Telemetry
 from ..items import API_OPENAI_CHAT
-from ..processor import UNKNOWN_SESSION, ensure_processor
+from ..processor import UNKNOWN_SESSION, ensure_processor, install_once
 from ..schema import INSTRUMENTATION_SCOPE, Annotation, Coverage, GenAI, Stage
 from ..session import current_session_id
 from ..tracker import Tracker
@@ -209,36 +208,32 @@ class ForeignSpanProcessor(SpanProcessor):
         start = span.start_time
         end = span.end_time if span.end_time is not None else start
         name = f"{COMPANION_SPAN_PREFIX} {model}" if model else COMPANION_SPAN_PREFIX
-        companion = self._telemetry.tracer.start_span(
-            name, context=parent, kind=SpanKind.INTERNAL,
-            attributes={**identity, **annotation.to_attributes()}, start_time=start)
+        companion = self._start(name, annotation, identity, parent, start)
         # Markers as ctxscope's own calls write them, children of the companion.
         inner = trace.set_span_in_context(companion)
         if pending.first:
-            self._marker(SPAN_CAPTURE_START, snapshot.annotation_for(Stage.CAPTURE_START), identity, inner,
-                         start, end)
+            self._start(SPAN_CAPTURE_START, snapshot.annotation_for(Stage.CAPTURE_START), identity, inner,
+                        start).end(end_time=end)
         if snapshot.compaction is not None:
             post = snapshot.compaction.annotation
             post.sample_offset_ns = 0
             if not call.complete:
                 post.coverage = Coverage.PARTIAL
-            self._marker(SPAN_POST_COMPACTION, post, identity, inner, start, end)
-        for event_name, event_attributes in annotation.change_events():
-            companion.add_event(event_name, event_attributes, timestamp=start)
+            self._start(SPAN_POST_COMPACTION, post, identity, inner, start).end(end_time=end)
         companion.end(end_time=end)
 
-    def _marker(self, name: str, annotation: Annotation, identity: dict[str, Any], context: Any,
-                start: int | None, end: int | None) -> None:
+    def _start(self, name: str, annotation: Annotation, identity: dict[str, Any], context: Any,
+               start: int | None) -> Any:
+        """A span carrying the identity, the annotation and its change events (the caller ends it)."""
         span = self._telemetry.tracer.start_span(name, context=context, kind=SpanKind.INTERNAL,
                                                  attributes={**identity, **annotation.to_attributes()},
                                                  start_time=start)
         for event_name, event_attributes in annotation.change_events():
             span.add_event(event_name, event_attributes, timestamp=start)
-        span.end(end_time=end)
+        return span
 
 
 _installed: "weakref.WeakKeyDictionary[Any, ForeignSpanProcessor]" = weakref.WeakKeyDictionary()
-_install_lock = threading.Lock()
 
 
 def install(tracer_provider: Any = None, meter_provider: Any = None, *,
@@ -248,20 +243,6 @@ def install(tracer_provider: Any = None, meter_provider: Any = None, *,
     ``tracer_provider`` defaults to the global one. Returns None (logged at
     debug level) when it is not the SDK's: there is nothing to attach to.
     """
-    try:
-        provider = tracer_provider if tracer_provider is not None else trace.get_tracer_provider()
-        if not isinstance(provider, SdkTracerProvider):
-            _log.debug("ctxscope: %s is not an SDK TracerProvider; other instrumentations not profiled",
-                       type(provider).__name__)
-            return None
-        with _install_lock:
-            existing = _installed.get(provider)
-            if existing is not None:
-                return existing
-            processor = ForeignSpanProcessor(provider, meter_provider, tokenizer=tokenizer)
-            provider.add_span_processor(processor)
-            _installed[provider] = processor
-            return processor
-    except Exception:  # noqa: BLE001
-        _log.warning("ctxscope: could not install the processor for other instrumentations", exc_info=True)
-        return None
+    return install_once(tracer_provider, _installed,
+                        lambda provider: ForeignSpanProcessor(provider, meter_provider, tokenizer=tokenizer),
+                        "processor for other instrumentations", "other instrumentations not profiled")
