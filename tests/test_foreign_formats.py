@@ -75,6 +75,17 @@ class Pipe:
         return out
 
 
+# The chat request both recorded formats below describe, as the application sent it.
+CHAT_BODY = {"model": "gpt-4o", "messages": [
+    {"role": "system", "content": "You are terse."},
+    {"role": "user", "content": "hello there"},
+    {"role": "assistant", "content": None, "tool_calls": [
+        {"id": "call_000001", "type": "function",
+         "function": {"name": "read_file", "arguments": '{"path":"app.py"}'}}]},
+    {"role": "tool", "tool_call_id": "call_000001", "content": "print(1)"},
+], "tools": [TOOL]}
+
+
 @pytest.fixture
 def pipe() -> Iterator[Pipe]:
     p = Pipe()
@@ -104,14 +115,7 @@ def test_openllmetry_indexed_attributes_rebuild_the_chat_request():
     assert call is not None and call.format == FORMAT_OPENLLMETRY and call.complete
     assert (call.provider, call.model, call.usage.reported_input, call.usage.output_tokens) == ("openai", "gpt-4o",
                                                                                                55, 1)
-    assert call.body == {"model": "gpt-4o", "messages": [
-        {"role": "system", "content": "You are terse."},
-        {"role": "user", "content": "hello there"},
-        {"role": "assistant", "content": None, "tool_calls": [
-            {"id": "call_000001", "type": "function",
-             "function": {"name": "read_file", "arguments": '{"path":"app.py"}'}}]},
-        {"role": "tool", "content": "print(1)", "tool_call_id": "call_000001"},
-    ], "tools": [TOOL]}
+    assert call.body == CHAT_BODY
 
 
 # ---------------------------------------------------------------------------
@@ -145,14 +149,7 @@ def test_gen_ai_system_instructions_messages_and_tool_definitions():
     assert call.conversation_id == "conv-7"
     # Cached input is inside the conventions' input total: 55 reported, 35 of it uncached.
     assert (call.usage.reported_input, call.usage.input_tokens, call.usage.cache_read_input_tokens) == (55, 35, 20)
-    assert call.body == {"model": "gpt-4o", "messages": [
-        {"role": "system", "content": "You are terse."},
-        {"role": "user", "content": "hello there"},
-        {"role": "assistant", "content": None, "tool_calls": [
-            {"id": "call_000001", "type": "function",
-             "function": {"name": "read_file", "arguments": '{"path":"app.py"}'}}]},
-        {"role": "tool", "tool_call_id": "call_000001", "content": "print(1)"},
-    ], "tools": [TOOL]}
+    assert call.body == CHAT_BODY
 
 
 def test_gen_ai_span_with_conversation_id_gives_ctxscope_figures(pipe):
