@@ -227,7 +227,7 @@ def estimate(body: Mapping[str, Any], api: str, counter: Counter, model: str | N
 
     Framed: the items (tools as the provider renders them), the framing items,
     and for Claude the proxy-encoding item (:func:`ctxscope.framing.proxy_encoding_items`;
-    the live tracker does not add that one yet: docs/fidelity.md, "For the live path").
+    the live tracker's ledger adds the same item: docs/fidelity.md, "For the live path").
     """
     counted = counted_items(body, api, counter)
     content = sum(tokens for item, tokens in counted if item.category is not Category.TOOLS)

@@ -11,6 +11,12 @@ the totals per category and per part are running sums updated by deltas.
 The rules where SPEC is silent (replacement, compaction inference, the parts
 cap, baseline deltas) are written down in ``docs/accounting.md``.
 
+Options: ``capture_labels`` (SPEC section 7: change labels are the items'
+references, paths and commands included, only when opted in) and
+``proxy_encoding`` (for Claude models, the overhead item
+``framing:proxy-encoding`` recomputed from running token sums per kind of
+content, since it needs every item's count: ``docs/instrumentation.md``).
+
 Pure: no OpenTelemetry, no provider SDK.
 """
 
@@ -21,6 +27,7 @@ import threading
 from dataclasses import dataclass, replace
 from typing import Iterable
 
+from . import framing as _framing
 from .calibration import apportion, calibrate, calibration_target, free_tokens
 from .itemdiff import ItemDiff, diff_items
 from .schema import (
@@ -172,7 +179,7 @@ class SessionLedger:
     """The snapshots of one session. Thread-safe: observations are serialised."""
 
     def __init__(self, session_id: str, *, counter: Counter | None = None, tokenizer: str = "auto",
-                 capture_labels: bool = False) -> None:
+                 capture_labels: bool = False, proxy_encoding: bool = False) -> None:
         if counter is None and tokenizer not in TOKENIZERS:
             # A configuration error: raised when the ledger is built, not per request.
             raise ValueError(f"unknown tokenizer {tokenizer!r}: choose one of {', '.join(TOKENIZERS)}")
@@ -180,6 +187,12 @@ class SessionLedger:
         # SPEC section 7: labels are tool names unless file paths and commands
         # are opted in (CTXSCOPE_CAPTURE_LABELS), then an item's reference.
         self.capture_labels = capture_labels
+        # Claude's proxy encoding (framing.proxy_encoding_items) as the overhead
+        # item framing:proxy-encoding, from running token sums per kind of
+        # content: it needs every item's count, which only the ledger has.
+        self.proxy_encoding = proxy_encoding
+        self._proxy_sums: dict[str, int] | None = None  # kind -> tokens; None: not kept
+        self._proxy_item: Item | None = None  # the last item of self._items when set
         self._fixed_counter = counter
         self._tokenizer = tokenizer
         self._counters: dict[str | None, Counter] = {}
@@ -267,11 +280,14 @@ class SessionLedger:
         tokens_before = prev.annotation.estimated_tokens if prev is not None else None
 
         diff = diff_items(self._items, items, self._cache)
-        if first or basis_changed:
+        rebuilt = first or basis_changed
+        if rebuilt:
             self._basis = counter.basis
             self._rebuild(items, counter)
         else:
             self._apply(diff, counter)
+        if self.proxy_encoding or self._proxy_item is not None:
+            self._proxy(items, diff, rebuilt, model, counter)
         if model is not None:
             self._model = model
 
@@ -405,6 +421,54 @@ class SessionLedger:
         for item in diff.added:
             self._add(item, self._tokens(item, counter), 1)
 
+    # -- Claude's proxy encoding ---------------------------------------------------
+
+    def _proxy(self, items: list[Item], diff: ItemDiff, rebuilt: bool, model: str | None,
+               counter: Counter) -> None:
+        """Keep the proxy-encoding item at the end of ``items``, its totals and its change.
+
+        The previous item (the last of the previous list) is absent from the
+        caller's list, so the diff holds it as removed and ``_apply`` has
+        subtracted it; here it is taken back out of the diff and becomes no
+        change (same tokens), a replacement, or stays a removal. Work is in
+        proportion to the diff: the sums per kind of content move by the
+        diff's items, and the correction is recomputed from them.
+        """
+        old = self._proxy_item
+        if not rebuilt and old is not None:
+            removed = diff.removed
+            if removed and removed[-1] is old:
+                removed.pop()
+            else:  # not where the rule puts it: find it by identity
+                diff.removed = [i for i in removed if i is not old]
+        new: Item | None = None
+        if self.proxy_encoding and _framing.is_claude(model):
+            sums = self._proxy_sums
+            if rebuilt or sums is None:
+                sums = self._proxy_sums = _proxy_sums(items)
+            else:
+                _proxy_update(sums, diff, self._cache)
+            made = _framing.proxy_encoding_items(model, [(_PROXY_PROBES[k], v) for k, v in sums.items()])
+            new = made[0] if made else None
+        else:
+            self._proxy_sums = None
+        if old is not None and new is not None and not rebuilt and new.digest == old.digest:
+            new = old  # unchanged: back into the totals, no change event
+            self._add(old, self._tokens(old, counter), 1)
+        elif new is not None:
+            self._add(new, self._tokens(new, counter), 1)
+            if rebuilt:
+                pass  # a baseline: its changes are made from the whole list
+            elif old is not None:
+                diff.replaced.append((old, new))
+            else:
+                diff.added.append(new)
+        elif old is not None and not rebuilt:
+            diff.removed.append(old)  # already subtracted: a removal
+        if new is not None:
+            items.append(new)
+        self._proxy_item = new
+
     def _prune_cache(self, items: list[Item]) -> None:
         # Only the items in context need their counts (removed ones were
         # subtracted already). Pruning once the cache holds twice the context
@@ -464,6 +528,40 @@ class SessionLedger:
         full = self.capture_labels
         changes = [_change(rows[i][1], rows[i][3], rows[i][2], rows[i][0], full) for i in order]
         return changes, len(rows) - len(changes)
+
+
+# One stand-in item per kind of content (framing.proxy_kind): the ratio is linear
+# in the tokens, so proxy_encoding_items over the sums per kind gives the same
+# correction as over every item (up to the rounding of a float sum).
+_PROXY_PROBES: dict[str, Item] = {
+    _framing.PROXY_CODE: Item(id="", category=Category.TOOLS, part="tools", chars=0),
+    _framing.PROXY_PROSE: Item(id="", category=Category.PROMPTS, part="prompts/text", chars=0),
+}
+
+
+def _proxy_sums(items: Iterable[Item]) -> dict[str, int]:
+    """Tokens per kind of content of the items the proxy ratio applies to (counted, not fixed)."""
+    sums = {kind: 0 for kind in _PROXY_PROBES}
+    kind_of = _framing.proxy_kind
+    for item in items:
+        if item.fixed_tokens is None and item.tokens:
+            sums[kind_of(item)] += item.tokens
+    return sums
+
+
+def _proxy_update(sums: dict[str, int], diff: ItemDiff, cache: dict[tuple[str, str], int]) -> None:
+    kind_of = _framing.proxy_kind
+    for item in diff.removed:
+        if item.fixed_tokens is None:
+            sums[kind_of(item)] -= cache.get((item.id, item.digest), item.tokens)
+    for old, new in diff.replaced:
+        if old.fixed_tokens is None:
+            sums[kind_of(old)] -= cache.get((old.id, old.digest), old.tokens)
+        if new.fixed_tokens is None:
+            sums[kind_of(new)] += new.tokens
+    for item in diff.added:
+        if item.fixed_tokens is None:
+            sums[kind_of(item)] += item.tokens
 
 
 def _calibration_factor(categories: dict[Category, int], reported: int) -> float:

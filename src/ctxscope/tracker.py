@@ -13,7 +13,11 @@ Provider framing: each request's items get the framing items of
 block, hidden prompts: ``overhead``; server tools' hidden parts:
 ``tools/server/<type>``), computed incrementally per session by
 :class:`ctxscope.liveframing.FramingCache` so that a long history costs
-nothing more per call.
+nothing more per call; for Claude models the ledger adds the proxy-encoding
+item (``SessionLedger(proxy_encoding=True)``) from its running counts.
+
+Labels: ``CTXSCOPE_CAPTURE_LABELS`` is read once, when the tracker is built,
+and handed to every session's ledger (SPEC section 7).
 
 Self-calibration: one :class:`ctxscope.selfcal.SelfCalibrator` per tracker
 (the process-wide tracker: one per process) learns, per model and tool set,
@@ -276,7 +280,8 @@ class Tracker:
         except Exception:  # noqa: BLE001
             _log.warning("ctxscope: waste tracking unavailable", exc_info=True)
         return _Session(session_id, RequestExtractor(), SessionLedger(session_id, tokenizer=self.tokenizer,
-                                                                   capture_labels=self.capture_labels),
+                                                                   capture_labels=self.capture_labels,
+                                                                   proxy_encoding=self.framing),
                         waste, FramingCache() if self.framing else None)
 
     def _evicted(self, session_ids: list[str]) -> None:

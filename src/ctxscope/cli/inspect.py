@@ -156,7 +156,8 @@ def inspect(loaded: Loaded, *, tokenizer: str = "auto", model: str | None = None
                          loaded.line) from None
     if reported is None:
         reported = reported_input(api, loaded.response)
-    ledger = SessionLedger("inspect", tokenizer=tokenizer)
+    # proxy_encoding: Claude's proxy-encoding item, as the live tracker adds it with framing on.
+    ledger = SessionLedger("inspect", tokenizer=tokenizer, proxy_encoding=framing)
     snapshot = ledger.observe(items, model=model)
     if reported is not None:
         ledger.report(snapshot, reported)
