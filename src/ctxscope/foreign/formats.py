@@ -197,6 +197,19 @@ def _chat_tool_call(call_id: Any, name: Any, arguments: Any) -> dict[str, Any]:
     return {"id": call_id, "type": "function", "function": {"name": name, "arguments": _compact(arguments)}}
 
 
+def _chat_message(role: str, content: Any, *, tool_call_id: Any = None, name: Any = None,
+                  calls: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    """An OpenAI chat message from an indexed format's entry; optional keys only when set."""
+    message: dict[str, Any] = {"role": role, "content": content if content is not None else _empty_content(role)}
+    if tool_call_id:
+        message["tool_call_id"] = tool_call_id
+    if name:
+        message["name"] = name
+    if calls:
+        message["tool_calls"] = calls
+    return message
+
+
 def _body(model: str | None, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> dict[str, Any]:
     body: dict[str, Any] = {"model": model or "", "messages": messages}
     if tools:
@@ -379,18 +392,11 @@ def _openllmetry(attrs: Mapping[str, Any]) -> ForeignCall:
     if not prompts:
         return call
     try:
-        messages = []
-        for entry in prompts:
-            message: dict[str, Any] = {"role": str(entry.get("role") or "user")}
-            content = entry.get("content")
-            message["content"] = _maybe_blocks(content) if content is not None else _empty_content(message["role"])
-            if entry.get("tool_call_id"):
-                message["tool_call_id"] = entry["tool_call_id"]
-            calls = [_chat_tool_call(c.get("id"), c.get("name"), c.get("arguments", ""))
-                     for c in _indexed(entry, "tool_calls.")]
-            if calls:
-                message["tool_calls"] = calls
-            messages.append(message)
+        messages = [_chat_message(str(entry.get("role") or "user"), _maybe_blocks(entry.get("content")),
+                                  tool_call_id=entry.get("tool_call_id"),
+                                  calls=[_chat_tool_call(c.get("id"), c.get("name"), c.get("arguments", ""))
+                                         for c in _indexed(entry, "tool_calls.")])
+                    for entry in prompts]
         tools = []
         for fn in _indexed(attrs, OPENLLMETRY_FUNCTIONS):
             if fn.get("name") is None:
@@ -439,22 +445,12 @@ def _openinference(attrs: Mapping[str, Any]) -> ForeignCall:
     if not entries:
         return call
     try:
-        messages = []
-        for entry in entries:
-            role = str(entry.get("message.role") or "user")
-            message: dict[str, Any] = {"role": role}
-            content = _oi_content(entry)
-            message["content"] = content if content is not None else _empty_content(role)
-            if entry.get("message.tool_call_id"):
-                message["tool_call_id"] = entry["message.tool_call_id"]
-            if entry.get("message.name"):
-                message["name"] = entry["message.name"]
-            calls = [_chat_tool_call(c.get("tool_call.id"), c.get("tool_call.function.name"),
-                                     c.get("tool_call.function.arguments", ""))
-                     for c in _indexed(entry, "message.tool_calls.")]
-            if calls:
-                message["tool_calls"] = calls
-            messages.append(message)
+        messages = [_chat_message(str(entry.get("message.role") or "user"), _oi_content(entry),
+                                  tool_call_id=entry.get("message.tool_call_id"), name=entry.get("message.name"),
+                                  calls=[_chat_tool_call(c.get("tool_call.id"), c.get("tool_call.function.name"),
+                                                         c.get("tool_call.function.arguments", ""))
+                                         for c in _indexed(entry, "message.tool_calls.")])
+                    for entry in entries]
         tools = []
         for tool in _indexed(attrs, OI_TOOLS):
             schema = tool.get("tool.json_schema")
