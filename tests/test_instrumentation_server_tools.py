@@ -13,7 +13,7 @@ import asyncio
 import pytest
 
 from ctxscope.environment_variables import OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT
-from ctxscope.instrumentation.anthropic import AnthropicInstrumentor
+from ctxscope.instrumentation.anthropic import AnthropicInstrumentor, message_info
 from ctxscope.instrumentation.openai import OpenAIInstrumentor
 from ctxscope.testing import ProviderServer, Reply
 from ctxscope.tracker import Tracker
@@ -110,3 +110,15 @@ def test_live_calibration_learns_only_when_no_server_tool_ran(tel, server):
     client.messages.create(**ANTHROPIC)
     learned = t.tracker.calibrator.corrections()
     assert len(learned) == 1 and learned[0].tools_key.startswith("s:")
+
+
+def test_anthropic_run_blocks_without_a_usage_counter():
+    """Code execution / MCP connector runs are blocks without a usage counter: 0 + 2 blocks -> 2."""
+    message = {"model": CLAUDE, "content": [
+        {"type": "server_tool_use", "id": "srvtoolu_1", "name": "code_execution", "input": {}},
+        {"type": "mcp_tool_use", "id": "mcptoolu_1", "name": "lookup", "server_name": "docs", "input": {}},
+        {"type": "text", "text": "done"}],
+        "usage": {"input_tokens": 9, "output_tokens": 1, "server_tool_use": {"web_search_requests": 0}}}
+    assert message_info(message).usage.server_tool_calls == 2
+    # No counter and no run block: unknown, never taken for "none ran".
+    assert message_info({**message, "content": [], "usage": {"input_tokens": 9}}).usage.server_tool_calls is None

@@ -30,8 +30,9 @@ from ._wrappers import Api, ResponseInfo, Telemetry, request_body, usage_from
 _log = logging.getLogger("ctxscope.instrumentation")
 
 PROVIDER = "anthropic"
-# The content block of a server tool's run (web search, web fetch, code execution).
-_SERVER_TOOL_USE = "server_tool_use"
+# Content blocks of a run at the provider: a server tool (web search, web fetch,
+# code execution) or a tool of an MCP server the API connects to (mcp_servers).
+SERVER_RUN_BLOCKS = frozenset({"server_tool_use", "mcp_tool_use"})
 _MODULES = ("anthropic.resources.messages", "anthropic.resources.beta.messages")
 
 
@@ -56,7 +57,7 @@ def server_tool_requests(server_tool_use: Any) -> int | None:
 
 
 def _server_calls(requests: int | None, blocks: int) -> int | None:
-    # Code execution runs as server_tool_use blocks that usage.server_tool_use
+    # Code execution and MCP connector runs are blocks that usage.server_tool_use
     # does not count: the larger of the two, so neither kind of run is missed.
     if requests is None:
         return blocks or None
@@ -75,7 +76,7 @@ def message_usage(usage: Any, server_blocks: int = 0) -> Any:
 
 
 def _server_blocks(content: Any) -> int:
-    return sum(1 for block in content or () if _get(block, "type") == _SERVER_TOOL_USE)
+    return sum(1 for block in content or () if _get(block, "type") in SERVER_RUN_BLOCKS)
 
 
 def message_info(message: Any) -> ResponseInfo:
@@ -113,7 +114,7 @@ class MessageStreamState:
                 self._info.finish_reasons = [str(reason)]
             self._merge(_get(event, "usage"))
         elif kind == "content_block_start":
-            if _get(_get(event, "content_block"), "type") == _SERVER_TOOL_USE:
+            if _get(_get(event, "content_block"), "type") in SERVER_RUN_BLOCKS:
                 self._server_blocks += 1
 
     def _merge(self, usage: Any) -> None:
