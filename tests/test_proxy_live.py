@@ -17,7 +17,7 @@ from ctxscope.environment_variables import OTEL_INSTRUMENTATION_GENAI_CAPTURE_ME
 from ctxscope.instrumentation.anthropic import AnthropicInstrumentor
 from ctxscope.items import items_from_request
 from ctxscope.ledger import SessionLedger
-from ctxscope.schema import Attr, Category, Item
+from ctxscope.schema import Attr, Category
 from ctxscope.testing import ProviderServer
 from ctxscope.tokens import CharsCounter
 from ctxscope.tracker import Tracker
