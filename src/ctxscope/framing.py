@@ -498,15 +498,26 @@ def _responses_messages(body: Mapping[str, Any]) -> list[Mapping[str, Any]]:
     if isinstance(items, str):
         return out + [{"role": "user"}]
     for item in _as_list(items) or ():
-        kind = _get(item, "type") or "message"
-        if kind == "function_call":
-            out.append({"role": "assistant", "tool_calls": [
-                {"id": _get(item, "call_id"), "function": {"name": _get(item, "name") or ""}}]})
-        elif kind == "function_call_output":
-            out.append({"role": "tool", "tool_call_id": _get(item, "call_id")})
-        elif kind == "message" or _get(item, "role"):
-            out.append({"role": _get(item, "role") or "user"})
+        message = responses_message(item)
+        if message is not None:
+            out.append(message)
     return out
+
+
+def responses_message(item: Any) -> Mapping[str, Any] | None:
+    """One Responses input item as the chat-like message framing counts (None: no message of its own).
+
+    Only what framing reads is kept: the role, a call's id and name, a result's call id.
+    """
+    kind = _get(item, "type") or "message"
+    if kind == "function_call":
+        return {"role": "assistant", "tool_calls": [
+            {"id": _get(item, "call_id"), "function": {"name": _get(item, "name") or ""}}]}
+    if kind == "function_call_output":
+        return {"role": "tool", "tool_call_id": _get(item, "call_id")}
+    if kind == "message" or _get(item, "role"):
+        return {"role": _get(item, "role") or "user"}
+    return None  # reasoning items and the like
 
 
 def anthropic_tool_prompt_tokens(model: str | None, tool_choice: Any) -> int:

@@ -54,6 +54,7 @@ from .framing import (
     FramingPart,
     anthropic_call_tokens,
     parts_to_items,
+    responses_message,
 )
 from .payload import as_list as _as_list
 from .payload import get as _get
@@ -66,8 +67,6 @@ CountFn = Callable[[str], int]
 # Memoised counts of framing strings (roles, headers, wrappers with a tool name):
 # a session uses a handful; past this many the memo starts again.
 _MEMO_LIMIT = 4096
-# Parts whose value grows with the messages: computed here, not by framing_parts on the head.
-_MESSAGE_KEYS = frozenset(("messages", "tool-calls", "context-awareness"))
 
 
 @dataclass(slots=True)
@@ -270,18 +269,8 @@ def _openai_message(message: Any, count: CountFn, names: dict[str, str]) -> _Con
 
 
 def _responses_message(item: Any) -> Any:
-    """A Responses input item as the chat-like message framing._responses_messages makes of it."""
-    if item is _STRING_INPUT:
-        return item
-    kind = _get(item, "type") or "message"
-    if kind == "function_call":
-        return {"role": "assistant", "tool_calls": [
-            {"id": _get(item, "call_id"), "function": {"name": _get(item, "name") or ""}}]}
-    if kind == "function_call_output":
-        return {"role": "tool", "tool_call_id": _get(item, "call_id")}
-    if kind == "message" or _get(item, "role"):
-        return {"role": _get(item, "role") or "user"}
-    return None  # reasoning items and the like: no message of their own
+    """A Responses input item as the chat-like message framing makes of it."""
+    return item if item is _STRING_INPUT else responses_message(item)
 
 
 def _anthropic_message(message: Any, count: CountFn, raw: CountFn, names: dict[str, str]) -> _Contribution:
