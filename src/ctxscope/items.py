@@ -159,7 +159,7 @@ DEEP_CHECK_WINDOW = 64
 SWEEP_PER_CALL = 128
 
 
-def _first_unequal(new: list[Any], old: list[Any], start: int, stop: int) -> int:
+def first_unequal(new: list[Any], old: list[Any], start: int, stop: int) -> int:
     """The first index in ``[start, stop)`` where ``new`` and ``old`` differ (``!=``), else ``stop``."""
     # A whole-slice comparison first (identical elements compare in C without
     # touching the objects); the element scan only runs where something differs.
@@ -248,10 +248,10 @@ class RequestExtractor:
     def _unchanged_prefix(self, messages: list[Any], checked: tuple[tuple[int, int], ...]) -> int:
         """How many leading messages are unchanged (same or equal objects, equal to their
         snapshots where checked deeply)."""
-        first = _first_unequal(messages, self._msgs, 0, min(len(messages), len(self._msgs)))
+        first = first_unequal(messages, self._msgs, 0, min(len(messages), len(self._msgs)))
         for a, b in checked:
             if a < first:
-                first = _first_unequal(messages, self._snaps, a, min(b, first))
+                first = first_unequal(messages, self._snaps, a, min(b, first))
         return first
 
     def _extend(self, api: str, messages: list[Any], kept: int) -> None:

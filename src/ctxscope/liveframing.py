@@ -35,9 +35,7 @@ Pure: imports neither OpenTelemetry nor a provider SDK.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from itertools import compress, islice
-from itertools import count as _indices
-from operator import ne
+from itertools import islice
 from typing import Any, Callable, Mapping
 
 from . import framing as _framing
@@ -56,6 +54,7 @@ from .framing import (
     parts_to_items,
     responses_message,
 )
+from .items import first_unequal
 from .payload import as_list as _as_list
 from .payload import get as _get
 from .schema import Item
@@ -139,13 +138,9 @@ class FramingCache:
 
     def _update(self, messages: list[Any], api: str, count: CountFn, raw: CountFn) -> None:
         old = self._messages
-        shared = min(len(old), len(messages))
-        # In C: list equality takes the same objects as equal at once (rebuilt
-        # equal dicts compare deeply); only a changed history is scanned for its first change.
-        if messages[:shared] == old[:shared]:
-            keep = shared
-        else:
-            keep = next(compress(_indices(), map(ne, islice(messages, shared), islice(old, shared))), shared)
+        # In C: the same objects compare equal at once (rebuilt equal dicts compare
+        # deeply); only a changed history is scanned for its first change.
+        keep = first_unequal(messages, old, 0, min(len(old), len(messages)))
         # The last message seen before may have been extended in place: walk it again.
         if keep and keep == len(old):
             keep -= 1
