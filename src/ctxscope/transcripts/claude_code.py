@@ -25,7 +25,7 @@ from typing import Any, Iterator, Mapping
 from ..schema import Category, CompactionTrigger, Item
 from . import _items
 from .model import (FORMAT_CLAUDE_CODE, Compaction, Problem, TranscriptCall, anthropic_usage, as_int,
-                    dumps, parse_timestamp_ns)
+                    dumps, parse_timestamp_ns, record_type)
 
 PROVIDER = "anthropic"
 _SKIPPED_TYPES = {"progress", "file-history-snapshot", "queue-operation", "summary",
@@ -74,12 +74,8 @@ class ClaudeCodeReader:
     # -- public -------------------------------------------------------------
 
     def feed(self, record: Mapping[str, Any], line: int) -> list[TranscriptCall]:
-        if not isinstance(record, dict):
-            self.problems.append(Problem(line, f"expected a JSON object, got {type(record).__name__}"))
-            return []
-        kind = record.get("type")
-        if not isinstance(kind, str):
-            self.problems.append(Problem(line, "record without a type, skipped"))
+        kind = record_type(record, line, self.problems)
+        if kind is None:
             return []
         self.records += 1
         if kind in _SKIPPED_TYPES:

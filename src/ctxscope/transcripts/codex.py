@@ -22,7 +22,7 @@ from ..observation import Usage
 from ..schema import CompactionTrigger, Item
 from . import _items
 from .model import (FORMAT_CODEX, Compaction, Problem, TranscriptCall, as_int, dumps,
-                    parse_timestamp_ns)
+                    parse_timestamp_ns, record_type)
 
 PROVIDER = "openai"
 _OUTPUT_TYPES = {"reasoning", "function_call", "custom_tool_call", "local_shell_call",
@@ -56,15 +56,11 @@ class CodexReader:
         self._counter = 0
 
     def feed(self, record: Mapping[str, Any], line: int) -> list[TranscriptCall]:
-        if not isinstance(record, dict):
-            self.problems.append(Problem(line, f"expected a JSON object, got {type(record).__name__}"))
-            return []
-        kind = record.get("type")
-        payload = record.get("payload")
-        if not isinstance(kind, str):
-            self.problems.append(Problem(line, "record without a type, skipped"))
+        kind = record_type(record, line, self.problems)
+        if kind is None:
             return []
         self.records += 1
+        payload = record.get("payload")
         if payload is None and kind in _OUTPUT_TYPES | _RESULT_TYPES | {"message"}:
             payload, kind = record, "response_item"  # the older rollout: items at top level
         if not isinstance(payload, dict):

@@ -102,6 +102,18 @@ class Reader(Protocol):
     def finish(self) -> list[TranscriptCall]: ...
 
 
+def record_type(record: Any, line: int, problems: list[Problem]) -> str | None:
+    """The ``type`` of a JSONL record; None, with the problem noted, when it is not an object with one."""
+    if not isinstance(record, dict):
+        problems.append(Problem(line, f"expected a JSON object, got {type(record).__name__}"))
+        return None
+    kind = record.get("type")
+    if not isinstance(kind, str):
+        problems.append(Problem(line, "record without a type, skipped"))
+        return None
+    return kind
+
+
 def content_digest(text: str) -> str:
     """A short digest of content, to tell equal bodies apart from different ones."""
     return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=8).hexdigest()
