@@ -100,7 +100,8 @@ def parse_attributes(attrs: Mapping[str, Any]) -> ForeignCall | None:
     kind = attrs.get(OI_SPAN_KIND)
     if kind is not None:
         return _openinference(attrs) if str(kind).upper() == "LLM" else None
-    indexed = _has_prefix(attrs, OPENLLMETRY_PROMPT) or _has_prefix(attrs, OPENLLMETRY_FUNCTIONS)
+    # Every span of the program passes here: one pass over its keys for both prefixes.
+    indexed = _has_prefix(attrs, (OPENLLMETRY_PROMPT, OPENLLMETRY_FUNCTIONS))
     request_type = attrs.get(OPENLLMETRY_REQUEST_TYPE)
     operation = attrs.get(GenAI.OPERATION_NAME)
     if indexed or (operation is None and request_type in _OPENLLMETRY_REQUEST_TYPES):
@@ -154,7 +155,7 @@ def _compact(value: Any) -> str:
     return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
 
 
-def _has_prefix(attrs: Mapping[str, Any], prefix: str) -> bool:
+def _has_prefix(attrs: Mapping[str, Any], prefix: str | tuple[str, ...]) -> bool:
     return any(key.startswith(prefix) for key in attrs)
 
 
