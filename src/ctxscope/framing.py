@@ -391,7 +391,8 @@ def _messages(body: Mapping[str, Any]) -> list[Any]:
     return [m for m in _as_list(body.get("messages")) or () if m is not None and not isinstance(m, (str, int, float))]
 
 
-def _call_name(call: Any) -> str:
+def tool_call_name(call: Any) -> str:
+    """The function name of an OpenAI chat tool call (dict or SDK object), '' without one."""
     return str(_get(_get(call, "function"), "name") or "")
 
 
@@ -399,7 +400,7 @@ def _chat_tool_call_names(messages: Sequence[Any]) -> dict[str, str]:
     names: dict[str, str] = {}
     for message in messages:
         for call in _as_list(_get(message, "tool_calls")) or ():
-            names[str(_get(call, "id"))] = _call_name(call)
+            names[str(_get(call, "id"))] = tool_call_name(call)
     return names
 
 
@@ -453,7 +454,7 @@ def openai_framing(body: Mapping[str, Any], count: CountFn, *, model: str | None
             per_message += OPENAI_TOKENS_PER_NAME
         for call in _as_list(_get(message, "tool_calls")) or ():
             # The call's item is its arguments (ctxscope.items): the header holds the name.
-            per_message += count(HARMONY_CALL_HEADER.format(name=_call_name(call)))
+            per_message += count(HARMONY_CALL_HEADER.format(name=tool_call_name(call)))
         if role == "tool":
             name = call_names.get(str(_get(message, "tool_call_id")), "")
             per_message += count(HARMONY_RESULT_AUTHOR.format(name=name)) - count(role)

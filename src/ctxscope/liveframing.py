@@ -53,6 +53,7 @@ from .framing import (
     anthropic_call_tokens,
     parts_to_items,
     responses_message,
+    tool_call_name,
 )
 from .items import first_unequal
 from .payload import as_list as _as_list
@@ -241,10 +242,6 @@ _STRING_INPUT = {"role": "user"}  # a Responses string input is one user message
 # One message's framing (the rules of ctxscope.framing, message by message)
 # ---------------------------------------------------------------------------
 
-def _call_name(call: Any) -> str:
-    return str(_get(_get(call, "function"), "name") or "")
-
-
 def _openai_message(message: Any, count: CountFn, names: dict[str, str]) -> _Contribution:
     """framing.openai_framing's per-message rule: 3 + role, +1 for a name, call headers, result authors."""
     role = str(_get(message, "role") or "user")
@@ -253,7 +250,7 @@ def _openai_message(message: Any, count: CountFn, names: dict[str, str]) -> _Con
         tokens += OPENAI_TOKENS_PER_NAME
     call_ids: list[str] = []
     for call in _as_list(_get(message, "tool_calls")) or ():
-        name = _call_name(call)
+        name = tool_call_name(call)
         call_ids.append(str(_get(call, "id")))
         names[call_ids[-1]] = name
         tokens += count(HARMONY_CALL_HEADER.format(name=name))
