@@ -102,6 +102,7 @@ def test_no_content_in_otlp_logs_or_local_files(tmp_path, caplog, monkeypatch):
     """Every exported byte, every ctxscope/OpenTelemetry log line and every stored file is free of the text."""
     # The default is under test: a capture opt-in left in the environment must not change it.
     monkeypatch.delenv("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", raising=False)
+    monkeypatch.delenv("CTXSCOPE_CAPTURE_LABELS", raising=False)
     caplog.set_level(logging.DEBUG)
     handler, port = Collect(), free_port()
     sink = oteltest_sink.GrpcSink(handler, logging.getLogger("oteltest-sink"), port=port)
