@@ -630,29 +630,48 @@ def anthropic_call_tokens(block: Any, count: CountFn) -> int:
     return count(rendered) - count(json.dumps(arguments, ensure_ascii=False))
 
 
+def anthropic_message_framing(message: Any, count: CountFn, raw: CountFn,
+                              names: dict[str, str]) -> tuple[int, int, int, int, tuple[str, ...]]:
+    """One Anthropic message's framing: turn prefix, call wrappers, result wrappers, results, call ids.
+
+    ``names`` (tool_use id -> tool name) names the results and is filled with
+    this message's calls. Call wrappers are counted with ``raw``: argument
+    texts differ call to call (a memo of them would only grow).
+    Shared by :func:`anthropic_framing` and :mod:`ctxscope.liveframing`.
+    """
+    turn = count(ANTHROPIC_TURN_PREFIX.get(str(_get(message, "role")), ANTHROPIC_TURN_PREFIX["user"]))
+    calls = results = result_count = 0
+    call_ids: list[str] = []
+    content = _get(message, "content")
+    for block in () if isinstance(content, str) else (_as_list(content) or ()):
+        kind = _get(block, "type")
+        if kind == "tool_use":
+            call_id = str(_get(block, "id"))
+            call_ids.append(call_id)
+            names[call_id] = str(_get(block, "name") or "")
+            calls += anthropic_call_tokens(block, raw)
+        elif kind == "tool_result":
+            name = names.get(str(_get(block, "tool_use_id")), "")
+            results += count(ANTHROPIC_RESULT_WRAPPER.format(name=name))
+            result_count += 1
+    return turn, calls, results, result_count, tuple(call_ids)
+
+
 def anthropic_framing(body: Mapping[str, Any], count: CountFn, *, model: str | None = None) -> list[FramingPart]:
     """Framing of an Anthropic Messages request, in proxy (o200k) tokens where counted."""
     model = _model_of(body, model)
     messages = _messages(body)
     parts: list[FramingPart] = []
-    turns = sum(count(ANTHROPIC_TURN_PREFIX.get(str(_get(m, "role")), ANTHROPIC_TURN_PREFIX["user"]))
-                for m in messages)
+    names: dict[str, str] = {}
+    turns = calls = results = result_count = 0
+    for message in messages:
+        turn, call_tokens, result_tokens, message_results, _ = anthropic_message_framing(message, count, count, names)
+        turns += turn
+        calls += call_tokens
+        results += result_tokens
+        result_count += message_results
     parts.append(FramingPart("messages", turns))
     parts.append(FramingPart("priming", count(ANTHROPIC_REPLY_PRIMING)))
-    names: dict[str, str] = {}
-    calls = results = 0
-    result_count = 0
-    for message in messages:
-        content = _get(message, "content")
-        for block in () if isinstance(content, str) else (_as_list(content) or ()):
-            kind = _get(block, "type")
-            if kind == "tool_use":
-                names[str(_get(block, "id"))] = str(_get(block, "name") or "")
-                calls += anthropic_call_tokens(block, count)
-            elif kind == "tool_result":
-                name = names.get(str(_get(block, "tool_use_id")), "")
-                results += count(ANTHROPIC_RESULT_WRAPPER.format(name=name))
-                result_count += 1
     if calls or results:
         parts.append(FramingPart("tool-calls", max(0, calls + results)))
     if claude_version(model) >= ANTHROPIC_CONTEXT_AWARE_SINCE:

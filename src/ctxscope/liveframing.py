@@ -40,8 +40,6 @@ from typing import Any, Callable, Mapping
 
 from . import framing as _framing
 from .framing import (
-    ANTHROPIC_RESULT_WRAPPER,
-    ANTHROPIC_TURN_PREFIX,
     ANTHROPIC_USAGE_NOTE,
     API_ANTHROPIC,
     API_OPENAI_RESPONSES,
@@ -50,7 +48,7 @@ from .framing import (
     OPENAI_TOKENS_PER_MESSAGE,
     OPENAI_TOKENS_PER_NAME,
     FramingPart,
-    anthropic_call_tokens,
+    anthropic_message_framing,
     parts_to_items,
     responses_message,
     tool_call_name,
@@ -266,21 +264,7 @@ def _responses_message(item: Any) -> Any:
 
 
 def _anthropic_message(message: Any, count: CountFn, raw: CountFn, names: dict[str, str]) -> _Contribution:
-    """framing.anthropic_framing's per-message rules: turn prefix, call and result wrappers."""
-    role = str(_get(message, "role"))
-    out = _Contribution(tokens=count(ANTHROPIC_TURN_PREFIX.get(role, ANTHROPIC_TURN_PREFIX["user"])))
-    call_ids: list[str] = []
-    content = _get(message, "content")
-    for block in () if isinstance(content, str) else (_as_list(content) or ()):
-        kind = _get(block, "type")
-        if kind == "tool_use":
-            call_ids.append(str(_get(block, "id")))
-            names[call_ids[-1]] = str(_get(block, "name") or "")
-            # Argument texts differ call to call: counted directly, not through the memo.
-            out.call_tokens += anthropic_call_tokens(block, raw)
-        elif kind == "tool_result":
-            name = names.get(str(_get(block, "tool_use_id")), "")
-            out.result_tokens += count(ANTHROPIC_RESULT_WRAPPER.format(name=name))
-            out.results += 1
-    out.call_ids = tuple(call_ids)
-    return out
+    """framing.anthropic_message_framing as a contribution."""
+    turn, calls, results, result_count, call_ids = anthropic_message_framing(message, count, raw, names)
+    return _Contribution(tokens=turn, call_tokens=calls, result_tokens=results, results=result_count,
+                         call_ids=call_ids)
