@@ -432,6 +432,34 @@ def _response_format_text(body: Mapping[str, Any]) -> str:
     return text + json.dumps(spec.get("schema") or {}, separators=(",", ":"))
 
 
+def openai_message_framing(message: Any, count: CountFn, names: dict[str, str], *,
+                           register: bool = False) -> tuple[int, str, tuple[str, ...]]:
+    """One OpenAI message's framing: its tokens (3 + role, +1 for a name, call headers, result
+    author), its role, and (with ``register``) the ids of its tool calls.
+
+    ``names`` (tool call id -> name) names a tool result; with ``register`` the
+    message's own calls are added to it first (liveframing builds it message by
+    message; :func:`openai_framing` passes the names of the whole request).
+    """
+    role = str(_get(message, "role") or "user")
+    tokens = OPENAI_TOKENS_PER_MESSAGE + count(role)
+    if _get(message, "name"):
+        tokens += OPENAI_TOKENS_PER_NAME
+    call_ids: list[str] = []
+    for call in _as_list(_get(message, "tool_calls")) or ():
+        name = tool_call_name(call)
+        if register:
+            call_id = str(_get(call, "id"))
+            call_ids.append(call_id)
+            names[call_id] = name
+        # The call's item is its arguments (ctxscope.items): the header holds the name.
+        tokens += count(HARMONY_CALL_HEADER.format(name=name))
+    if role == "tool":
+        name = names.get(str(_get(message, "tool_call_id")), "")
+        tokens += count(HARMONY_RESULT_AUTHOR.format(name=name)) - count(role)
+    return tokens, role, tuple(call_ids)
+
+
 def openai_framing(body: Mapping[str, Any], count: CountFn, *, model: str | None = None,
                    api: str = API_OPENAI_CHAT) -> list[FramingPart]:
     """Framing of an OpenAI chat or Responses request, in the model's tokens."""
@@ -447,17 +475,9 @@ def openai_framing(body: Mapping[str, Any], count: CountFn, *, model: str | None
     has_system = False
     call_names = _chat_tool_call_names(messages)
     for message in messages:
-        role = str(_get(message, "role") or "user")
+        tokens, role, _ = openai_message_framing(message, count, call_names)
         has_system = has_system or role in ("system", "developer")
-        per_message += OPENAI_TOKENS_PER_MESSAGE + count(role)
-        if _get(message, "name"):
-            per_message += OPENAI_TOKENS_PER_NAME
-        for call in _as_list(_get(message, "tool_calls")) or ():
-            # The call's item is its arguments (ctxscope.items): the header holds the name.
-            per_message += count(HARMONY_CALL_HEADER.format(name=tool_call_name(call)))
-        if role == "tool":
-            name = call_names.get(str(_get(message, "tool_call_id")), "")
-            per_message += count(HARMONY_RESULT_AUTHOR.format(name=name)) - count(role)
+        per_message += tokens
     parts.append(FramingPart("messages", per_message))
     parts.append(FramingPart("priming", OPENAI_REPLY_PRIMING))
 

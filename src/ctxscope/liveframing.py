@@ -43,19 +43,15 @@ from .framing import (
     ANTHROPIC_USAGE_NOTE,
     API_ANTHROPIC,
     API_OPENAI_RESPONSES,
-    HARMONY_CALL_HEADER,
-    HARMONY_RESULT_AUTHOR,
     OPENAI_TOKENS_PER_MESSAGE,
-    OPENAI_TOKENS_PER_NAME,
     FramingPart,
     anthropic_message_framing,
+    openai_message_framing,
     parts_to_items,
     responses_message,
-    tool_call_name,
 )
 from .items import first_unequal
 from .payload import as_list as _as_list
-from .payload import get as _get
 from .schema import Item
 
 __all__ = ["FramingCache", "parts_to_items"]
@@ -241,21 +237,9 @@ _STRING_INPUT = {"role": "user"}  # a Responses string input is one user message
 # ---------------------------------------------------------------------------
 
 def _openai_message(message: Any, count: CountFn, names: dict[str, str]) -> _Contribution:
-    """framing.openai_framing's per-message rule: 3 + role, +1 for a name, call headers, result authors."""
-    role = str(_get(message, "role") or "user")
-    tokens = OPENAI_TOKENS_PER_MESSAGE + count(role)
-    if _get(message, "name"):
-        tokens += OPENAI_TOKENS_PER_NAME
-    call_ids: list[str] = []
-    for call in _as_list(_get(message, "tool_calls")) or ():
-        name = tool_call_name(call)
-        call_ids.append(str(_get(call, "id")))
-        names[call_ids[-1]] = name
-        tokens += count(HARMONY_CALL_HEADER.format(name=name))
-    if role == "tool":
-        name = names.get(str(_get(message, "tool_call_id")), "")
-        tokens += count(HARMONY_RESULT_AUTHOR.format(name=name)) - count(role)
-    return _Contribution(tokens=tokens, systems=int(role in ("system", "developer")), call_ids=tuple(call_ids))
+    """framing.openai_message_framing as a contribution (call names registered as they come)."""
+    tokens, role, call_ids = openai_message_framing(message, count, names, register=True)
+    return _Contribution(tokens=tokens, systems=int(role in ("system", "developer")), call_ids=call_ids)
 
 
 def _responses_message(item: Any) -> Any:
