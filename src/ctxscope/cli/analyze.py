@@ -129,9 +129,16 @@ def _progress_bar(path: str) -> Callable[[int, int], None] | None:
         return None
     start = time.monotonic()
     name = os.path.basename(path)[:30]
+    last_percent = [-1]
 
     def show(done: int, total: int) -> None:
         share = done / total if total else 1.0
+        # Redraw only when the percentage moves: the reader reports far more
+        # often than a terminal needs (hundreds of writes for one file).
+        percent = int(share * 100)
+        if percent == last_percent[0]:
+            return
+        last_percent[0] = percent
         filled = int(share * 30)
         sys.stderr.write(f"\r{name} [{'#' * filled}{'.' * (30 - filled)}] {share:4.0%} "
                          f"{time.monotonic() - start:5.1f}s")
