@@ -275,7 +275,7 @@ class Builder:
         cid = str(call_id) if call_id else None
         if cid:
             self.ids.calls.setdefault(cid, (name, reference))
-        self.add(f"assistant/calls/{name}", text, role=role, base=cid, label=name,
+        self.add(f"assistant/calls/{classify.tool_segment(name)}", text, role=role, base=cid, label=name,
                  source_kind="tool_call", call_id=cid, reference=reference)
 
     def result_target(self, call_id: Any, name: Any = None) -> tuple[str, str | None, str | None]:
@@ -289,7 +289,7 @@ class Builder:
     def result(self, call_id: Any, content: Any, *, name: Any = None, role: str = "tool") -> None:
         """A tool result: a string or a list of parts (text, image, document, other)."""
         tool, reference, cid = self.result_target(call_id, name)
-        part = f"results/{tool}"
+        part = f"results/{classify.tool_segment(tool)}"
         base = f"{cid}:result" if cid else None
         common = dict(label=tool, call_id=cid, reference=reference)
         if content is None or isinstance(content, str):
@@ -413,7 +413,7 @@ def _content(b: Builder, role: str, content: Any) -> None:
         elif isinstance(kind, str) and kind.endswith("_tool_result"):
             # Server tools (web search, code execution...): results in the assistant turn.
             tool, reference, cid = b.result_target(_get(block, "tool_use_id"), kind[: -len("_tool_result")])
-            b.structured(f"results/{tool}", "tool", _get(block, "content"),
+            b.structured(f"results/{classify.tool_segment(tool)}", "tool", _get(block, "content"),
                          base=f"{cid}:result" if cid else None, label=tool,
                          source_kind="tool_result", call_id=cid, reference=reference)
         else:
