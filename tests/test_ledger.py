@@ -201,6 +201,20 @@ def test_shared_objects_are_not_counted_again() -> None:
     assert all(i.tokens == 2 for i in rebuilt[1:101])
 
 
+def test_a_body_seen_again_under_another_id_is_counted_once() -> None:
+    """A file read again (new call id, same body and digest) costs no second count, and has its tokens."""
+    counter = CountingCounter()
+    led = SessionLedger("s", counter=counter)
+    first = item("call_1:result", 7, RESULTS, digest="body-a")
+    led.observe([first], model="m")
+    again = item("call_2:result", 7, RESULTS, digest="body-a")
+    other = item("call_3:result", 7, RESULTS, digest="body-b")
+    snap = led.observe([first, again, other], model="m")
+    assert counter.calls == 2  # body-a once, body-b once
+    assert (again.tokens, other.tokens) == (7, 7)
+    assert snap.annotation.categories[RESULTS] == 21
+
+
 def test_model_change_starts_a_new_baseline() -> None:
     """Switching model: baseline again, every item a baseline change, no growth claimed."""
     led = ledger()

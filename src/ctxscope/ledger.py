@@ -25,7 +25,7 @@ from __future__ import annotations
 import heapq
 import threading
 from dataclasses import dataclass, replace
-from typing import Iterable
+from typing import Callable, Iterable
 
 from . import framing as _framing
 from .calibration import apportion, calibrate, calibration_target, free_tokens
@@ -205,6 +205,12 @@ class SessionLedger:
         # changes while an item with its key is in context, so totals added
         # and later subtracted always agree.
         self._cache: dict[tuple[str, str], int] = {}
+        # (digest, characters) -> tokens of a text under the current basis: the
+        # same body under another id (a file read again, a result repeated) is
+        # counted once on the incremental path. Cleared by a rebuild, whose
+        # cold count stays a plain loop (it must keep near tiktoken's own
+        # speed); pruned with ``_cache``.
+        self._text_counts: dict[tuple[str, int], int] = {}
         self._part_map: dict[tuple[Category, str], str] = {}
         self._named_parts: set[str] = set()
         self._cat_tokens: dict[Category, int] = {}
@@ -343,9 +349,18 @@ class SessionLedger:
         key = (item.id, item.digest)
         tokens = self._cache.get(key)
         if tokens is None:
-            tokens = item.fixed_tokens if item.fixed_tokens is not None else counter.count(item.text)
+            tokens = item.fixed_tokens
+            if tokens is None:
+                tokens = self._count_text(item, counter.count)
             self._cache[key] = tokens
         item.tokens = tokens
+        return tokens
+
+    def _count_text(self, item: Item, count_text: Callable[[str], int]) -> int:
+        text_key = (item.digest, len(item.text))
+        tokens = self._text_counts.get(text_key)
+        if tokens is None:
+            tokens = self._text_counts[text_key] = count_text(item.text)
         return tokens
 
     def _part(self, item: Item) -> str:
@@ -408,6 +423,7 @@ class SessionLedger:
             part_tokens[part] = part_tokens.get(part, 0) + tokens
             part_items[part] = part_items.get(part, 0) + 1
         self._cache = cache
+        self._text_counts = {}  # a new basis counts anew; the cold path itself skips this cache
         self._cat_tokens, self._cat_items = cat_tokens, cat_items
         self._part_tokens, self._part_items = part_tokens, part_items
 
@@ -476,6 +492,8 @@ class SessionLedger:
         if len(self._cache) > 2 * len(items) + 1024:
             keep = {(i.id, i.digest) for i in items}
             self._cache = {k: v for k, v in self._cache.items() if k in keep}
+            texts = {(i.digest, len(i.text)) for i in items}
+            self._text_counts = {k: v for k, v in self._text_counts.items() if k in texts}
 
     def _conversation_tokens(self) -> int:
         return sum(self._cat_tokens.get(c, 0) for c in CONVERSATION_CATEGORIES)
