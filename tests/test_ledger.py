@@ -205,12 +205,14 @@ def test_a_body_seen_again_under_another_id_is_counted_once() -> None:
     """A file read again (new call id, same body and digest) costs no second count, and has its tokens."""
     counter = CountingCounter()
     led = SessionLedger("s", counter=counter)
+    seed = item("prompt", 2)
+    led.observe([seed], model="m")  # the first observation: the cold count
     first = item("call_1:result", 7, RESULTS, digest="body-a")
-    led.observe([first], model="m")
+    led.observe([seed, first], model="m")
     again = item("call_2:result", 7, RESULTS, digest="body-a")
     other = item("call_3:result", 7, RESULTS, digest="body-b")
-    snap = led.observe([first, again, other], model="m")
-    assert counter.calls == 2  # body-a once, body-b once
+    snap = led.observe([seed, first, again, other], model="m")
+    assert counter.calls == 3  # prompt, body-a once, body-b
     assert (again.tokens, other.tokens) == (7, 7)
     assert snap.annotation.categories[RESULTS] == 21
 
