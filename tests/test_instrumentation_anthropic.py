@@ -218,6 +218,9 @@ def test_no_text_in_spans(tel, server, client):
     server.reply(Reply.text("SENTINEL-OUT"))
     client.messages.create(model=MODEL, max_tokens=10, system="SENTINEL-SYS",
                            messages=[{"role": "user", "content": "SENTINEL-IN"}])
+    # The call was measured (so there is a span to search): "SENTINEL-SYS" 12 chars -> 3,
+    # "SENTINEL-IN" 11 chars -> 3.
+    assert categories(tel.one_call()) == {"system": 3, "prompts": 3}
     for span in tel.spans():
         assert no_content(span, "SENTINEL-SYS", "SENTINEL-IN", "SENTINEL-OUT")
 

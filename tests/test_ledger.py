@@ -454,11 +454,14 @@ def test_long_sliding_session_keeps_memory_bounded() -> None:
 
 
 def test_pure_modules_import_no_telemetry_or_sdk() -> None:
-    """ledger, itemdiff, calibration and tokens load without OpenTelemetry or a provider SDK."""
+    """ledger, itemdiff, calibration, tokens, schema, waste, liveframing and transcripts load without OTel or an SDK."""
     import subprocess
     import sys
 
-    code = ("import sys, ctxscope.ledger, ctxscope.itemdiff, ctxscope.calibration, ctxscope.tokens; "
+    # The pure modules of docs/ARCHITECTURE.md not already checked by test_items and test_framing.
+    code = ("import sys, ctxscope.ledger, ctxscope.itemdiff, ctxscope.calibration, ctxscope.tokens, "
+            "ctxscope.schema, ctxscope.waste, ctxscope.liveframing, ctxscope.transcripts.claude_code, "
+            "ctxscope.transcripts.codex, ctxscope.transcripts.messages, ctxscope.transcripts.detect; "
             "print(sorted(m for m in sys.modules if m.split('.')[0] in "
             "('opentelemetry', 'openai', 'anthropic')))")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
