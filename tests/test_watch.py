@@ -138,7 +138,18 @@ def test_restart_resumes_where_it_stopped_with_the_context_rebuilt(tmp_path):
     assert second.reported() == REPORTED[3:]
     resumed = second.requests()[0]
     assert resumed.attributes[Attr.BASELINE] is False
-    assert resumed.attributes[Attr.ESTIMATED_TOKENS] > 0
+    # The rebuilt context measures call 4 exactly as a watch that never stopped does: same
+    # estimate, same categories, same changes (not a baseline of the whole context).
+    whole, folder = Sinks(), tmp_path / "uninterrupted"
+    folder.mkdir()
+    (folder / "s.jsonl").write_bytes(b"".join(LINES))
+    w = watcher(folder, whole, tmp_path / "whole-state.json", from_start=True)
+    w.scan()
+    w.close()
+    fourth = whole.requests()[3]
+    assert fourth.attributes[Attr.REPORTED_TOKENS] == REPORTED[3]
+    assert dict(resumed.attributes) == dict(fourth.attributes)
+    assert [dict(e.attributes) for e in resumed.events] == [dict(e.attributes) for e in fourth.events] != []
     (capture,) = [s for s in second.exporter.get_finished_spans() if s.name == "capture-start"]
     assert capture.parent.span_id == resumed.context.span_id  # the new recording starts at the resumed call
 
