@@ -30,6 +30,16 @@ def test_terminal_report_has_summary_composition_growth_parts_and_waste(capsys):
     assert "calls 7" in out
     assert "composition (calibrated view, last call)" in out and "unattributed" in out
     assert "growth over calls" in out and "largest parts" in out and "waste " in out
+    # The figures, not just the headings. Reported input of the 7 calls, by hand from the file
+    # (input + cache creation + cache read of each call's first assistant line, as in test_watch):
+    reported = [35069, 35666, 35757, 35998, 36393, 36423, 36526]
+    assert "context now 36,526 tokens   peak 36,526   reported 36,526" in out
+    growth = [line.split() for line in out.splitlines() if line.strip().startswith("call ")]
+    assert [(int(row[1]), int(row[4].replace(",", ""))) for row in growth] == list(enumerate(reported))
+    # The calibrated composition of the last call adds up to its reported 36,526.
+    block = out.split("composition (calibrated view, last call)")[1].split("growth over calls")[0]
+    rows = {line.split()[0]: int(line.split()[1].replace(",", "")) for line in block.splitlines() if line.strip()}
+    assert "unattributed" in rows and sum(rows.values()) == 36526
 
 
 def test_json_schema_and_values(capsys):
