@@ -310,6 +310,9 @@ def test_install_is_idempotent_and_skips_non_sdk_providers():
     try:
         first = install(provider, MeterProvider())
         assert first is not None and install(provider) is first
+        # On the provider exactly once, so each foreign span is read once.
+        assert [p for p in provider._active_span_processor._span_processors
+                if isinstance(p, ForeignSpanProcessor)] == [first]
         assert install(NoOpTracerProvider()) is None
     finally:
         provider.shutdown()
