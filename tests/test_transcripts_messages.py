@@ -24,13 +24,18 @@ def test_openai_body_with_developer_reasoning_and_tools(tmp_path: Path):
     path.write_text(json.dumps(body, indent=1))
     calls = list(TranscriptFile(str(path)).calls())
     assert len(calls) == 1
-    parts = [(i.category, i.part) for i in calls[0].items]
-    assert (Category.TOOLS, "tools/read_file") in parts
-    assert (Category.SYSTEM, "system") in parts
-    assert (Category.ASSISTANT, "assistant/thinking") in parts
-    assert (Category.RESULTS, "results/read_file") in parts
-    result = next(i for i in calls[0].items if i.category is Category.RESULTS)
-    assert result.reference is not None and "a.py" in result.reference
+    # chars by hand: "type read_file = () => any;\n\n" 29, "Be brief." 9, "Read a.py" 9,
+    # "I should read it." 17, '{"path": "a.py"}' 16, "print(1)" 8.
+    assert [(i.category, i.part, i.chars, i.label) for i in calls[0].items] == [
+        (Category.TOOLS, "tools/read_file", 29, "read_file"),
+        (Category.SYSTEM, "system", 9, None),
+        (Category.PROMPTS, "prompts/text", 9, None),
+        (Category.ASSISTANT, "assistant/thinking", 17, None),
+        (Category.ASSISTANT, "assistant/calls/read_file", 16, "read_file"),
+        (Category.RESULTS, "results/read_file", 8, "read_file"),
+    ]
+    result = calls[0].items[-1]
+    assert (result.id, result.source_call_id, result.reference) == ("c1:result", "c1", "read_file:path=a.py")
 
 
 def test_pairs_take_usage_from_the_response(tmp_path: Path):
