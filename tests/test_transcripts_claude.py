@@ -112,11 +112,13 @@ def test_subagents_folder_sessions_are_separate():
     parent = analyze_file(str(base / "ef958aa1-0e93-49f0-bb71-150f63befcd1.jsonl"), tokenizer="chars")
     agents = sorted((base / "ef958aa1-0e93-49f0-bb71-150f63befcd1" / "subagents").glob("agent-*.jsonl"))
     assert len(agents) == 6
+    parent_id = "ef958aa1-0e93-49f0-bb71-150f63befcd1"
+    assert [s.session_id for s in parent.sessions] == [parent_id]
     for agent in agents:
         result = analyze_file(str(agent), tokenizer="chars")
-        ids = {s.session_id for s in result.sessions}
-        assert all("/agent-" in i for i in ids)
-        assert not ids & {s.session_id for s in parent.sessions}
+        # One session per file: <parent>/<file stem>, naming the parent.
+        assert [(s.session_id, s.parent_session_id) for s in result.sessions] == [
+            (f"{parent_id}/{agent.stem}", parent_id)]
 
 
 def test_poll_resumes_from_the_byte_offset(tmp_path: Path):
