@@ -25,8 +25,12 @@ def body(extra_read: bool = False) -> dict:
             "function": {"name": "Read", "arguments": json.dumps({"file_path": SENTINEL})}}]},
         {"role": "tool", "tool_call_id": "call_1", "content": "print('hi')"},
     ]
-    if extra_read:
-        messages.append({"role": "user", "content": "and again"})
+    if extra_read:  # a second Read of the same path: an addition of a call and its result
+        messages += [{"role": "user", "content": "and again"},
+                     {"role": "assistant", "content": None, "tool_calls": [{
+                         "id": "call_2", "type": "function",
+                         "function": {"name": "Read", "arguments": json.dumps({"file_path": SENTINEL})}}]},
+                     {"role": "tool", "tool_call_id": "call_2", "content": "print('hi')"}]
     return {"model": "gpt-4o", "messages": messages}
 
 
@@ -39,10 +43,13 @@ def test_labels_default_to_tool_names(monkeypatch):
     monkeypatch.delenv(CTXSCOPE_CAPTURE_LABELS, raising=False)
     tracker = Tracker(tokenizer="chars", framing=False)
     first = tracker.observe_request(body(), CHAT, provider="openai", session_id="s").snapshot
-    assert "Read" in labels(first)
-    assert not any(SENTINEL in label for label in labels(first))
+    # Baseline: system and prompt (no label), the Read call and its result (the tool name).
+    assert sorted(labels(first)) == ["", "", "Read", "Read"]
     second = tracker.observe_request(body(True), CHAT, provider="openai", session_id="s").snapshot
-    assert not any(SENTINEL in label for label in labels(second))
+    # Additions: the prompt, and the second Read call and result, still by tool name only.
+    assert {(c.id, c.label) for c in second.annotation.changes if c.label} == {
+        ("call_2", "Read"), ("call_2:result", "Read")}
+    assert sorted(labels(second)) == ["", "Read", "Read"]
 
 
 def test_opt_in_puts_the_reference_in_the_label(monkeypatch):
