@@ -89,7 +89,9 @@ def test_tiktoken_split_is_the_one_counted(tiktoken_ready: None) -> None:
 
 def test_tiktoken_counts_text_with_lone_surrogates(tiktoken_ready: None) -> None:
     """A lone surrogate takes tiktoken's own replacement path: 'a\\ud800b' counts, no exception."""
-    assert counter_for("gpt-4o").count("a\ud800b") >= 2
+    # tiktoken replaces the surrogate with U+FFFD: 'a', '\ufffd', 'b' are 3 o200k tokens ([64, 3251, 65]).
+    counter = counter_for("gpt-4o")
+    assert counter.count("a\ud800b") == 3 == counter.count("a\ufffdb")
 
 
 _OFFLINE_SCRIPT = textwrap.dedent("""
