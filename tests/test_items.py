@@ -130,11 +130,16 @@ def test_chat_with_sdk_objects_and_tuples():
         {"id": "call_9", "type": "function", "function": {"name": "Read", "arguments": '{"file_path":"b.py"}'}}])
     body = {"model": "gpt-4o", "messages": ({"role": "user", "content": "read b"}, reply,
                                             {"role": "tool", "tool_call_id": "call_9", "content": "x = 2"})}
-    assert [(i.id, i.part, i.chars) for i in items_from_request(body, API_OPENAI_CHAT)] == [
-        ("h:" + items_from_request(body, API_OPENAI_CHAT)[0].digest, "prompts/text", 6),
-        ("call_9", "assistant/calls/Read", 20),
-        ("call_9:result", "results/Read", 5),
+    items = items_from_request(body, API_OPENAI_CHAT)
+    assert [(i.id[:2] if i.id.startswith("h:") else i.id, i.part, i.chars, i.reference) for i in items] == [
+        ("h:", "prompts/text", 6, None),
+        ("call_9", "assistant/calls/Read", 20, "Read:file_path=b.py"),
+        ("call_9:result", "results/Read", 5, "Read:file_path=b.py"),
     ]
+    # The same conversation written as a list of dicts gives the same items, hash ids included.
+    as_dicts = {"model": "gpt-4o", "messages": [body["messages"][0], reply.model_dump(exclude_none=True),
+                                                body["messages"][2]]}
+    assert rows(items) == rows(items_from_request(as_dicts, API_OPENAI_CHAT))
 
 
 def test_result_without_its_call_goes_to_results_unknown():
