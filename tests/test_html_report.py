@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import struct
 import subprocess
@@ -86,7 +87,10 @@ def test_dom_has_chart_and_labels(tmp_path: Path):
     report = _report(tmp_path)
     dom = _chromium(tmp_path, "--dump-dom", report.as_uri()).stdout
     assert "Composition over calls" in dom
-    assert 'data-category="results"' in dom and 'data-category="unattributed"' in dom
+    # One area per category the session holds (as the terminal report lists them), each once.
+    areas = re.findall(r'data-category="([a-z]+)"', dom)
+    assert sorted(areas) == ["assistant", "environment", "prompts", "results", "unattributed"]
+    assert "36,526" in dom  # the last call's reported input, by hand from the file
     assert "calls (tokens, calibrated)" in dom
     assert "Session 4c2ddfdc-b619-4525-8d03-1950fb1b0257" in dom
 
