@@ -120,6 +120,25 @@ def test_every_call_once_in_order_through_pauses_and_rotations(tmp_path, notify)
         [(f"{SESSION}/agent-36541525", 16979)]
 
 
+def uninterrupted(tmp_path: Path, index: int):
+    """The request span of call ``index`` from a watch that read the whole file from the start."""
+    whole, folder = Sinks(), tmp_path / "uninterrupted"
+    folder.mkdir()
+    (folder / "s.jsonl").write_bytes(b"".join(LINES))
+    w = watcher(folder, whole, tmp_path / "whole-state.json", from_start=True)
+    w.scan()
+    w.close()
+    span = whole.requests()[index]
+    assert span.attributes[Attr.REPORTED_TOKENS] == REPORTED[index]
+    return span
+
+
+def assert_same_call(span, expected) -> None:
+    """Same attributes (estimate, categories, baseline...) and the same change events, which exist."""
+    assert dict(span.attributes) == dict(expected.attributes)
+    assert [dict(e.attributes) for e in span.events] == [dict(e.attributes) for e in expected.events] != []
+
+
 def test_restart_resumes_where_it_stopped_with_the_context_rebuilt(tmp_path):
     """A second watch emits only calls 4-7; its first is measured against the rebuilt context, not a baseline."""
     path = tmp_path / "s.jsonl"
@@ -140,16 +159,7 @@ def test_restart_resumes_where_it_stopped_with_the_context_rebuilt(tmp_path):
     assert resumed.attributes[Attr.BASELINE] is False
     # The rebuilt context measures call 4 exactly as a watch that never stopped does: same
     # estimate, same categories, same changes (not a baseline of the whole context).
-    whole, folder = Sinks(), tmp_path / "uninterrupted"
-    folder.mkdir()
-    (folder / "s.jsonl").write_bytes(b"".join(LINES))
-    w = watcher(folder, whole, tmp_path / "whole-state.json", from_start=True)
-    w.scan()
-    w.close()
-    fourth = whole.requests()[3]
-    assert fourth.attributes[Attr.REPORTED_TOKENS] == REPORTED[3]
-    assert dict(resumed.attributes) == dict(fourth.attributes)
-    assert [dict(e.attributes) for e in resumed.events] == [dict(e.attributes) for e in fourth.events] != []
+    assert_same_call(resumed, uninterrupted(tmp_path, 3))
     (capture,) = [s for s in second.exporter.get_finished_spans() if s.name == "capture-start"]
     assert capture.parent.span_id == resumed.context.span_id  # the new recording starts at the resumed call
 
@@ -166,6 +176,8 @@ def test_a_first_watch_treats_what_files_hold_as_history(tmp_path):
     w.check(str(path))
     assert sinks.reported() == [REPORTED[3]]
     assert sinks.requests()[0].attributes[Attr.BASELINE] is False
+    # Measured on the whole context: call 4 as a watch that read every call would see it.
+    assert_same_call(sinks.requests()[0], uninterrupted(tmp_path, 3))
 
 
 def test_an_idle_session_ends_its_series_and_frees_its_reader(tmp_path):
