@@ -286,7 +286,10 @@ def test_inferred_compaction_history_halved() -> None:
     conv = [item(f"m{i}", 10) for i in range(6)]
     led.observe([item("sys", 50, SYS)] + conv, model="m")
     snap = led.observe([item("sys", 50, SYS)] + conv[4:], model="m")  # 60 -> 20 conversation tokens
-    assert snap.compaction is not None and not snap.compaction.declared
+    record = snap.compaction
+    assert record is not None and not record.declared and record.trigger is CompactionTrigger.AUTO
+    assert (record.tokens_before, record.tokens_after) == (50 + 60, 50 + 20)
+    assert [i.id for i in record.removed] == ["m0", "m1", "m2", "m3"] and record.added == []
 
 
 def test_partial_coverage_never_infers_compaction() -> None:
