@@ -434,7 +434,8 @@ def test_demo_agent_records_capture_compaction_and_summary(tel):
     assert [attr(s, Attr.COMPACTION_TRIGGER) for s in posts] == ["auto"]
     after = [s for s in calls if attr(s, CONVERSATION) == "demo-coding-agent"][7]  # first call after it
     assert attr(after, Attr.BASELINE) is True
-    assert "summaries" in categories(after)
+    # The summary message: "<summary>\n" + the summariser's 168-char reply + "\n</summary>" = 189 chars -> 48.
+    assert categories(after)["summaries"] == 48
     assert len(tel.spans("capture-start")) == 2
 
 
