@@ -8,12 +8,15 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Iterator
 
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from ctxscope.environment_variables import OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT
-from ctxscope.schema import Attr, GenAI
+from ctxscope.processor import ContextSpanProcessor
+from ctxscope.schema import Attr, GenAI, Metric, MetricAttr
 from ctxscope.tracker import Tracker
 
 
@@ -66,6 +69,36 @@ def instrumented(server: Any, monkeypatch: Any, instrumentor_class: type) -> Ite
         yield telemetry
     finally:
         instrumentor.uninstrument()
+
+
+@contextmanager
+def metered(telemetry: Telemetry) -> Iterator[InMemoryMetricReader]:
+    """The context span processor on ``telemetry``'s provider, recording into an in-memory reader."""
+    reader = InMemoryMetricReader()
+    meters = MeterProvider(metric_readers=[reader], shutdown_on_exit=False)
+    processor = ContextSpanProcessor(meters)
+    telemetry.provider.add_span_processor(processor)
+    try:
+        yield reader
+    finally:
+        processor.shutdown()
+        meters.shutdown()
+
+
+def token_gauges(reader: InMemoryMetricReader, session: str) -> dict[str, int]:
+    """The latest ``llm.context.tokens`` value of each category of ``session``."""
+    out: dict[str, int] = {}
+    data = reader.get_metrics_data()
+    for rm in data.resource_metrics if data else ():
+        for sm in rm.scope_metrics:
+            for metric in sm.metrics:
+                if metric.name != Metric.TOKENS.name:
+                    continue
+                for point in metric.data.data_points:
+                    attrs = dict(point.attributes)
+                    if attrs[MetricAttr.CONVERSATION_ID] == session:
+                        out[attrs[MetricAttr.CATEGORY]] = int(point.value)
+    return out
 
 
 def categories(span: ReadableSpan) -> dict[str, int]:

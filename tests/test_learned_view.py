@@ -11,21 +11,18 @@ from __future__ import annotations
 import json
 
 import pytest
-from opentelemetry.sdk.metrics import MeterProvider
-from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 
 from ctxscope.calibration import calibration_target
 from ctxscope.cli import main
 from ctxscope.instrumentation.openai import OpenAIInstrumentor
 from ctxscope.ledger import SessionLedger
-from ctxscope.processor import ContextSpanProcessor
-from ctxscope.schema import Attr, Category, Item, Metric, MetricAttr
+from ctxscope.schema import Attr, Category, Item
 from ctxscope.store import LocalStore
 from ctxscope.testing import ProviderServer
 from ctxscope.tokens import CharsCounter
 from ctxscope.tracker import Tracker
 
-from _instr_support import attr, make_telemetry
+from _instr_support import attr, make_telemetry, metered, token_gauges
 
 C = Category
 
@@ -88,30 +85,11 @@ def live(tmp_path):
         tel.tracker = Tracker(tokenizer="chars")
         store = LocalStore(tmp_path)
         tel.tracker.add_listener(store.record)
-        reader = InMemoryMetricReader()
-        meters = MeterProvider(metric_readers=[reader], shutdown_on_exit=False)
-        processor = ContextSpanProcessor(meters)
-        tel.provider.add_span_processor(processor)
         instrumentor = OpenAIInstrumentor()
-        instrumentor.instrument(tracer_provider=tel.provider, tracker=tel.tracker)
-        yield tel, reader, server.openai_client()
-        instrumentor.uninstrument()
-        processor.shutdown()
-        meters.shutdown()
-
-
-def gauges(reader: InMemoryMetricReader, session: str) -> dict[str, int]:
-    out: dict[str, int] = {}
-    data = reader.get_metrics_data()
-    for rm in data.resource_metrics if data else ():
-        for sm in rm.scope_metrics:
-            for metric in sm.metrics:
-                if metric.name == Metric.TOKENS.name:
-                    for point in metric.data.data_points:
-                        attrs = dict(point.attributes)
-                        if attrs[MetricAttr.CONVERSATION_ID] == session:
-                            out[attrs[MetricAttr.CATEGORY]] = int(point.value)
-    return out
+        with metered(tel) as reader:
+            instrumentor.instrument(tracer_provider=tel.provider, tracker=tel.tracker)
+            yield tel, reader, server.openai_client()
+            instrumentor.uninstrument()
 
 
 def test_context_report_agrees_with_the_gauges(live, tmp_path, capsys):
@@ -128,7 +106,7 @@ def test_context_report_agrees_with_the_gauges(live, tmp_path, capsys):
     # Estimate: system 4 + prompts 4 ("stream please") + overhead 12 = 20; no usage; correction 491.
     assert (attr(span, Attr.ESTIMATED_TOKENS), attr(span, Attr.LEARNED_CORRECTION_TOKENS)) == (20, 491)
     expected = {"system": 4, "prompts": 4, "overhead": 12, "unattributed": 491}
-    assert gauges(reader, session) == expected
+    assert token_gauges(reader, session) == expected
     assert main(["context", "--data-dir", str(tmp_path), "--session", session, "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)
     assert doc["latest"]["calibrated"] == expected

@@ -16,6 +16,8 @@ from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from opentelemetry.sdk.trace import TracerProvider
 
+from _instr_support import token_gauges
+
 from ctxscope import items as items_module
 from ctxscope.itemdiff import diff_items
 from ctxscope.items import API_ANTHROPIC, API_OPENAI_CHAT, RequestExtractor, items_from_request
@@ -28,8 +30,6 @@ from ctxscope.schema import (
     GenAI,
     Item,
     LimitKind,
-    Metric,
-    MetricAttr,
     Stage,
     WasteKind,
 )
@@ -262,20 +262,6 @@ def test_reading_from_attributes_takes_what_the_metrics_need():
     assert reading_from_attributes({GenAI.CONVERSATION_ID: "s"}) is None
 
 
-def _tokens(reader: InMemoryMetricReader, session: str) -> dict[str, float]:
-    out: dict[str, float] = {}
-    data = reader.get_metrics_data()
-    for rm in data.resource_metrics if data else ():
-        for sm in rm.scope_metrics:
-            for metric in sm.metrics:
-                if metric.name != Metric.TOKENS.name:
-                    continue
-                for point in metric.data.data_points:
-                    if point.attributes[MetricAttr.CONVERSATION_ID] == session:
-                        out[point.attributes[MetricAttr.CATEGORY]] = point.value
-    return out
-
-
 def test_on_end_gauges_are_the_calibrated_view_of_the_span_attributes():
     """An annotated span with reported 80 against estimates 30 + 70 gives system 24, results 56 (SPEC 5 scaling)."""
     reader = InMemoryMetricReader()
@@ -286,7 +272,7 @@ def test_on_end_gauges_are_the_calibrated_view_of_the_span_attributes():
     ann.stage, ann.compaction_trigger, ann.reported_tokens = Stage.REQUEST_INPUT, None, 80
     attrs = {GenAI.CONVERSATION_ID: "attrs", GenAI.REQUEST_MODEL: "gpt-4o", **ann.to_attributes()}
     tracer_provider.get_tracer("t").start_span("chat gpt-4o", attributes=attrs).end()
-    assert _tokens(reader, "attrs") == {"system": 24, "results": 56, "unattributed": 0}
+    assert token_gauges(reader, "attrs") == {"system": 24, "results": 56, "unattributed": 0}
 
 
 def test_shared_prefix_counts_leading_identical_items():

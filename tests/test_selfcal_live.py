@@ -22,21 +22,18 @@ import random
 import stat
 
 import pytest
-from opentelemetry.sdk.metrics import MeterProvider
-from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 
 from ctxscope import framing
 from ctxscope.instrumentation.openai import OpenAIInstrumentor
 from ctxscope.liveframing import FramingCache
 from ctxscope.observation import Usage
-from ctxscope.processor import ContextSpanProcessor
-from ctxscope.schema import Attr, Category, Metric, MetricAttr
+from ctxscope.schema import Attr, Category
 from ctxscope.store import LocalStore
 from ctxscope.testing import ProviderServer
 from ctxscope.tokens import CharsCounter
 from ctxscope.tracker import Tracker, calibration_key
 
-from _instr_support import attr, categories, make_telemetry
+from _instr_support import attr, categories, make_telemetry, metered, token_gauges
 from conftest import CORPUS, requires_corpus
 
 SYSTEM = {"role": "system", "content": "You are terse."}
@@ -61,31 +58,11 @@ def live(server):
     server.reset()
     tel = make_telemetry()
     tel.tracker = Tracker(tokenizer="chars")  # framing on, as in production (make_telemetry's is raw)
-    reader = InMemoryMetricReader()
-    meters = MeterProvider(metric_readers=[reader], shutdown_on_exit=False)
-    processor = ContextSpanProcessor(meters)
-    tel.provider.add_span_processor(processor)
     instrumentor = OpenAIInstrumentor()
-    instrumentor.instrument(tracer_provider=tel.provider, tracker=tel.tracker)
-    yield tel, reader, server.openai_client()
-    instrumentor.uninstrument()
-    processor.shutdown()
-    meters.shutdown()
-
-
-def token_gauges(reader: InMemoryMetricReader, session: str) -> dict[str, int]:
-    out: dict[str, int] = {}
-    data = reader.get_metrics_data()
-    for rm in data.resource_metrics if data else ():
-        for sm in rm.scope_metrics:
-            for metric in sm.metrics:
-                if metric.name != Metric.TOKENS.name:
-                    continue
-                for point in metric.data.data_points:
-                    attrs = dict(point.attributes)
-                    if attrs[MetricAttr.CONVERSATION_ID] == session:
-                        out[attrs[MetricAttr.CATEGORY]] = int(point.value)
-    return out
+    with metered(tel) as reader:
+        instrumentor.instrument(tracer_provider=tel.provider, tracker=tel.tracker)
+        yield tel, reader, server.openai_client()
+        instrumentor.uninstrument()
 
 
 def test_live_span_has_overhead_worked_out_by_hand(live):
