@@ -1,4 +1,4 @@
-"""The ctxscope contract (``shared/SPEC.md``, version 1) as code.
+"""The ctxscope contract (``docs/spec.md``, version 1) as code.
 
 Every name that leaves the process is defined here once: categories, stages,
 bases, coverage, change types, attribute keys, metric names and units. Code,
