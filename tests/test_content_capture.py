@@ -20,7 +20,7 @@ import pytest
 from opentelemetry.sdk._logs import LoggerProvider
 from opentelemetry.sdk._logs.export import InMemoryLogRecordExporter, SimpleLogRecordProcessor
 
-from ctxscope.environment_variables import OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT as CAPTURE
+from ctxscope.config import OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT as CAPTURE
 from ctxscope.instrumentation._content import ContentMode, content_mode
 from ctxscope.instrumentation.anthropic import AnthropicInstrumentor
 from ctxscope.instrumentation.openai import OpenAIInstrumentor

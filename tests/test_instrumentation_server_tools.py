@@ -12,7 +12,7 @@ import asyncio
 
 import pytest
 
-from ctxscope.environment_variables import OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT
+from ctxscope.config import OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT
 from ctxscope.instrumentation.anthropic import AnthropicInstrumentor, message_info
 from ctxscope.instrumentation.openai import OpenAIInstrumentor
 from ctxscope.testing import ProviderServer, Reply

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from ctxscope.environment_variables import CTXSCOPE_CAPTURE_LABELS
+from ctxscope.config import CTXSCOPE_CAPTURE_LABELS
 from ctxscope.ledger import SessionLedger
 from ctxscope.items import items_from_request
 from ctxscope.tracker import Tracker, capture_labels_from_env

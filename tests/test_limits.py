@@ -8,7 +8,7 @@ from decimal import Decimal
 import pytest
 
 from ctxscope import limits
-from ctxscope.environment_variables import (
+from ctxscope.config import (
     CTXSCOPE_COMPACT_THRESHOLD_TOKENS,
     CTXSCOPE_EFFECTIVE_WINDOW_TOKENS,
     CTXSCOPE_WINDOW_TOKENS,

@@ -13,7 +13,7 @@ import pytest
 
 from ctxscope import fidelity, framing
 from ctxscope.cli import main
-from ctxscope.environment_variables import OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT
+from ctxscope.config import OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT
 from ctxscope.instrumentation.anthropic import AnthropicInstrumentor
 from ctxscope.items import items_from_request
 from ctxscope.ledger import SessionLedger

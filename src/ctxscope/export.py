@@ -44,8 +44,9 @@ from opentelemetry.sdk.resources import SERVICE_NAME, Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
-from .environment_variables import CTXSCOPE_MAX_SESSIONS, CTXSCOPE_STORE
-from .processor import DEFAULT_MAX_SESSIONS, ContextSpanProcessor, ensure_processor
+from .config import otel, set_default, settings
+from .config import read as read_settings
+from .processor import ContextSpanProcessor, ensure_processor
 from .store import LocalStore
 
 __all__ = ["CtxscopeConfigurator", "Telemetry", "setup"]
@@ -61,8 +62,6 @@ MODE_OTLP = "otlp"
 MODE_EMBEDDED = "embedded"
 MODE_EXISTING = "existing"  # the application had configured the SDK already
 
-_TRUE = ("1", "true", "yes", "on")
-_FALSE = ("0", "false", "no", "off")
 
 
 @dataclass
@@ -115,14 +114,6 @@ class Telemetry:
 # Configuration read once from arguments and the environment
 # ---------------------------------------------------------------------------
 
-def _env(environ: Mapping[str, str], *names: str) -> str | None:
-    for name in names:
-        value = (environ.get(name) or "").strip()
-        if value:
-            return value
-    return None
-
-
 def _protocol(value: str | None, signal: str) -> str:
     protocol = (value or DEFAULT_PROTOCOL).strip().lower()
     if protocol == "http":
@@ -165,35 +156,25 @@ def _metric_exporter(protocol: str, endpoint: str, is_base: bool, headers: Mappi
     return HttpMetricExporter(endpoint=_http_url(endpoint, "/v1/metrics") if is_base else endpoint, **kwargs)
 
 
-def _endpoint(explicit: str | None, environ: Mapping[str, str], signal_var: str) -> tuple[str | None, bool]:
+def _endpoint(explicit: str | None, environ: Mapping[str, str] | None, signal_var: str) -> tuple[str | None, bool]:
     """(endpoint, whether it is a base URL to which HTTP adds ``/v1/<signal>``)."""
     if explicit:
         return explicit, True
-    per_signal = _env(environ, signal_var)
+    per_signal = otel(environ, signal_var)
     if per_signal:
         return per_signal, False  # the SDK uses a per-signal URL as given
-    return _env(environ, OTEL_EXPORTER_OTLP_ENDPOINT), True
+    return otel(environ, OTEL_EXPORTER_OTLP_ENDPOINT), True
 
 
-def _store_wanted(store: bool | None, exporting: bool, environ: Mapping[str, str]) -> bool:
+def _store_wanted(store: bool | None, exporting: bool, environ: Mapping[str, str] | None) -> bool:
     if store is not None:
         return store
-    setting = (environ.get(CTXSCOPE_STORE) or "auto").strip().lower()
-    if setting in _TRUE:
-        return True
-    if setting in _FALSE:
-        return False
-    return not exporting
+    setting = (settings() if environ is None else read_settings(environ)).store
+    return not exporting if setting == "auto" else setting == "on"
 
 
-def _max_sessions(environ: Mapping[str, str]) -> int:
-    value = environ.get(CTXSCOPE_MAX_SESSIONS)
-    try:
-        return max(1, int(value)) if value else DEFAULT_MAX_SESSIONS
-    except ValueError:
-        _log.warning("ctxscope: %s=%r is not a number; using %d", CTXSCOPE_MAX_SESSIONS, value,
-                     DEFAULT_MAX_SESSIONS)
-        return DEFAULT_MAX_SESSIONS
+def _max_sessions(environ: Mapping[str, str] | None) -> int:
+    return (settings() if environ is None else read_settings(environ)).max_sessions
 
 
 def _instrument(tracer_provider: Any, meter_provider: Any) -> None:
@@ -242,7 +223,7 @@ def setup(service_name: str | None = None, *, endpoint: str | None = None, proto
 
     Raises ``ValueError`` for an unsupported protocol.
     """
-    env = os.environ if environ is None else environ
+    env = environ  # None: the process environment, read through ctxscope.config
     sessions = max_sessions if max_sessions is not None else _max_sessions(env)
     current = otel_trace.get_tracer_provider()
     if set_global and isinstance(current, TracerProvider):
@@ -255,14 +236,14 @@ def setup(service_name: str | None = None, *, endpoint: str | None = None, proto
 
     traces_endpoint, traces_base = _endpoint(endpoint, env, OTEL_EXPORTER_OTLP_TRACES_ENDPOINT)
     metrics_endpoint, metrics_base = _endpoint(endpoint, env, OTEL_EXPORTER_OTLP_METRICS_ENDPOINT)
-    traces_protocol = _protocol(protocol or _env(env, OTEL_EXPORTER_OTLP_TRACES_PROTOCOL,
+    traces_protocol = _protocol(protocol or otel(env, OTEL_EXPORTER_OTLP_TRACES_PROTOCOL,
                                                  OTEL_EXPORTER_OTLP_PROTOCOL), "traces")
-    metrics_protocol = _protocol(protocol or _env(env, OTEL_EXPORTER_OTLP_METRICS_PROTOCOL,
+    metrics_protocol = _protocol(protocol or otel(env, OTEL_EXPORTER_OTLP_METRICS_PROTOCOL,
                                                   OTEL_EXPORTER_OTLP_PROTOCOL), "metrics")
     # OTEL_TRACES_EXPORTER / OTEL_METRICS_EXPORTER = none turn a signal's export off.
-    if (_env(env, OTEL_TRACES_EXPORTER) or "").lower() == "none":
+    if (otel(env, OTEL_TRACES_EXPORTER) or "").lower() == "none":
         traces_endpoint = None
-    if (_env(env, OTEL_METRICS_EXPORTER) or "").lower() == "none":
+    if (otel(env, OTEL_METRICS_EXPORTER) or "").lower() == "none":
         metrics_endpoint = None
 
     attributes: dict[str, Any] = dict(resource_attributes or {})
@@ -293,7 +274,7 @@ def setup(service_name: str | None = None, *, endpoint: str | None = None, proto
 
 
 def _attach_store(store: bool | None, *, exporting: bool, data_dir: Any,
-                  environ: Mapping[str, str]) -> LocalStore | None:
+                  environ: Mapping[str, str] | None) -> LocalStore | None:
     if not _store_wanted(store, exporting, environ):
         return None
     try:
@@ -325,16 +306,16 @@ class CtxscopeConfigurator(_BaseConfigurator):
 
     def _configure(self, **kwargs: Any) -> None:
         global _configured
-        env = os.environ
-        if (env.get(OTEL_SDK_DISABLED) or "").strip().lower() == "true":
+        env = None  # the process environment, read through ctxscope.config
+        if (otel(env, OTEL_SDK_DISABLED) or "").lower() == "true":
             return
-        endpoint = _env(env, OTEL_EXPORTER_OTLP_ENDPOINT, OTEL_EXPORTER_OTLP_TRACES_ENDPOINT,
+        endpoint = otel(env, OTEL_EXPORTER_OTLP_ENDPOINT, OTEL_EXPORTER_OTLP_TRACES_ENDPOINT,
                         OTEL_EXPORTER_OTLP_METRICS_ENDPOINT)
-        named = _env(env, OTEL_TRACES_EXPORTER, OTEL_METRICS_EXPORTER)
+        named = otel(env, OTEL_TRACES_EXPORTER, OTEL_METRICS_EXPORTER)
         if endpoint or named:
             if endpoint:
-                env.setdefault(OTEL_TRACES_EXPORTER, "otlp")
-                env.setdefault(OTEL_METRICS_EXPORTER, "otlp")
+                set_default(OTEL_TRACES_EXPORTER, "otlp")
+                set_default(OTEL_METRICS_EXPORTER, "otlp")
             _OTelSDKConfigurator()._configure(**kwargs)  # noqa: SLF001 - the SDK's standard path
             tracer_provider = otel_trace.get_tracer_provider()
             meter_provider = otel_metrics.get_meter_provider()

@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any, Iterable, Iterator, Mapping, Sequence
 from urllib.parse import urlparse
 
+from . import apis
 from . import framing
 from .errors import InputError, UserError
 from .framing import API_ANTHROPIC, API_OPENAI_CHAT, API_OPENAI_RESPONSES
@@ -108,28 +109,8 @@ def detect_api(body: Mapping[str, Any], uri: str = "") -> str:
 
 
 def reported_input(response: Mapping[str, Any] | None, api: str) -> int | None:
-    """SPEC section 4 reported input of a response; None when it has no usage.
-
-    An Anthropic response whose usage lists ``iterations`` (server-tool loops,
-    advisors) sums several samplings; the prompt this request sent is the first
-    ``message`` iteration's input.
-    """
-    if not isinstance(response, Mapping):
-        return None
-    usage = response.get("usage")
-    if not isinstance(usage, Mapping):
-        return None
-    if api == API_ANTHROPIC:
-        iterations = usage.get("iterations")
-        if isinstance(iterations, list) and iterations and isinstance(iterations[0], Mapping):
-            usage = iterations[0]
-        parts = [usage.get(k) for k in ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")]
-        if usage.get("input_tokens") is None:
-            return None
-        return sum(int(p or 0) for p in parts)
-    key = "input_tokens" if api == API_OPENAI_RESPONSES else "prompt_tokens"
-    value = usage.get(key, usage.get("input_tokens"))
-    return int(value) if value is not None else None
+    """SPEC section 4 reported input of a response; None when it has no usage (:func:`ctxscope.apis.reported_input`)."""
+    return apis.reported_input(api, response) if isinstance(response, Mapping) else None
 
 
 def ran_server_tool(response: Mapping[str, Any] | None) -> bool:

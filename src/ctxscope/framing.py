@@ -59,10 +59,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 from .payload import as_list as _as_list
 from .payload import get as _get
 from .schema import Category, Item
-
-API_OPENAI_CHAT = "openai.chat"
-API_OPENAI_RESPONSES = "openai.responses"
-API_ANTHROPIC = "anthropic.messages"
+from .apis import API_ANTHROPIC, API_OPENAI_CHAT, API_OPENAI_RESPONSES
 
 OVERHEAD_PART = Category.OVERHEAD.value
 SERVER_TOOL_PART_PREFIX = "tools/server/"

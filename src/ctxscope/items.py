@@ -26,6 +26,7 @@ from typing import Any, Mapping
 
 from . import framing as _framing
 from .payload import DOCUMENT_PAGE_TOKENS, compact_json
+from . import apis
 from .payload import as_list as _as_list
 from .payload import get as _get
 from .payload import plain as _plain
@@ -84,46 +85,9 @@ def tool_definition_text(api: str, tool: Any) -> str:
 # Public API
 # ---------------------------------------------------------------------------
 
-_ANTHROPIC_BLOCKS = frozenset(("tool_use", "tool_result", "thinking", "redacted_thinking", "document",
-                               "server_tool_use", "search_result", "mcp_tool_use", "mcp_tool_result"))
-_CHAT_BLOCKS = frozenset(("image_url", "input_audio", "file", "refusal"))
-
-
 def detect_api(body: Mapping[str, Any]) -> str:
-    """Which API a request body is for; ValueError when it is none of the three."""
-    if not isinstance(body, Mapping):
-        raise ValueError("a request body must be a JSON object")
-    if "messages" not in body:
-        if "input" in body or "instructions" in body:
-            return API_OPENAI_RESPONSES
-        raise ValueError("not a request body: no 'messages' (chat, Anthropic) or 'input' (Responses)")
-    for tool in _as_list(body.get("tools")) or ():
-        # Chat tools nest their name under "function"; Anthropic's carry it on top.
-        if _get(tool, "input_schema") is not None or _get(tool, "name") is not None:
-            return API_ANTHROPIC
-        if _get(tool, "function") is not None:
-            return API_OPENAI_CHAT
-    choice = body.get("tool_choice")
-    if isinstance(choice, Mapping) and "function" not in choice and choice.get("type") in ("auto", "any", "tool", "none"):
-        return API_ANTHROPIC
-    if "system" in body or "anthropic_version" in body or "thinking" in body:
-        return API_ANTHROPIC
-    for msg in islice(_as_list(body.get("messages")) or (), 200):
-        if _get(msg, "tool_calls") is not None or _get(msg, "role") in ("tool", "developer", "function"):
-            return API_OPENAI_CHAT
-        content = _get(msg, "content")
-        for block in (_as_list(content) or ()) if not isinstance(content, str) else ():
-            kind = _get(block, "type")
-            if kind in _ANTHROPIC_BLOCKS or (kind == "image" and _get(block, "source") is not None):
-                return API_ANTHROPIC
-            if kind in _CHAT_BLOCKS:
-                return API_OPENAI_CHAT
-    # Plain text conversations look alike: Anthropic requires max_tokens, and
-    # its models are named claude-*.
-    model = body.get("model")
-    if "max_tokens" in body and isinstance(model, str) and model.startswith("claude"):
-        return API_ANTHROPIC
-    return API_OPENAI_CHAT
+    """Which API a request body is for; ValueError when it is none of them (:func:`ctxscope.apis.detect`)."""
+    return apis.detect(body)
 
 
 def items_from_request(body: Mapping[str, Any], api: str | None = None) -> list[Item]:

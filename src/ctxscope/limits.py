@@ -23,18 +23,13 @@ from __future__ import annotations
 
 import fnmatch
 import logging
-import os
 import threading
 from dataclasses import dataclass, replace
 from decimal import Decimal
 from functools import lru_cache
 from typing import Mapping
 
-from .environment_variables import (
-    CTXSCOPE_COMPACT_THRESHOLD_TOKENS,
-    CTXSCOPE_EFFECTIVE_WINDOW_TOKENS,
-    CTXSCOPE_WINDOW_TOKENS,
-)
+from .config import LimitRule, parse_limit_rule, settings
 
 __all__ = [
     "FALLBACK_WINDOWS",
@@ -100,64 +95,21 @@ class Prices:
 # Overrides
 # ---------------------------------------------------------------------------
 
-@dataclass(frozen=True)
-class _Rule:
-    pattern: str  # "*" for every model
-    value: int | None = None
-    percent: float | None = None  # compaction threshold as a share of the effective window / window
-
-    def matches(self, model: str) -> bool:
-        return fnmatch.fnmatchcase(model.lower(), self.pattern.lower())
-
-
 @dataclass
 class _Overrides:
-    window: list[_Rule]
-    effective_window: list[_Rule]
-    compact_threshold: list[_Rule]
+    window: list[LimitRule]
+    effective_window: list[LimitRule]
+    compact_threshold: list[LimitRule]
 
 
 _lock = threading.Lock()
 _overrides: _Overrides | None = None
 
 
-def _parse_value(text: str, name: str, allow_percent: bool) -> _Rule:
-    text = text.strip()
-    pattern = "*"
-    if "=" in text:
-        pattern, text = (part.strip() for part in text.rsplit("=", 1))
-    try:
-        if allow_percent and text.endswith("%"):
-            percent = float(text[:-1]) / 100
-            if not 0 < percent <= 1:
-                raise ValueError
-            return _Rule(pattern, percent=percent)
-        value = int(text.replace("_", ""))
-        if value <= 0:
-            raise ValueError
-        return _Rule(pattern, value=value)
-    except ValueError:
-        raise ValueError(f"{name}: {text!r} is not a positive number of tokens"
-                         + (" or a percentage" if allow_percent else "")) from None
-
-
-def _parse(spec: str | None, name: str, allow_percent: bool = False) -> list[_Rule]:
-    if not spec or not spec.strip():
-        return []
-    return [_parse_value(part, name, allow_percent) for part in spec.split(",") if part.strip()]
-
-
 def _from_environment() -> _Overrides:
-    rules = _Overrides([], [], [])
-    for attr, name, percent in (("window", CTXSCOPE_WINDOW_TOKENS, False),
-                                ("effective_window", CTXSCOPE_EFFECTIVE_WINDOW_TOKENS, False),
-                                ("compact_threshold", CTXSCOPE_COMPACT_THRESHOLD_TOKENS, True)):
-        try:
-            getattr(rules, attr).extend(_parse(os.environ.get(name), name, percent))
-        except ValueError as exc:
-            # Configuration read at run time: log and ignore, never break the program.
-            _log.warning("ctxscope: ignoring %s", exc)
-    return rules
+    current = settings()
+    return _Overrides(list(current.window_tokens), list(current.effective_window_tokens),
+                      list(current.compact_threshold_tokens))
 
 
 def _current() -> _Overrides:
@@ -177,15 +129,15 @@ def configure(*, window_tokens: int | None = None, effective_window_tokens: int 
     Raises ``ValueError`` for a value that is not a positive number.
     """
     rules = _current()
-    new: list[tuple[list[_Rule], _Rule]] = []
+    new: list[tuple[list[LimitRule], LimitRule]] = []
     if window_tokens is not None:
-        new.append((rules.window, _parse_value(f"{model}={window_tokens}", "window_tokens", False)))
+        new.append((rules.window, parse_limit_rule(f"{model}={window_tokens}", "window_tokens", False)))
     if effective_window_tokens is not None:
         new.append((rules.effective_window,
-                    _parse_value(f"{model}={effective_window_tokens}", "effective_window_tokens", False)))
+                    parse_limit_rule(f"{model}={effective_window_tokens}", "effective_window_tokens", False)))
     if compact_threshold_tokens is not None:
         new.append((rules.compact_threshold,
-                    _parse_value(f"{model}={compact_threshold_tokens}", "compact_threshold_tokens", True)))
+                    parse_limit_rule(f"{model}={compact_threshold_tokens}", "compact_threshold_tokens", True)))
     with _lock:
         for target, rule in new:
             target.insert(0, rule)
@@ -201,7 +153,7 @@ def reset(*, from_environment: bool = True) -> None:
     _model_info.cache_clear()
 
 
-def _first(rules: list[_Rule], model: str) -> _Rule | None:
+def _first(rules: list[LimitRule], model: str) -> LimitRule | None:
     for rule in rules:
         if rule.matches(model):
             return rule

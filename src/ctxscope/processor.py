@@ -37,6 +37,7 @@ from opentelemetry.metrics import CallbackOptions, MeterProvider, Observation
 from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor
 from opentelemetry.sdk.trace import TracerProvider as SdkTracerProvider
 
+from .config import DEFAULT_MAX_SESSIONS
 from . import metrics as ctx_metrics
 from .calibration import calibrate, calibration_target
 from .schema import (
@@ -55,8 +56,6 @@ from .schema import (
 
 _log = logging.getLogger(__name__)
 
-# As the tracker's default (CTXSCOPE_MAX_SESSIONS), so both hold the same sessions.
-DEFAULT_MAX_SESSIONS = 64
 # A session whose spans carry no gen_ai.conversation.id (an instrumentation
 # other than ours, or a replay without one) is keyed by this id.
 UNKNOWN_SESSION = "unknown"

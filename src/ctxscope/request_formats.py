@@ -13,11 +13,10 @@ from __future__ import annotations
 
 import base64
 import hashlib
-import os
 from typing import Any, Callable, Iterable, Mapping
 
 from . import classify
-from .environment_variables import CTXSCOPE_HASH_KEY
+from .config import settings
 from .payload import (
     AUDIO_BYTES_PER_TOKEN,
     ENCRYPTED_BYTES_PER_TOKEN,
@@ -32,28 +31,15 @@ from .payload import pdf_tokens as _pdf_tokens
 from .payload import plain as _plain
 from .payload import split_data_url as _split_data_url
 from .schema import Category, Item
-
-API_OPENAI_CHAT = "openai.chat"
-API_OPENAI_RESPONSES = "openai.responses"
-API_ANTHROPIC = "anthropic.messages"
-APIS = (API_OPENAI_CHAT, API_OPENAI_RESPONSES, API_ANTHROPIC)
+from .apis import API_ANTHROPIC, API_OPENAI_CHAT, API_OPENAI_RESPONSES, APIS
 
 ToolText = Callable[[str, Any], str]
 
 _DEFAULT_HASH_KEY = b"ctxscope/items/v1"
 
 
-def _hash_key() -> bytes:
-    raw = os.environ.get(CTXSCOPE_HASH_KEY)
-    if not raw:
-        return _DEFAULT_HASH_KEY
-    key = raw.encode("utf-8", "surrogatepass")
-    # BLAKE2b keys are at most 64 bytes: a longer key is hashed down first.
-    return key if len(key) <= 64 else hashlib.blake2b(key).digest()
-
-
 # Read once at import (configuration is never read per request).
-_KEY = _hash_key()
+_KEY = settings().hash_key or _DEFAULT_HASH_KEY
 
 
 # A keyed hasher to copy: copying skips the key set-up of every new hasher.

@@ -22,15 +22,14 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import hashlib
-import json
-import os
 import sys
 import types
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Iterator, Mapping
 
-from .environment_variables import CTXSCOPE_HASH_KEY
+from . import apis
+from .config import settings
 from .schema import CompactionTrigger, GenAI
 
 __all__ = [
@@ -44,9 +43,7 @@ __all__ = [
 
 COMPACTION_SUFFIX = "/compaction"
 _DEFAULT_HASH_KEY = b"ctxscope-v1"
-_HASH_KEY = (os.environ.get(CTXSCOPE_HASH_KEY) or "").encode("utf-8", "surrogatepass") or _DEFAULT_HASH_KEY
-if len(_HASH_KEY) > 64:  # BLAKE2b keys are at most 64 bytes
-    _HASH_KEY = hashlib.blake2b(_HASH_KEY).digest()
+_HASH_KEY = settings().hash_key or _DEFAULT_HASH_KEY
 
 _session_id: contextvars.ContextVar[str | None] = contextvars.ContextVar("ctxscope_session_id", default=None)
 _compacting: contextvars.ContextVar[bool] = contextvars.ContextVar("ctxscope_compacting", default=False)
@@ -150,61 +147,9 @@ def resolve(body: Mapping[str, Any], api: str, session_id: str | None = None) ->
 # The fingerprint
 # ---------------------------------------------------------------------------
 
-def _get(obj: Any, name: str) -> Any:
-    """A field of a dict or of an SDK object (pydantic model) alike."""
-    if isinstance(obj, Mapping):
-        return obj.get(name)
-    return getattr(obj, name, None)
-
-
-def _text(value: Any) -> str:
-    """The text of a content value: a string, or the text parts of a list of blocks."""
-    if value is None:
-        return ""
-    if isinstance(value, str):
-        return value
-    if isinstance(value, list):
-        parts = []
-        for block in value:
-            if isinstance(block, str):
-                parts.append(block)
-                continue
-            text = _get(block, "text")
-            if isinstance(text, str):
-                parts.append(text)
-            elif _get(block, "type") in ("image", "image_url", "input_image", "document", "input_file"):
-                # Media are identified by their type only: a fingerprint over base64 would be costly.
-                parts.append(f"<{_get(block, 'type')}>")
-        return "\n".join(parts)
-    return json.dumps(value, sort_keys=True, default=str)
-
-
-def _system_and_first_user(body: Mapping[str, Any], api: str) -> tuple[str, str]:
-    system: list[str] = []
-    first_user = ""
-    if api == "anthropic.messages":
-        system.append(_text(body.get("system")))
-        messages = body.get("messages") or []
-    elif api == "openai.responses":
-        system.append(_text(body.get("instructions")))
-        messages = body.get("input") or []
-        if isinstance(messages, str):
-            return "\n".join(system), messages
-    else:
-        messages = body.get("messages") or []
-    for message in messages:
-        role = _get(message, "role")
-        if role in ("system", "developer"):
-            system.append(_text(_get(message, "content")))
-        elif role == "user":
-            first_user = _text(_get(message, "content"))
-            break
-    return "\n".join(s for s in system if s), first_user
-
-
 def fingerprint(body: Mapping[str, Any], api: str) -> str:
     """SPEC session fingerprint: keyed BLAKE2b of the system prompt and the first user message."""
-    system, first_user = _system_and_first_user(body, api)
+    system, first_user = apis.get(api).session_seed(body)
     digest = hashlib.blake2b(key=_HASH_KEY, digest_size=8)
     digest.update(system.encode("utf-8", "surrogatepass"))
     digest.update(b"\x00")

@@ -33,7 +33,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
-from .environment_variables import CTXSCOPE_DATA_DIR
+from .config import read as read_settings
+from .config import settings
 from .observation import Observation
 
 __all__ = [
@@ -61,13 +62,7 @@ _TAIL_BYTES = 256 * 1024
 
 def data_dir(environ: Mapping[str, str] | None = None) -> Path:
     """Where the local store lives (see the module docstring)."""
-    env = os.environ if environ is None else environ
-    explicit = env.get(CTXSCOPE_DATA_DIR)
-    if explicit:
-        return Path(explicit).expanduser()
-    xdg = env.get("XDG_DATA_HOME")
-    base = Path(xdg).expanduser() if xdg else Path.home() / ".local" / "share"
-    return base / "ctxscope"
+    return (settings() if environ is None else read_settings(environ)).data_dir
 
 
 def _slug(name: str) -> str:

@@ -51,6 +51,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Callable, Iterable, Mapping
+from .apis import API_ANTHROPIC, API_OPENAI_CHAT, API_OPENAI_RESPONSES
 
 __all__ = [
     "HIDDEN_OVERHEAD_TOKENS",
@@ -66,10 +67,6 @@ HIDDEN_OVERHEAD_TOKENS = 10
 """Tokens the fake provider adds to every prompt, like a provider's hidden framing."""
 
 CREATED = 1_700_000_000  # a fixed timestamp, so recorded answers are reproducible
-
-API_OPENAI_CHAT = "openai.chat"
-API_OPENAI_RESPONSES = "openai.responses"
-API_ANTHROPIC = "anthropic.messages"
 
 _CONTEXT_FIELDS = {
     API_OPENAI_CHAT: ("messages", "tools"),

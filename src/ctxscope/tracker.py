@@ -41,7 +41,6 @@ from __future__ import annotations
 
 import atexit
 import logging
-import os
 import threading
 import time
 from collections import OrderedDict
@@ -51,7 +50,7 @@ from typing import Any, Callable, Mapping, Protocol
 from . import framing as _framing
 from . import limits as _limits
 from . import session as _session
-from .environment_variables import CTXSCOPE_CAPTURE_LABELS, CTXSCOPE_MAX_SESSIONS, CTXSCOPE_TOKENIZER
+from .config import DEFAULT_MAX_SESSIONS, settings
 from .liveframing import FramingCache
 from .observation import Observation, Usage
 from .schema import CompactionTrigger, Coverage, WasteKind
@@ -73,7 +72,6 @@ __all__ = [
 
 _log = logging.getLogger(__name__)
 
-DEFAULT_MAX_SESSIONS = 64
 # Responses API: response id -> session, so that a request chained with
 # previous_response_id (whose input holds only the new turn) stays in its session.
 _MAX_RESPONSE_IDS = 4096
@@ -142,36 +140,9 @@ class PendingCall:
     server_tools: bool = False
 
 
-_TRUE = ("1", "true", "yes", "on")
-_FALSE = ("", "0", "false", "no", "off")
-
-
 def capture_labels_from_env() -> bool:
-    """``CTXSCOPE_CAPTURE_LABELS``: whether file paths and commands may enter change labels (SPEC section 7).
-
-    Read when a tracker or replay emitter is built, never per request; an
-    unknown value keeps the private default (off) and logs one warning.
-    """
-    raw = os.environ.get(CTXSCOPE_CAPTURE_LABELS, "").strip().lower()
-    if raw in _TRUE:
-        return True
-    if raw not in _FALSE:
-        _log.warning("ctxscope: ignoring %s=%r (true or false); labels stay tool names",
-                     CTXSCOPE_CAPTURE_LABELS, raw)
-    return False
-
-
-def _default_max_sessions() -> int:
-    raw = os.environ.get(CTXSCOPE_MAX_SESSIONS)
-    if raw:
-        try:
-            value = int(raw)
-            if value > 0:
-                return value
-        except ValueError:
-            pass
-        _log.warning("ctxscope: ignoring %s=%r (a positive number is needed)", CTXSCOPE_MAX_SESSIONS, raw)
-    return DEFAULT_MAX_SESSIONS
+    """``CTXSCOPE_CAPTURE_LABELS``: whether file paths and commands may enter change labels (SPEC section 7)."""
+    return settings().capture_labels
 
 
 class Tracker:
@@ -180,10 +151,10 @@ class Tracker:
     def __init__(self, *, max_sessions: int | None = None, tokenizer: str | None = None,
                  framing: bool = True, calibrator: SelfCalibrator | None = None,
                  capture_labels: bool | None = None) -> None:
-        self.max_sessions = max_sessions if max_sessions is not None else _default_max_sessions()
+        self.max_sessions = max_sessions if max_sessions is not None else settings().max_sessions
         if self.max_sessions < 1:
             raise ValueError("max_sessions must be at least 1")
-        self.tokenizer = tokenizer or os.environ.get(CTXSCOPE_TOKENIZER) or "auto"
+        self.tokenizer = tokenizer or settings().tokenizer
         # framing=False: the items' raw content only (as ``ctxscope inspect --no-framing``).
         self.framing = framing
         # Read once here (STYLE: configuration at start, never per request).

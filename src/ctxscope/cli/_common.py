@@ -5,8 +5,9 @@ Not a command (``cli.COMMANDS`` does not list it).
 
 from __future__ import annotations
 
-import argparse
 import os
+
+import argparse
 import sys
 from typing import TYPE_CHECKING, Any
 
@@ -66,10 +67,13 @@ def export_setup(service_name: str) -> "Telemetry":
 
     ``OTEL_SERVICE_NAME``, when set, names the service; otherwise the command does.
     """
+    from opentelemetry.sdk.environment_variables import OTEL_SERVICE_NAME
+
+    from ..config import otel
     from ..export import setup
 
     try:
-        return setup(None if os.environ.get("OTEL_SERVICE_NAME") else service_name, instrument=False,
+        return setup(None if otel(None, OTEL_SERVICE_NAME) else service_name, instrument=False,
                      set_global=False)
     except ValueError as exc:
         raise UserError(str(exc)) from None

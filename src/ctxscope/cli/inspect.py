@@ -26,6 +26,7 @@ import sys
 from dataclasses import dataclass
 from typing import Any, Mapping
 
+from .. import apis
 from .. import framing as _framing
 from ..errors import InputError, UserError
 from ..items import API_ANTHROPIC, API_OPENAI_CHAT, API_OPENAI_RESPONSES, detect_api, items_from_request
@@ -119,23 +120,7 @@ def load(spec: str) -> Loaded:
 
 def reported_input(api: str, response: Any) -> int | None:
     """The provider-reported input of a recorded response (SPEC section 4), else None."""
-    usage = response.get("usage") if isinstance(response, dict) else None
-    if not isinstance(usage, dict):
-        return None
-
-    def num(key: str) -> int:
-        value = usage.get(key)
-        return int(value) if isinstance(value, (int, float)) else 0
-
-    if api == API_OPENAI_CHAT:
-        return num("prompt_tokens") if "prompt_tokens" in usage else None
-    if api == API_OPENAI_RESPONSES:
-        return num("input_tokens") if "input_tokens" in usage else None
-    if api == API_ANTHROPIC:
-        if "input_tokens" not in usage:
-            return None
-        return num("input_tokens") + num("cache_creation_input_tokens") + num("cache_read_input_tokens")
-    return None
+    return apis.reported_input(api, response) if isinstance(response, dict) else None
 
 
 def inspect(loaded: Loaded, *, tokenizer: str = "auto", model: str | None = None,

@@ -29,7 +29,7 @@ import os
 from enum import Enum
 from typing import Any, Mapping
 
-from ..environment_variables import OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT
+from ..config import OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT, settings
 from ..items import API_ANTHROPIC, API_OPENAI_CHAT, API_OPENAI_RESPONSES
 from ..payload import as_list
 from ..payload import get as _get
@@ -86,7 +86,7 @@ def content_mode(value: str | None) -> ContentMode:
 
 def content_mode_from_env() -> ContentMode:
     """Read once, when an instrumentor is turned on (never per request)."""
-    return content_mode(os.environ.get(OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT))
+    return ContentMode(settings().capture_content)
 
 
 def span_attributes(content: Mapping[str, list[Any]]) -> dict[str, str]:

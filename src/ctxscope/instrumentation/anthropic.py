@@ -21,6 +21,7 @@ from __future__ import annotations
 import logging
 from typing import Any, Callable, Mapping
 
+from ..apis import anthropic_messages
 from ..items import API_ANTHROPIC as API_MESSAGES
 from ..payload import get as _get
 from ._content import AnthropicOutput, anthropic_output
@@ -65,14 +66,10 @@ def _server_calls(requests: int | None, blocks: int) -> int | None:
 
 
 def message_usage(usage: Any, server_blocks: int = 0) -> Any:
-    uncached = _int(_get(usage, "input_tokens"))
-    write = _int(_get(usage, "cache_creation_input_tokens"))
-    read = _int(_get(usage, "cache_read_input_tokens"))
-    reported = None if uncached is None else uncached + (write or 0) + (read or 0)
-    return usage_from(input_tokens=uncached, output_tokens=_get(usage, "output_tokens"),
-                      cache_read=read, cache_creation=write, reported_input=reported,
-                      server_tool_calls=_server_calls(server_tool_requests(_get(usage, "server_tool_use")),
-                                                      server_blocks))
+    calls = _server_calls(server_tool_requests(_get(usage, "server_tool_use")), server_blocks)
+    # A usage without input (a stream cut before message_start) still has its output and server runs.
+    return (anthropic_messages.usage(usage, calls)
+            or usage_from(output_tokens=_get(usage, "output_tokens"), server_tool_calls=calls))
 
 
 def _server_blocks(content: Any) -> int:

@@ -18,6 +18,7 @@ from __future__ import annotations
 import logging
 from typing import Any, Callable
 
+from ..apis import openai_chat
 from ..items import API_OPENAI_CHAT as API_CHAT
 from ..items import API_OPENAI_RESPONSES as API_RESPONSES
 from ..payload import get as _get
@@ -44,18 +45,9 @@ SERVER_CALL_ITEMS = frozenset({
 })
 
 
-def _usage(usage: Any, input_name: str, output_name: str, server_tool_calls: int | None) -> Any:
-    """Both APIs: a total input that includes the cached tokens, told apart in ``<input>_details``."""
-    total = _get(usage, input_name)
-    cached = _get(_get(usage, input_name + "_details"), "cached_tokens")
-    uncached = total - cached if isinstance(total, int) and isinstance(cached, int) else total
-    return usage_from(input_tokens=uncached, output_tokens=_get(usage, output_name),
-                      cache_read=cached, reported_input=total, server_tool_calls=server_tool_calls)
-
-
 def chat_usage(usage: Any) -> Any:
     # Chat completions offer no server tools: a call never runs one.
-    return _usage(usage, "prompt_tokens", "completion_tokens", 0)
+    return openai_chat.input_usage(usage, "prompt_tokens", "completion_tokens", 0)
 
 
 def chat_info(completion: Any) -> ResponseInfo:
@@ -105,7 +97,7 @@ def server_call_count(output: Any) -> int:
 
 
 def responses_usage(usage: Any, output: Any = ()) -> Any:
-    return _usage(usage, "input_tokens", "output_tokens", server_call_count(output))
+    return openai_chat.input_usage(usage, "input_tokens", "output_tokens", server_call_count(output))
 
 
 def _responses_finish(response: Any) -> list[str]:

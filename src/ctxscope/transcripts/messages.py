@@ -19,12 +19,14 @@ OpenAI Responses bodies (``input``) are read too.
 
 from __future__ import annotations
 
-import hashlib
 from typing import Any, Mapping
 
+from .. import apis
+from ..items import detect_api
 from ..observation import Usage
-from ..schema import Category, Item
-from .model import FORMAT_MESSAGES, Problem, TranscriptCall, anthropic_usage, as_int
+from ..schema import Item
+from ..session import fingerprint
+from .model import FORMAT_MESSAGES, Problem, TranscriptCall
 
 
 class MessagesReader:
@@ -82,7 +84,7 @@ class MessagesReader:
             return []
         usage = _usage(response.get("usage") if isinstance(response, dict) else None)
         model = body.get("model")
-        return [self._emit(items, provider, model if isinstance(model, str) else None, usage, line)]
+        return [self._emit(body, items, provider, model if isinstance(model, str) else None, usage, line)]
 
     def _history(self, messages: list[Any], body: Mapping[str, Any] | None, model: Any,
                  line: int) -> list[TranscriptCall]:
@@ -99,14 +101,16 @@ class MessagesReader:
                 except Exception as exc:  # noqa: BLE001 - as in _call
                     self.problems.append(Problem(line, f"unusable message history ({_why(exc)})"))
                     return out
-                out.append(self._emit(items, provider, model if isinstance(model, str) else None, None, line))
+                out.append(self._emit(base, items, provider, model if isinstance(model, str) else None, None,
+                                      line))
         if body is not None and out:
             out[-1].usage = _usage(body.get("usage"))
         return out
 
-    def _emit(self, items: list[Item], provider: str, model: str | None, usage: Usage | None,
-              line: int) -> TranscriptCall:
-        session = _fingerprint(items)
+    def _emit(self, body: Mapping[str, Any], items: list[Item], provider: str, model: str | None,
+              usage: Usage | None, line: int) -> TranscriptCall:
+        # The live path's rule (SPEC section 1), so a body gets one session id on both paths.
+        session = fingerprint(body, detect_api(body))
         index = self._sessions.get(session, 0)
         self._sessions[session] = index + 1
         previous = self._previous.get(session, [])
@@ -135,33 +139,13 @@ def body_items(body: Mapping[str, Any], extractor: Any = None) -> tuple[list[Ite
 
 
 def _usage(usage: Any) -> Usage | None:
-    if not isinstance(usage, dict):
-        return None
-    if "prompt_tokens" in usage:  # OpenAI chat: cached input is inside prompt_tokens
-        prompt = as_int(usage.get("prompt_tokens"))
-        details = usage.get("prompt_tokens_details")
-        cached = as_int(details.get("cached_tokens")) if isinstance(details, dict) else 0
-        return Usage(input_tokens=prompt, output_tokens=as_int(usage.get("completion_tokens")),
-                     cache_read_input_tokens=cached, reported_input=prompt)
-    if "input_tokens" in usage and "cache_creation_input_tokens" not in usage and "input_tokens_details" in usage:
-        # OpenAI Responses: input_tokens includes the cached part (SPEC section 4).
-        tokens = as_int(usage.get("input_tokens"))
-        return Usage(input_tokens=tokens, output_tokens=as_int(usage.get("output_tokens")), reported_input=tokens)
-    if "input_tokens" in usage:
-        return anthropic_usage(usage)
-    return None
+    # An exported transcript does not say which API wrote its usage: its shape does.
+    return apis.usage_by_shape(usage) if isinstance(usage, dict) else None
 
 
 def _why(exc: BaseException) -> str:
     text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
     return text[:120]
-
-
-def _fingerprint(items: list[Item]) -> str:
-    """SPEC section 1: a session without an id is the system prompt and the first user message."""
-    system = "".join(i.digest for i in items if i.category is Category.SYSTEM)
-    first = next((i.digest for i in items if i.category is Category.PROMPTS), "")
-    return "fp-" + hashlib.blake2b((system + "|" + first).encode(), digest_size=6).hexdigest()
 
 
 __all__ = ["MessagesReader", "body_items"]

@@ -17,6 +17,7 @@ import json
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from ..apis import anthropic_messages
 from ..observation import Usage
 from ..schema import CompactionTrigger, Item
 
@@ -145,10 +146,5 @@ def as_int(value: Any) -> int:
 
 
 def anthropic_usage(usage: dict[str, Any]) -> Usage:
-    """Anthropic usage: reported input = uncached + cache writes + cache reads (SPEC section 4)."""
-    uncached = as_int(usage.get("input_tokens"))
-    created = as_int(usage.get("cache_creation_input_tokens"))
-    read = as_int(usage.get("cache_read_input_tokens"))
-    return Usage(input_tokens=uncached, output_tokens=as_int(usage.get("output_tokens")),
-                 cache_read_input_tokens=read, cache_creation_input_tokens=created,
-                 reported_input=uncached + created + read)
+    """Anthropic usage (Claude Code records it as the API returns it): :mod:`ctxscope.apis.anthropic_messages`."""
+    return anthropic_messages.usage(usage) or Usage()

@@ -9,18 +9,16 @@ Spans are written by :class:`ctxscope.replay.CallEmitter`, as for a replay.
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Mapping
 
+from ..config import agent_session_dirs
 from .state import STATE_FILE, WatchState
 from .watcher import DEFAULT_IDLE_S, DEFAULT_POLL_S, DEFAULT_RESCAN_S, Watcher
 
 __all__ = ["DEFAULT_IDLE_S", "DEFAULT_POLL_S", "DEFAULT_RESCAN_S", "STATE_FILE", "WatchState", "Watcher",
            "default_dirs", "default_state_path"]
 
-CLAUDE_CONFIG_DIR = "CLAUDE_CONFIG_DIR"
-CODEX_HOME = "CODEX_HOME"
 
 
 def default_dirs(environ: Mapping[str, str] | None = None) -> list[str]:
@@ -29,10 +27,7 @@ def default_dirs(environ: Mapping[str, str] | None = None) -> list[str]:
     ``$CLAUDE_CONFIG_DIR/projects`` (else ``~/.claude/projects``) and
     ``$CODEX_HOME/sessions`` (else ``~/.codex/sessions``), as the agents do.
     """
-    env = os.environ if environ is None else environ
-    claude = env.get(CLAUDE_CONFIG_DIR) or os.path.join(Path.home(), ".claude")
-    codex = env.get(CODEX_HOME) or os.path.join(Path.home(), ".codex")
-    return [os.path.join(os.path.expanduser(claude), "projects"), os.path.join(os.path.expanduser(codex), "sessions")]
+    return [str(path) for path in agent_session_dirs(environ)]
 
 
 def default_state_path(environ: Mapping[str, str] | None = None) -> Path:
