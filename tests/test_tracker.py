@@ -9,7 +9,7 @@ from opentelemetry import baggage, context
 from opentelemetry.sdk.trace import TracerProvider
 
 import ctxscope
-from ctxscope import session as sessions
+from ctxscope import conversation as sessions
 from ctxscope.observation import Usage
 from ctxscope.schema import Category, CompactionTrigger, Coverage, GenAI
 from ctxscope.tracker import Tracker

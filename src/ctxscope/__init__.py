@@ -1,35 +1,83 @@
-"""ctxscope: profile the context window of LLM agents with OpenTelemetry."""
+"""ctxscope: profile the context window of LLM agents with OpenTelemetry.
 
-from .schema import (
-    Annotation,
-    Category,
-    Change,
-    ChangeType,
-    Coverage,
-    Item,
-    Stage,
-    WasteKind,
-)
-from . import session  # callable: ``with ctxscope.session("id"):``; also ``ctxscope.session.mark_compaction``
+What users import is named here (the README shows it; ``tests/test_public_surface.py``
+imports exactly that). The names that need the OpenTelemetry SDK load on first
+use, so importing ``ctxscope`` for the pure parts (items, counting, transcripts)
+costs no SDK import.
+"""
+
+from __future__ import annotations
+
+import sys
+import types
+import warnings
+from importlib import metadata as _metadata
+from typing import TYPE_CHECKING, Any
+
+from .conversation import compacting, current_session_id, mark_compaction, session
+from .schema import Annotation, Category, Change, ChangeType, Coverage, Item, Stage, WasteKind
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .export import Telemetry, setup
+    from .processor import ContextSpanProcessor
+
+
+def _installed_version() -> str:
+    try:
+        return _metadata.version("ctxscope")
+    except _metadata.PackageNotFoundError:  # a source tree on sys.path, not installed
+        return "0+unknown"
+
+
+__version__ = _installed_version()
 
 __all__ = [
     "Annotation",
     "Category",
     "Change",
     "ChangeType",
+    "ContextSpanProcessor",
     "Coverage",
     "Item",
     "Stage",
+    "Telemetry",
     "WasteKind",
+    "__version__",
+    "compacting",
+    "current_session_id",
+    "mark_compaction",
     "session",
     "setup",
 ]
 
+_LAZY = {
+    "setup": ("export", "setup"),
+    "Telemetry": ("export", "Telemetry"),
+    "ContextSpanProcessor": ("processor", "ContextSpanProcessor"),
+}
 
-def __getattr__(name: str):
-    # Lazy, so that importing the pure modules needs no OpenTelemetry SDK.
-    if name == "setup":
-        from .export import setup
 
-        return setup
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        module, attribute = _LAZY[name]
+        return getattr(__import__(f"{__name__}.{module}", fromlist=[attribute]), attribute)
     raise AttributeError(f"module 'ctxscope' has no attribute {name!r}")
+
+
+class _DeprecatedModule(types.ModuleType):
+    """The old ``ctxscope.session`` module path, kept for one release: it warns and forwards."""
+
+    def __init__(self, name: str, target: str) -> None:
+        super().__init__(name)
+        self._target = target
+
+    def __getattr__(self, attribute: str) -> Any:
+        if attribute.startswith("__"):
+            raise AttributeError(attribute)
+        warnings.warn(f"{self.__name__} is deprecated: import from {self._target} (or ctxscope) instead",
+                      DeprecationWarning, stacklevel=2)
+        return getattr(sys.modules[self._target], attribute)
+
+
+# ``ctxscope.session`` is the context manager; ``from ctxscope.session import X`` still finds X.
+sys.modules.setdefault(f"{__name__}.session", _DeprecatedModule(f"{__name__}.session", f"{__name__}.conversation"))

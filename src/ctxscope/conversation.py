@@ -22,8 +22,6 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import hashlib
-import sys
-import types
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Iterator, Mapping
@@ -63,16 +61,27 @@ class _PendingCompactions:
 _pending = _PendingCompactions()
 
 
-@contextmanager
-def session(session_id: str) -> Iterator[str]:
-    """Calls inside the block belong to the session ``session_id``."""
-    if not isinstance(session_id, str) or not session_id:
-        raise ValueError("a session id is a non-empty string")
-    token = _session_id.set(session_id)
-    try:
-        yield session_id
-    finally:
-        _session_id.reset(token)
+class session(contextlib.ContextDecorator):  # noqa: N801 - used as ``with ctxscope.session("id"):``
+    """Calls inside ``with session("id"):`` (or a function decorated with it) belong to the session ``id``.
+
+    A contextvar, so it follows threads started with ``contextvars.copy_context``
+    and asyncio tasks. ``session.compacting`` and ``session.mark_compaction``
+    are :func:`compacting` and :func:`mark_compaction`, reachable from here as
+    documented before.
+    """
+
+    def __init__(self, session_id: str) -> None:
+        if not isinstance(session_id, str) or not session_id:
+            raise ValueError("a session id is a non-empty string")
+        self.session_id = session_id
+        self._tokens: list[contextvars.Token[str | None]] = []
+
+    def __enter__(self) -> str:
+        self._tokens.append(_session_id.set(self.session_id))
+        return self.session_id
+
+    def __exit__(self, *exc: object) -> None:
+        _session_id.reset(self._tokens.pop())
 
 
 def current_session_id() -> str | None:
@@ -103,6 +112,10 @@ def compacting(trigger: CompactionTrigger | str = CompactionTrigger.AUTO,
     finally:
         _compacting.reset(token)
     mark_compaction(trigger, session_id)
+
+
+session.compacting = staticmethod(compacting)  # type: ignore[attr-defined]
+session.mark_compaction = staticmethod(mark_compaction)  # type: ignore[attr-defined]
 
 
 def take_compaction(session_id: str) -> CompactionTrigger | None:
@@ -155,13 +168,3 @@ def fingerprint(body: Mapping[str, Any], api: str) -> str:
     digest.update(b"\x00")
     digest.update(first_user.encode("utf-8", "surrogatepass"))
     return "fp-" + digest.hexdigest()
-
-
-class _CallableModule(types.ModuleType):
-    """Lets ``ctxscope.session("id")`` work while ``ctxscope.session`` is this module."""
-
-    def __call__(self, session_id: str) -> "contextlib.AbstractContextManager[str]":
-        return session(session_id)
-
-
-sys.modules[__name__].__class__ = _CallableModule

@@ -17,23 +17,15 @@ from typing import Callable, Iterable, Mapping
 from opentelemetry import metrics
 from opentelemetry.metrics import CallbackOptions, Meter, MeterProvider, Observation
 
+from . import __version__
 from .schema import INSTRUMENTATION_SCOPE, InstrumentSpec, Metric
 
 Callback = Callable[[CallbackOptions], Iterable[Observation]]
 
 
-def _version() -> str:
-    try:
-        from importlib.metadata import version
-
-        return version("ctxscope")
-    except Exception:  # noqa: BLE001 - running from a source tree
-        return "0"
-
-
 def get_meter(meter_provider: MeterProvider | None = None) -> Meter:
     """The ``ctxscope`` meter of a provider (the global one by default)."""
-    return metrics.get_meter(INSTRUMENTATION_SCOPE, _version(), meter_provider=meter_provider)
+    return metrics.get_meter(INSTRUMENTATION_SCOPE, __version__, meter_provider=meter_provider)
 
 
 @dataclass(frozen=True)

@@ -49,7 +49,7 @@ from typing import Any, Callable, Mapping, Protocol
 
 from . import framing as _framing
 from . import limits as _limits
-from . import session as _session
+from . import conversation as _session
 from .config import DEFAULT_MAX_SESSIONS, settings
 from .liveframing import FramingCache
 from .observation import Observation, Usage

@@ -13,6 +13,7 @@ import logging
 import sys
 from typing import Sequence
 
+from .. import __version__
 from ..errors import UserError
 
 # Subcommand modules, in the order `ctxscope --help` lists them.
@@ -36,20 +37,11 @@ def build_parser() -> argparse.ArgumentParser:
         prog="ctxscope",
         description="Profile the context window of LLM agents: what fills it, and what wastes it.",
     )
-    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in COMMANDS:
         importlib.import_module(f"{__name__}.{name}").register(subparsers)
     return parser
-
-
-def _version() -> str:
-    try:
-        from importlib.metadata import version
-
-        return version("ctxscope")
-    except Exception:  # noqa: BLE001 - running from a source tree
-        return "unknown"
 
 
 def main(argv: Sequence[str] | None = None) -> int:

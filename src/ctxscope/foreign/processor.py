@@ -36,7 +36,7 @@ from ..instrumentation._wrappers import OPERATION_CHAT, SPAN_CAPTURE_START, SPAN
 from ..items import API_OPENAI_CHAT
 from ..processor import UNKNOWN_SESSION, ensure_processor, install_once
 from ..schema import INSTRUMENTATION_SCOPE, Annotation, Coverage, GenAI, Stage
-from ..session import current_session_id
+from ..conversation import current_session_id
 from ..tracker import Tracker
 from .formats import ForeignCall, parse_attributes
 

@@ -25,7 +25,7 @@ from .. import apis
 from ..items import detect_api
 from ..observation import Usage
 from ..schema import Item
-from ..session import fingerprint
+from ..conversation import fingerprint
 from .model import FORMAT_MESSAGES, Problem, TranscriptCall
 
 
