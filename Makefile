@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: test demo bench venv clean stack
+.PHONY: test test-fast check demo bench venv clean stack
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -16,6 +16,15 @@ venv: $(STAMP)
 
 test: $(STAMP)
 	$(PY) -m pytest -q
+
+# The pure core alone (no OpenTelemetry SDK, no provider, no subprocess): seconds, for the edit loop.
+test-fast: $(STAMP)
+	$(PY) -m pytest -q tests/core
+
+# Lint and types: ruff (rules in pyproject.toml) and mypy over src/ctxscope; .ci/run runs it.
+check: $(STAMP)
+	$(VENV)/bin/ruff check src tests bench tools
+	$(VENV)/bin/mypy
 
 bench: $(STAMP)
 	$(PY) bench/run.py
