@@ -317,26 +317,41 @@ def mcp_name(name: str) -> tuple[str, str] | None:
     return server, tool
 
 
-def tool_part(name: str, server: str | None = None) -> str:
-    """Part path of a tool definition: ``tools/mcp/<server>/<tool>`` for MCP tools."""
-    if server:
-        return f"tools/mcp/{server}/{name}"
-    mcp = mcp_name(name)
-    if mcp is not None:
-        return f"tools/mcp/{mcp[0]}/{mcp[1]}"
-    return f"tools/{name}"
+# A name that can stand as one level of a part path: what OpenAI and Anthropic accept
+# as a tool name (letters, digits, ``_`` and ``-``), plus ``.`` and ``:`` (server tool types
+# such as ``openrouter:web_search``), up to 128 characters.
+_PLAIN_NAME_RE = re.compile(r"[A-Za-z0-9_.:-]{1,128}")
+OTHER_TOOL = "other"
 
 
-def tool_segment(name: str) -> str:
-    """A tool's name as the last segment(s) of ``assistant/calls/<tool>`` and ``results/<tool>``.
+def plain_name(name: str | None) -> str | None:
+    """``name`` when it is a plain name (one part-path level), else None."""
+    return name if name and _PLAIN_NAME_RE.fullmatch(name) and name not in (".", "..") else None
 
-    Part paths use ``/`` as a separator, so a name must not add levels, except
-    an MCP tool's, which reads ``mcp/<server>/<tool>`` as its definition does.
+
+def tool_segment(name: str, server: str | None = None) -> str:
+    """A tool's name as the last level(s) of its part paths: ``<tool>`` or ``mcp/<server>/<tool>``.
+
+    One rule for a tool's definition (``tools/...``), its calls
+    (``assistant/calls/...``) and results (``results/...``): part paths use
+    ``/`` as a separator, so a name that is not a plain name (a space, a
+    slash, an empty name) is counted in its kind's ``other``, as the part cap
+    does, rather than made into invented levels. An MCP tool reads
+    ``mcp/<server>/<tool>`` when both halves are plain.
     """
-    mcp = mcp_name(name)
-    if mcp is not None:
-        return f"mcp/{mcp[0]}/{mcp[1]}".replace(" ", "_")
-    return name.replace("/", "_").replace(" ", "_")[:80] or "unknown"
+    if server is None:
+        mcp = mcp_name(name)
+        if mcp is not None:
+            server, name = mcp
+    if server is not None:
+        server_name, tool_name = plain_name(server), plain_name(name)
+        return f"mcp/{server_name}/{tool_name}" if server_name and tool_name else OTHER_TOOL
+    return plain_name(name) or OTHER_TOOL
+
+
+def tool_part(name: str, server: str | None = None) -> str:
+    """Part path of a tool definition: ``tools/<tool>``, ``tools/mcp/<server>/<tool>`` or ``tools/other``."""
+    return f"tools/{tool_segment(name, server)}"
 
 
 # Arguments that identify what a call reads or runs, in the order they lead a reference.
