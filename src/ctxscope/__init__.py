@@ -8,6 +8,7 @@ costs no SDK import.
 
 from __future__ import annotations
 
+import importlib
 import sys
 import types
 import warnings
@@ -51,16 +52,16 @@ __all__ = [
 ]
 
 _LAZY = {
-    "setup": ("export", "setup"),
-    "Telemetry": ("export", "Telemetry"),
-    "ContextSpanProcessor": ("processor", "ContextSpanProcessor"),
+    "setup": ("ctxscope.export", "setup"),
+    "Telemetry": ("ctxscope.export", "Telemetry"),
+    "ContextSpanProcessor": ("ctxscope.processor", "ContextSpanProcessor"),
 }
 
 
 def __getattr__(name: str) -> Any:
     if name in _LAZY:
         module, attribute = _LAZY[name]
-        return getattr(__import__(f"{__name__}.{module}", fromlist=[attribute]), attribute)
+        return getattr(importlib.import_module(module), attribute)
     raise AttributeError(f"module 'ctxscope' has no attribute {name!r}")
 
 
