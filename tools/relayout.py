@@ -123,6 +123,33 @@ def _dotted_pattern() -> re.Pattern[str]:
     return re.compile(r"(?<![\w.])ctxscope\.(" + "|".join(re.escape(n) for n in names) + r")(?![\w])")
 
 
+_FROM_IMPORT = re.compile(r"^(\s*)from ctxscope((?:\.\w+)*) import ([\w ,]+?)(\s*#.*)?$", re.M)
+
+
+def _split_from_imports(text: str) -> str:
+    """``from ctxscope import apis`` -> ``from ctxscope.core import apis``: a moved module imported by name."""
+
+    def split(match: re.Match[str]) -> str:
+        indent, package, names, comment = match.group(1), match.group(2), match.group(3), match.group(4) or ""
+        kept, moved = [], []
+        for entry in (n.strip() for n in names.split(",") if n.strip()):
+            name, _, alias = entry.partition(" as ")
+            full = (package[1:] + "." if package else "") + name.strip()
+            if full in MOVES:
+                parent, _, last = MOVES[full].rpartition(".")
+                binding = alias.strip() or name.strip()
+                moved.append(f"{indent}from ctxscope.{parent} import {last}"
+                             + (f" as {binding}" if binding != last else ""))
+            else:
+                kept.append(entry)
+        if not moved:
+            return match.group(0)
+        lines = ([f"{indent}from ctxscope{package} import {', '.join(kept)}{comment}"] if kept else []) + moved
+        return "\n".join(lines)
+
+    return _FROM_IMPORT.sub(split, text)
+
+
 def rewrite_names(paths: list[Path]) -> None:
     pattern = _dotted_pattern()
     path_pattern = re.compile(r"src/ctxscope/(" + "|".join(re.escape(n.replace(".", "/"))
@@ -130,7 +157,8 @@ def rewrite_names(paths: list[Path]) -> None:
                               + r")(\.py|/)")
     for path in paths:
         text = path.read_text(encoding="utf-8")
-        new = pattern.sub(lambda m: "ctxscope." + MOVES[m.group(1)], text)
+        new = _split_from_imports(text) if path.suffix == ".py" else text
+        new = pattern.sub(lambda m: "ctxscope." + MOVES[m.group(1)], new)
         new = path_pattern.sub(lambda m: "src/ctxscope/" + MOVES[m.group(1).replace("/", ".")].replace(".", "/")
                                + m.group(2), new)
         if new != text:
@@ -189,6 +217,15 @@ def install() -> None:
 ''', encoding="utf-8")
 
 
+def install_shims() -> None:
+    init = SRC / "__init__.py"
+    text = init.read_text(encoding="utf-8")
+    line = "from ctxscope._moved import install as _install_moved_paths"
+    if line not in text:
+        text = text.rstrip("\n") + f"\n\n# Old module paths (0.1) stay importable for one release.\n{line}  # noqa: E402\n\n_install_moved_paths()\n"
+        init.write_text(text, encoding="utf-8")
+
+
 def main() -> int:
     for path in sorted(SRC.rglob("*.py")):
         absolute_imports(path)
@@ -198,6 +235,7 @@ def main() -> int:
              and p.name != "_moved.py" and "egg-info" not in str(p)]
     rewrite_names(files)
     write_shim_table()
+    install_shims()
     print(f"moved {len(MOVES)} modules; rewrote names in {len(files)} files")
     return 0
 
