@@ -37,7 +37,7 @@ MOVES: dict[str, str] = {
     "tokens": "core.tokens",
     "framing": "core.framing",
     "liveframing": "core.framing_cache",
-    "itemdiff": "core.item_changes",
+    "itemdiff": "core.diff",
     "ledger": "core.ledger",
     "calibration": "core.views",
     "selfcal": "core.learned_correction",
@@ -46,6 +46,7 @@ MOVES: dict[str, str] = {
     "observation": "core.observation",
     "fidelity": "core.fidelity",
     "conversation": "core.conversation",
+    "pipeline": "core.pipeline",
     # telemetry: OpenTelemetry SDK parts
     "processor": "telemetry.processor",
     "metrics": "telemetry.metrics",
