@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from _instr_support import attr, instrumented
 from ctxscope import config
 from ctxscope.cli import main
 from ctxscope.export import setup
@@ -21,8 +22,6 @@ from ctxscope.instrumentation.openai import OpenAIInstrumentor
 from ctxscope.schema import GenAI
 from ctxscope.testing import ProviderServer
 from ctxscope.tracker import Tracker
-
-from _instr_support import attr, instrumented
 
 SYSTEM = "You are a terse assistant."
 QUESTION = "What is the capital of France?"
@@ -53,7 +52,7 @@ def test_max_sessions_zero_is_the_default_for_tracker_and_processor(monkeypatch,
     telemetry = setup("t", store=False, set_global=False, instrument=False)
     try:
         assert Tracker().max_sessions == 64
-        assert telemetry.processor is not None and telemetry.processor._max_sessions == 64  # noqa: SLF001
+        assert telemetry.processor is not None and telemetry.processor._max_sessions == 64
     finally:
         telemetry.shutdown()
     warnings = [r.getMessage() for r in caplog.records if "CTXSCOPE_MAX_SESSIONS" in r.getMessage()]

@@ -36,7 +36,7 @@ def test_session_is_a_context_manager_and_a_decorator():
 def test_the_old_module_paths_still_import_with_a_deprecation_warning():
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        from ctxscope.session import mark_compaction  # noqa: PLC0415
+        from ctxscope.session import mark_compaction
     assert mark_compaction is ctxscope.mark_compaction
     assert [w.category for w in caught] == [DeprecationWarning]
     # The documented ctxscope.session.compacting() keeps working too.

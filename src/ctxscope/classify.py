@@ -27,8 +27,9 @@ import hashlib
 import json
 import posixpath
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any
 
 ENVIRONMENT = "environment"
 SUMMARIES = "summaries"
@@ -197,7 +198,7 @@ def _reminder(text: str, start: int, end: int) -> list[tuple[int, int, str, str 
     inner_start = start + len("<system-reminder>")
     inner = text[inner_start:end]
     if "Contents of " in inner:
-        spans = []
+        spans: list[tuple[int, int, str, str | None]] = []
         # Sections stop before the closing tag, which stays with the reminder.
         inner_end = end - len("</system-reminder>")
         for section_start, section_end, name in _contents_sections(text, inner_start, inner_end):

@@ -24,9 +24,9 @@ import hashlib
 import logging
 import os
 import threading
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Mapping
 
 __all__ = [
     "CLAUDE_CONFIG_DIR",
@@ -94,7 +94,7 @@ CTXSCOPE_STORE = "CTXSCOPE_STORE"
 """``auto`` (default: keep the local store when no OTLP endpoint is configured), ``on`` or ``off``."""
 
 CLAUDE_CONFIG_DIR = "CLAUDE_CONFIG_DIR"
-"""Claude Code's configuration directory (default ``~/.claude``), as Claude Code reads it: sessions are in ``projects/``."""
+"""Claude Code's configuration directory (default ``~/.claude``), as Claude Code reads it: sessions in ``projects/``."""
 
 CODEX_HOME = "CODEX_HOME"
 """Codex CLI's home (default ``~/.codex``), as Codex reads it: sessions are in ``sessions/``."""

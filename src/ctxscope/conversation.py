@@ -22,9 +22,10 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import hashlib
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Iterator, Mapping
+from typing import Any
 
 from . import apis
 from .config import settings

@@ -22,8 +22,8 @@ Pure: no OpenTelemetry, no provider SDK.
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 from . import limits as _limits
 from .ledger import SessionLedger, Snapshot

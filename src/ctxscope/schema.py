@@ -10,9 +10,10 @@ This module is pure: it imports neither OpenTelemetry nor a provider SDK.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any
 
 SPEC_VERSION = 1
 PREFIX = "llm.context."
@@ -324,7 +325,7 @@ class Change:
         return attrs
 
     @classmethod
-    def from_attributes(cls, attrs: Mapping[str, Any]) -> "Change":
+    def from_attributes(cls, attrs: Mapping[str, Any]) -> Change:
         chars = attrs.get(ChangeAttr.CHARS)
         return cls(
             id=str(attrs[ChangeAttr.ID]),
@@ -342,7 +343,7 @@ class Change:
         return self.to_attributes()
 
     @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> "Change":
+    def from_json(cls, data: Mapping[str, Any]) -> Change:
         return cls.from_attributes(data)
 
 
@@ -413,14 +414,14 @@ class Annotation:
             if category in self.categories:
                 attrs[Attr.category(category)] = int(self.categories[category])
         attrs[Attr.ESTIMATED_TOKENS] = self.estimated_tokens
-        for name, key, kind in _OPTIONAL_FIELDS:
+        for name, key, convert in _OPTIONAL_FIELDS:
             value = getattr(self, name)
             if value is not None:
-                attrs[key] = value.value if isinstance(value, Enum) else kind(value)
+                attrs[key] = value.value if isinstance(value, Enum) else convert(value)
         attrs[Attr.OMITTED_CHANGES] = self.omitted_changes
-        for kind in WasteKind:
-            if kind in self.waste:
-                attrs[Attr.waste(kind)] = int(self.waste[kind])
+        for waste_kind in WasteKind:
+            if waste_kind in self.waste:
+                attrs[Attr.waste(waste_kind)] = int(self.waste[waste_kind])
         if self.compaction_trigger is not None:
             attrs[Attr.COMPACTION_TRIGGER] = self.compaction_trigger.value
         return attrs
@@ -434,7 +435,7 @@ class Annotation:
         cls,
         attrs: Mapping[str, Any],
         events: Iterable[tuple[str, Mapping[str, Any]]] = (),
-    ) -> "Annotation":
+    ) -> Annotation:
         """Rebuild an annotation from span attributes and ``(name, attributes)`` events."""
         categories: dict[Category, int] = {}
         for category in CATEGORIES:
@@ -442,15 +443,15 @@ class Annotation:
             if value is not None:
                 categories[category] = int(value)
         waste: dict[WasteKind, int] = {}
-        for kind in WasteKind:
-            value = attrs.get(Attr.waste(kind))
+        for waste_kind in WasteKind:
+            value = attrs.get(Attr.waste(waste_kind))
             if value is not None:
-                waste[kind] = int(value)
+                waste[waste_kind] = int(value)
         optional: dict[str, Any] = {}
-        for name, key, kind in _OPTIONAL_FIELDS:
+        for name, key, convert in _OPTIONAL_FIELDS:
             value = attrs.get(key)
             if value is not None:
-                optional[name] = kind(value)
+                optional[name] = convert(value)
         trigger = attrs.get(Attr.COMPACTION_TRIGGER)
         return cls(
             version=int(attrs.get(Attr.VERSION, SPEC_VERSION)),
@@ -489,7 +490,7 @@ class Annotation:
         return out
 
     @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> "Annotation":
+    def from_json(cls, data: Mapping[str, Any]) -> Annotation:
         attrs: dict[str, Any] = {}
         for name, value in data.items():
             if name in ("categories", "changes", "waste"):

@@ -12,8 +12,8 @@ by the code under test.
 from __future__ import annotations
 
 import json
-from pathlib import Path
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 from urllib.parse import urlparse
 
 import pytest

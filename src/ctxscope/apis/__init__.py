@@ -9,7 +9,8 @@ runs over it.
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from ..observation import Usage
 from . import anthropic_messages, openai_chat, openai_responses

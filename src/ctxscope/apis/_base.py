@@ -10,8 +10,9 @@ reported input (SPEC section 4), and what seeds its session fingerprint
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any
 
 from ..observation import Usage
 from ..payload import get as payload_get

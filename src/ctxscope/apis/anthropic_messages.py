@@ -9,8 +9,9 @@ sampling, not this request.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from itertools import islice
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 from ..observation import Usage
 from ..payload import as_list
@@ -34,7 +35,8 @@ def _looks_like(body: Mapping[str, Any]) -> bool | None:
         if field(tool, "function") is not None:
             return False
     choice = body.get("tool_choice")
-    if isinstance(choice, Mapping) and "function" not in choice and choice.get("type") in ("auto", "any", "tool", "none"):
+    if (isinstance(choice, Mapping) and "function" not in choice
+            and choice.get("type") in ("auto", "any", "tool", "none")):
         return True
     if "system" in body or "anthropic_version" in body or "thinking" in body:
         return True

@@ -6,7 +6,8 @@ cached part (``input_tokens_details.cached_tokens``).
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from ..observation import Usage
 from ._base import WireFormat, field
