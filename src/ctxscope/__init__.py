@@ -77,8 +77,8 @@ class _DeprecatedModule(types.ModuleType):
             raise AttributeError(attribute)
         warnings.warn(f"{self.__name__} is deprecated: import from {self._target} (or ctxscope) instead",
                       DeprecationWarning, stacklevel=2)
-        return getattr(sys.modules[self._target], attribute)
+        return getattr(importlib.import_module(self._target), attribute)
 
 
 # ``ctxscope.session`` is the context manager; ``from ctxscope.session import X`` still finds X.
-sys.modules.setdefault(f"{__name__}.session", _DeprecatedModule(f"{__name__}.session", f"{__name__}.conversation"))
+sys.modules.setdefault("ctxscope.session", _DeprecatedModule("ctxscope.session", "ctxscope.conversation"))
