@@ -524,7 +524,8 @@ class LocalStore:
                     record = json.loads(raw)
                 except (ValueError, RecursionError):
                     continue
-                return record if isinstance(record, dict) else None
+                if isinstance(record, dict):
+                    return record
         return None
 
     # -- learned self-calibration (a sidecar JSON per model) ---------------
