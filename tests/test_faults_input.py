@@ -238,3 +238,13 @@ def test_context_damaged_records_are_one_line_with_file_and_line(tmp_path, line,
         handle.write(line + "\n")
     done = context(store, "--session", "agent-1", "--json")
     one_line_error(done, f"{path}{expected}")
+
+
+@pytest.mark.parametrize("command", [["analyze"], ["diff", "{p}"], ["replay"]])
+def test_transcript_commands_refuse_a_fifo_without_blocking(tmp_path, command):
+    """analyze, diff and replay on a FIFO named *.jsonl: refused unread (was: blocked for ever in open)."""
+    fifo = tmp_path / "session.jsonl"
+    os.mkfifo(fifo)
+    args = [a.format(p=fifo) for a in command]
+    one_line_error(cli(args[0], str(fifo), *args[1:], timeout=10, process=True),
+                   f"{fifo}: is a FIFO, not a regular file; not read")
