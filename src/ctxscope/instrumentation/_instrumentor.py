@@ -192,6 +192,12 @@ class ProviderInstrumentor(BaseInstrumentor):  # type: ignore[misc,valid-type]
         telemetry = Telemetry(tracer_provider, kwargs.get("tracker"), content=content_mode_from_env(),
                               logger_provider=kwargs.get("logger_provider"))
         type(self)._telemetry = telemetry
+        if telemetry.tracker.tokenizer in ("auto", "tiktoken"):
+            # The encoding loads in the background from now on: never on the first call's thread,
+            # and a call counted before it is ready says so on its span (docs/instrumentation.md).
+            from ..tokens import preload
+
+            preload()
         wrappers = [(module, name, create_wrapper(telemetry, api, is_async))
                     for module, name, api, is_async in self._create_targets]
         wrappers += [(module, name, self._helper_wrapper(telemetry, is_async))
