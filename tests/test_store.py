@@ -13,7 +13,7 @@ from ctxscope.errors import InputError
 from ctxscope.ledger import SessionLedger
 from ctxscope.observation import Observation, Usage
 from ctxscope.schema import Category, Item
-from ctxscope.store import MAX_SESSIONS, LocalStore, data_dir
+from ctxscope.store import MAX_SESSIONS, LocalStore, RecordTooLarge, StoreRefused, data_dir
 from ctxscope.tokens import CharsCounter
 
 SECRET = "SENTINEL-store-7f3a"
@@ -78,13 +78,69 @@ def test_files_are_owner_only_even_with_a_permissive_umask(tmp_path):
     assert mode(next(store.calibration_dir.glob("*.json"))) == 0o600
 
 
-def test_existing_open_directory_is_tightened(tmp_path):
-    """A data dir left 0755 by someone else becomes 0700 on first write."""
-    root = tmp_path / "data"
-    root.mkdir(mode=0o755)
+def test_an_existing_data_dir_keeps_its_mode_and_the_store_dirs_are_0700(tmp_path):
+    """A user's 0755 project folder stays 0755 (colleagues still read it); sessions/ inside is 0700."""
+    root = tmp_path / "project"
+    root.mkdir()
     os.chmod(root, 0o755)
-    LocalStore(root).append("s1", {"session": "s1"})
-    assert mode(root) == 0o700
+    store = LocalStore(root)
+    store.append("s1", {"session": "s1"})
+    assert mode(root) == 0o755
+    assert mode(store.sessions_dir) == 0o700
+
+
+def test_a_shared_sticky_dir_keeps_its_sticky_bit(tmp_path):
+    """A 1777 data dir of the user's own (as /tmp is root's) keeps 1777; the store lives in a 0700 subdir."""
+    root = tmp_path / "shared"
+    root.mkdir()
+    os.chmod(root, 0o1777)
+    store = LocalStore(root)
+    store.append("s1", {"session": "s1"})
+    assert stat.S_IMODE(root.stat().st_mode) == 0o1777
+    assert mode(store.sessions_dir) == 0o700
+
+
+def _others_dir(tmp_path: Path) -> Path:
+    """A directory others can write that is not this user's (as root: one given to nobody)."""
+    if os.geteuid() == 0:
+        path = tmp_path / "theirs"
+        path.mkdir()
+        os.chmod(path, 0o1777)
+        os.chown(path, 65534, 65534)
+        return path
+    tmp = Path("/tmp")
+    st = tmp.stat()
+    if st.st_uid == os.geteuid() or not st.st_mode & 0o002:
+        pytest.skip("no directory writable by others and owned by someone else here")
+    return tmp
+
+
+def test_a_dir_others_can_write_and_not_ours_is_refused_once(tmp_path, caplog):
+    """CTXSCOPE_DATA_DIR naming someone else's world-writable dir: nothing written, its mode kept, one warning."""
+    root = _others_dir(tmp_path)
+    before = stat.S_IMODE(root.stat().st_mode)
+    store = LocalStore(root)
+    with pytest.raises(StoreRefused, match="writable by others and not yours"):
+        store.append("s1", {"session": "s1"})
+    with caplog.at_level("DEBUG", logger="ctxscope.store"):
+        store.record(observation("s1"))
+        store.record(observation("s1"))
+    warnings = [r for r in caplog.records if r.levelname == "WARNING"]
+    assert len(warnings) == 1 and "writable by others" in warnings[0].getMessage()
+    assert warnings[0].exc_info is None
+    assert stat.S_IMODE(root.stat().st_mode) == before
+    assert not (root / "sessions").exists()
+
+
+def test_a_sessions_entry_that_is_not_our_directory_is_refused(tmp_path):
+    """sessions/ as a symlink (planted to redirect writes) is refused, not followed."""
+    root = tmp_path / "data"
+    root.mkdir()
+    (tmp_path / "elsewhere").mkdir()
+    (root / "sessions").symlink_to(tmp_path / "elsewhere")
+    with pytest.raises(StoreRefused, match="not a directory of yours"):
+        LocalStore(root).append("s1", {"session": "s1"})
+    assert list((tmp_path / "elsewhere").iterdir()) == []
 
 
 def test_cap_drops_the_oldest_half(tmp_path):
@@ -134,7 +190,7 @@ def test_damaged_record_names_file_and_line(tmp_path):
     path = store.append("s1", {"session": "s1"})
     with path.open("a") as f:
         f.write("{not json\n")
-    with pytest.raises(InputError, match=rf"{path}:2: not a JSON record"):
+    with pytest.raises(InputError, match=rf"{path}:2: not a JSON record .*delete it"):
         store.read("s1")
 
 

@@ -10,6 +10,9 @@ each provider call with the time span it covers in the transcript. Used by
 - No file handle stays open between reads (hundreds of files are watched).
 - ``identity`` (device, inode) and ``offset`` let the caller notice a file
   replaced (new inode) or truncated (size below the offset) and start anew.
+- ``resume_offset`` is where a follower that saves its place may say it got
+  to: before the first line of a call the reader still holds (a Codex call
+  waiting for its ``token_count``), else ``offset``.
 
 A call's time span: it starts at the timestamp of the last record before
 the call's first record (the request was sent once its context was written)
@@ -65,6 +68,7 @@ class FollowedFile:
         self.documents = documents  # read a whole-JSON transcript (a replay) instead of refusing it
         self._last_ts: int | None = None
         self._before: dict[int, int | None] = {}  # line -> timestamp of the record before it
+        self._starts: dict[int, int] = {}  # line -> byte offset of its start (recent lines)
         self._on_problem = on_problem
         self._problems_seen = 0
         self._document_calls: list[TimedCall] = []
@@ -96,6 +100,14 @@ class FollowedFile:
                 for call in self._guard(self.reader.finish, None):
                     yield self._timed(call)
         self._report_reader_problems()
+
+    @property
+    def resume_offset(self) -> int:
+        """The offset a restart may resume from without losing a call the reader holds (0: from the start)."""
+        held = getattr(self.reader, "held_line", None)
+        if held is None:
+            return self.offset
+        return self._starts.get(held, 0)
 
     def finish(self) -> list[TimedCall]:
         """The calls the reader still holds (e.g. a Codex call waiting for its usage), without a partial line."""
@@ -159,6 +171,7 @@ class FollowedFile:
                 continue
             if not complete and not final:
                 return  # half written: wait for its end
+            start = self.offset
             self.offset += len(raw)
             self.line += 1
             text = raw.strip()
@@ -176,8 +189,10 @@ class FollowedFile:
             # A reader may hand a call back some lines after it began (Codex waits
             # for its token_count): keep the time before each recent line.
             self._before[lineno] = self._last_ts
+            self._starts[lineno] = start
             if len(self._before) > _MAX_LINE_TIMES:
                 del self._before[next(iter(self._before))]
+                del self._starts[next(iter(self._starts))]
             calls = self._guard(lambda: reader.feed(record, lineno), lineno)
             for call in calls:
                 yield self._timed(call)

@@ -44,7 +44,7 @@ from .schema import (
     Stage,
     other_part,
 )
-from .tokens import TOKENIZERS, Counter, counter_for
+from .tokens import FALLBACK_LOADING, TOKENIZERS, Counter, counter_for
 
 __all__ = [
     "CONVERSATION_CATEGORIES",
@@ -268,7 +268,8 @@ class SessionLedger:
         counter = self._counters.get(model)
         if counter is None:
             counter = counter_for(model, self._tokenizer)
-            self._counters[model] = counter
+            if getattr(counter, "fallback", None) != FALLBACK_LOADING:
+                self._counters[model] = counter  # a stand-in while the encoding loads is asked again
         return counter
 
     def _observe(self, items: list[Item], model: str | None, stage: Stage, coverage: Coverage,
@@ -312,7 +313,8 @@ class SessionLedger:
             basis=counter.basis, coverage=coverage, categories=categories,
             estimated_tokens=estimated, window_tokens=window_tokens,
             effective_window_tokens=effective_window_tokens,
-            compact_threshold_tokens=compact_threshold_tokens, model=model)
+            compact_threshold_tokens=compact_threshold_tokens, model=model,
+            basis_fallback=getattr(counter, "fallback", None))
         if baseline:
             changes, omitted = self._baseline_changes(items)
         else:

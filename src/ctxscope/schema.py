@@ -151,6 +151,9 @@ class Attr:
     # model and tool set adds to estimated_tokens (signed). Raw estimates stay raw;
     # only the calibrated view of a request without reported usage applies it.
     LEARNED_CORRECTION_TOKENS = PREFIX + "learned_correction_tokens"
+    # Why the basis is chars/4 although tiktoken was asked for (SPEC section 3):
+    # "loading" (the encoding was still loading in the background) or "unavailable".
+    BASIS_FALLBACK = PREFIX + "basis_fallback"
 
     @staticmethod
     def category(category: Category | str) -> str:
@@ -358,6 +361,7 @@ _OPTIONAL_FIELDS: tuple[tuple[str, str, type], ...] = (
     ("model", Attr.MODEL, str),
     ("calibration_factor", Attr.CALIBRATION_FACTOR, float),
     ("learned_correction_tokens", Attr.LEARNED_CORRECTION_TOKENS, int),
+    ("basis_fallback", Attr.BASIS_FALLBACK, str),
 )
 
 
@@ -387,6 +391,8 @@ class Annotation:
     # Self-calibration (docs/fidelity.md): signed tokens the learned correction adds to
     # estimated_tokens; only the calibrated view of a request without reported usage applies it.
     learned_correction_tokens: int | None = None
+    # SPEC section 3: "loading" or "unavailable" when chars/4 stands in for tiktoken.
+    basis_fallback: str | None = None
     omitted_changes: int = 0
     changes: list[Change] = field(default_factory=list)
     waste: dict[WasteKind, int] = field(default_factory=dict)

@@ -11,21 +11,33 @@ Layout (``docs/telemetry.md``)::
     <data dir>/calibration/<slug>-<hash>.json   learned self-calibration of a model
 
 The data dir is ``$CTXSCOPE_DATA_DIR``, else ``$XDG_DATA_HOME/ctxscope``,
-else ``~/.local/share/ctxscope``. Directories are 0700 and files 0600
-whatever the umask. A session file past :data:`MAX_FILE_BYTES` drops its
-oldest half (written to a temporary file, then renamed over the old one);
-past :data:`MAX_SESSIONS` files, the least recently written is removed.
+else ``~/.local/share/ctxscope``. The directories the store creates are
+0700 and its files 0600 whatever the umask; a directory it did not create
+keeps its mode (a shared ``/tmp`` or a project folder is not ours to
+close), and one that others can write and that is not the user's own is
+refused (:class:`StoreRefused`), as is a ``sessions`` or ``calibration``
+entry that is not the user's own directory.
+
+A session file past :data:`MAX_FILE_BYTES` drops its oldest half (written to
+a temporary file, then renamed over the old one); a record larger than half
+the cap is refused on its own, the file left as it was. Writers of several
+processes take an ``flock`` on the session file, so a rotation never loses a
+record appended meanwhile. Temporary files of a writer that died (``kill
+-9`` mid-rotation) are removed when the store is next opened and are never
+listed. Past :data:`MAX_SESSIONS` files, the least recently written is removed.
 """
 
 from __future__ import annotations
 
 import atexit
+import errno
+import fcntl
 import hashlib
 import json
 import logging
 import os
 import re
-import tempfile
+import stat
 import threading
 import time
 from collections import defaultdict, deque
@@ -42,7 +54,9 @@ __all__ = [
     "MAX_FILE_BYTES",
     "MAX_SESSIONS",
     "LocalStore",
+    "RecordTooLarge",
     "SessionInfo",
+    "StoreRefused",
     "data_dir",
     "record_from_observation",
 ]
@@ -58,6 +72,19 @@ _SUFFIX = ".jsonl"
 # The last record of a file is found by reading its tail; a record is a few KB
 # (at most 256 parts a session), so this always holds one whole line.
 _TAIL_BYTES = 256 * 1024
+# Temporary files: ".tmp-<pid>-<random><suffix>"; the pid tells a live writer's from a dead one's.
+_TMP_PREFIX = ".tmp-"
+_TMP_RE = re.compile(r"^\.tmp-(\d+)-")
+# A temporary file older than this is a dead writer's whatever its pid says (pids are reused).
+_TMP_STALE_S = 600.0
+
+
+class StoreRefused(OSError):
+    """The data directory is not safe to write to (one line says why)."""
+
+
+class RecordTooLarge(ValueError):
+    """A record larger than the per-file cap allows; it is refused, the file is left as it was."""
 
 
 def data_dir(environ: Mapping[str, str] | None = None) -> Path:
@@ -72,11 +99,90 @@ def _slug(name: str) -> str:
     return f"{prefix}-{digest}"
 
 
-def _private_dir(path: Path) -> Path:
-    path.mkdir(parents=True, exist_ok=True, mode=0o700)
-    # mkdir's mode is masked by the umask and ignored for an existing directory.
+def _is_open_to_others(st: os.stat_result) -> bool:
+    return bool(st.st_mode & (stat.S_IWGRP | stat.S_IWOTH))
+
+
+def _prepare_root(path: Path) -> None:
+    """The data directory: created 0700 when missing; an existing one keeps its mode.
+
+    Refused when others can write to it and it is not the user's own (another
+    user could replace what the store creates there).
+    """
+    try:
+        path.mkdir(mode=0o700)
+    except FileExistsError:
+        st = os.stat(path)
+        if not stat.S_ISDIR(st.st_mode):
+            raise StoreRefused(errno.ENOTDIR, "the data directory is not a directory", str(path)) from None
+        if _is_open_to_others(st) and st.st_uid != os.geteuid():
+            raise StoreRefused(errno.EPERM, "the data directory is writable by others and not yours; "
+                               "set CTXSCOPE_DATA_DIR to a directory of your own", str(path)) from None
+        return
+    except FileNotFoundError:
+        path.parent.mkdir(parents=True, exist_ok=True)  # parents as the umask makes them
+        _prepare_root(path)
+        return
+    # Ours: mkdir's mode was masked by the umask.
     os.chmod(path, 0o700)
+
+
+def _private_dir(path: Path) -> Path:
+    """The store's own subdirectory: created 0700; an existing one must be the user's own directory."""
+    try:
+        path.mkdir(mode=0o700)
+    except FileExistsError:
+        st = os.lstat(path)
+        if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.geteuid():
+            raise StoreRefused(errno.EPERM, "not a directory of yours; remove it or choose another "
+                               "CTXSCOPE_DATA_DIR", str(path)) from None
+        return path
+    os.chmod(path, 0o700)  # created here: the umask does not widen it
     return path
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # EPERM: someone else's live process
+        return True
+    return True
+
+
+def _remove_dead_temporaries(folder: Path) -> None:
+    """Temporary files left by a writer killed mid-rotation (never by a live writer)."""
+    now = time.time()
+    try:
+        entries = list(os.scandir(folder))
+    except OSError:
+        return
+    for entry in entries:
+        if not entry.name.startswith(_TMP_PREFIX):
+            continue
+        match = _TMP_RE.match(entry.name)
+        try:
+            old = now - entry.stat(follow_symlinks=False).st_mtime > _TMP_STALE_S
+            if old or match is None or not _pid_alive(int(match.group(1))):
+                os.unlink(entry.path)
+        except OSError:
+            continue
+
+
+def _temporary(folder: Path, suffix: str) -> tuple[int, str]:
+    """A new 0600 temporary file in ``folder`` whose name carries this process's id."""
+    while True:
+        name = f"{_TMP_PREFIX}{os.getpid()}-{os.urandom(6).hex()}{suffix}"
+        path = os.path.join(folder, name)
+        try:
+            return os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), path
+        except FileExistsError:
+            continue
+
+
+def _is_session_file(path: Path) -> bool:
+    return path.name.endswith(_SUFFIX) and not path.name.startswith(".")
 
 
 @dataclass(frozen=True)
@@ -166,40 +272,92 @@ class LocalStore:
         self._cond = threading.Condition()
         self._writer: threading.Thread | None = None
         self._dropped = 0
+        self._opened = False  # the directories checked and dead temporaries removed
+        self._warned: set[str] = set()  # failure kinds logged once already
 
     # -- writing -------------------------------------------------------------
 
     def path_for(self, session_id: str) -> Path:
         return self.sessions_dir / (_slug(session_id) + _SUFFIX)
 
+    def _open(self) -> None:
+        """Once per store: the directories made or checked, dead writers' temporaries removed."""
+        if self._opened:
+            return
+        _prepare_root(self.root)
+        _private_dir(self.sessions_dir)
+        _remove_dead_temporaries(self.sessions_dir)
+        self._opened = True
+
     def append(self, session_id: str, record: Mapping[str, Any]) -> Path:
-        """Append one record to a session's file (raises OSError on I/O failure)."""
+        """Append one record to a session's file.
+
+        Raises :class:`RecordTooLarge` for a record over half the per-file cap
+        (the file is left as it was), :class:`StoreRefused` for an unsafe data
+        directory, OSError on I/O failure.
+        """
         line = (json.dumps(record, separators=(",", ":"), ensure_ascii=False) + "\n").encode()
+        if len(line) > self.max_file_bytes // 2:
+            # A rotation keeps the newest records up to half the cap: this one would not fit.
+            raise RecordTooLarge(f"a record of {len(line):,} bytes is over half the per-file cap "
+                                 f"({self.max_file_bytes:,} bytes); not stored")
         with self._lock:
-            _private_dir(self.root)
-            _private_dir(self.sessions_dir)
+            self._open()
             path = self.path_for(session_id)
             created = not path.exists()
-            fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+            fd = self._open_locked(path)
             try:
                 os.fchmod(fd, 0o600)
-                os.write(fd, line)
                 size = os.fstat(fd).st_size
+                if size and os.pread(fd, 1, size - 1) != b"\n":
+                    line = b"\n" + line  # a torn last line (a writer killed mid-write) stays alone
+                os.write(fd, line)
+                size += len(line)
+                if size > self.max_file_bytes:
+                    self._drop_oldest_half(path, fd)
             finally:
-                os.close(fd)
-            if size > self.max_file_bytes:
-                self._drop_oldest_half(path)
+                os.close(fd)  # releases the flock
             if created:
                 self._evict(keep=path)
             return path
+
+    @staticmethod
+    def _open_locked(path: Path) -> int:
+        """The session file opened for appending under an exclusive flock (shared with other processes).
+
+        A rotation by another process may have replaced the file while we
+        waited: then the lock is on the old inode, and we open the new one.
+        """
+        while True:
+            fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o600)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX)
+                now = os.stat(path, follow_symlinks=False)
+                held = os.fstat(fd)
+            except FileNotFoundError:
+                os.close(fd)
+                continue
+            except BaseException:
+                os.close(fd)
+                raise
+            if (now.st_dev, now.st_ino) == (held.st_dev, held.st_ino):
+                return fd
+            os.close(fd)
 
     def record(self, observation: Observation) -> None:
         """Store one observation now (synchronously); errors are logged, never raised."""
         try:
             self.append(observation.session_id, record_from_observation(observation))
-        except Exception:  # noqa: BLE001 - the local record must never break the user's call
-            _log.warning("ctxscope: could not write the local record of session %s",
-                         observation.session_id, exc_info=True)
+        except Exception as exc:  # noqa: BLE001 - the local record must never break the user's call
+            self._warn_once(type(exc).__name__, "ctxscope: could not write the local record of session %s: %s",
+                            observation.session_id, exc)
+
+    def _warn_once(self, kind: str, message: str, *args: Any) -> None:
+        # Once per failure kind, then at debug: a full disk must not log every call.
+        # No exc_info: a traceback would keep the caller's frames alive in handlers that keep records.
+        level = logging.DEBUG if kind in self._warned else logging.WARNING
+        self._warned.add(kind)
+        _log.log(level, message, *args)
 
     def submit(self, observation: Observation) -> None:
         """Queue an observation for the background writer (the tracker's listener)."""
@@ -246,8 +404,10 @@ class LocalStore:
                     self._busy -= 1
                     self._cond.notify_all()
 
-    def _drop_oldest_half(self, path: Path) -> None:
-        data = path.read_bytes()
+    def _drop_oldest_half(self, path: Path, fd: int) -> None:
+        """Keep the newest records up to half the cap (``fd`` holds the file's lock)."""
+        size = os.fstat(fd).st_size
+        data = os.pread(fd, size, 0)
         keep = self.max_file_bytes // 2
         lines = data.splitlines(keepends=True)
         kept: list[bytes] = []
@@ -255,12 +415,12 @@ class LocalStore:
         for line in reversed(lines):  # newest first, until half the cap is reached
             if total + len(line) > keep:
                 break
-            kept.append(line)
-            total += len(line)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=_SUFFIX)
+            if line.endswith(b"\n"):
+                kept.append(line)
+                total += len(line)
+        tmp_fd, tmp = _temporary(path.parent, _SUFFIX)
         try:
-            os.fchmod(fd, 0o600)
-            with os.fdopen(fd, "wb") as out:
+            with os.fdopen(tmp_fd, "wb") as out:
                 out.writelines(reversed(kept))
             # Atomic: a reader sees the old file or the new one, never half of one.
             os.replace(tmp, path)
@@ -269,7 +429,7 @@ class LocalStore:
             raise
 
     def _evict(self, keep: Path) -> None:
-        others = [p for p in self.sessions_dir.glob("*" + _SUFFIX) if p != keep]
+        others = [p for p in self.sessions_dir.glob("*" + _SUFFIX) if p != keep and _is_session_file(p)]
         others.sort(key=lambda p: p.stat().st_mtime_ns)
         for old in others[:max(0, len(others) + 1 - self.max_sessions)]:
             old.unlink(missing_ok=True)
@@ -277,59 +437,90 @@ class LocalStore:
     # -- reading -------------------------------------------------------------
 
     def sessions(self) -> list[SessionInfo]:
-        """Stored sessions, most recently written first."""
+        """Stored sessions, most recently written first.
+
+        Only regular files are opened: a FIFO or a symlink to a device named
+        ``*.jsonl`` is skipped with one warning (it would block or never end);
+        writers' temporary files are never listed.
+        """
         out: list[SessionInfo] = []
         if not self.sessions_dir.is_dir():
             return out
-        for path in self.sessions_dir.glob("*" + _SUFFIX):
+        for path in sorted(self.sessions_dir.glob("*" + _SUFFIX)):
+            if not _is_session_file(path):
+                continue  # a writer's temporary file, not a session
             try:
+                st = os.lstat(path)
+                if not stat.S_ISREG(st.st_mode):
+                    self._warn_once(f"special:{path}", "ctxscope: %s: not a regular file; skipped", path)
+                    continue
                 last = self._last_record(path)
-                stat = path.stat()
             except (OSError, ValueError):
                 continue
             if last is None:
                 continue
             model = last.get("response_model") or last.get("request_model")
-            out.append(SessionInfo(str(last.get("session", "")), path, int(last.get("ts") or stat.st_mtime_ns),
-                                   model, last.get("provider"), stat.st_size))
-        out.sort(key=lambda s: (s.last_ns, s.path.stat().st_mtime_ns), reverse=True)
+            model = model if isinstance(model, str) else None
+            provider = last.get("provider") if isinstance(last.get("provider"), str) else None
+            ts = last.get("ts")
+            last_ns = ts if isinstance(ts, int) and not isinstance(ts, bool) else st.st_mtime_ns
+            out.append(SessionInfo(str(last.get("session", "")), path, last_ns, model, provider, st.st_size))
+        out.sort(key=lambda s: (s.last_ns, s.path.name), reverse=True)
         return out
 
     def read(self, session_id: str) -> list[dict[str, Any]]:
         """Every stored record of a session, oldest first ([] if none).
 
-        Raises :class:`ctxscope.errors.InputError` naming the file and line of
-        a record that is not JSON.
+        Raises :class:`ctxscope.errors.UserError` (one line naming the file and
+        line) for a record that is not a JSON object within the bounds of
+        :mod:`ctxscope.bounded_input`, or a file that is not a regular file.
         """
+        return [record for _, record in self.read_numbered(session_id)]
+
+    def read_numbered(self, session_id: str, *, max_bytes: int | None = None) -> list[tuple[int, dict[str, Any]]]:
+        """:meth:`read` with each record's line number in its file."""
+        from . import bounded_input
         from .errors import InputError
 
         path = self.path_for(session_id)
-        if not path.exists():
+        if not os.path.lexists(path):
             return []
+        limit = max_bytes if max_bytes is not None else bounded_input.max_bytes(None)
+        data = bounded_input.read_bytes(path, limit)
         records = []
-        with path.open("rb") as handle:
-            for number, raw in enumerate(handle, 1):
-                if not raw.strip():
-                    continue
-                try:
-                    records.append(json.loads(raw))
-                except ValueError:
-                    raise InputError(str(path), "not a JSON record (a damaged local store file: "
-                                     "delete it)", number) from None
+        for number, raw in enumerate(data.split(b"\n"), 1):
+            if not raw.strip():
+                continue
+            try:
+                record = bounded_input.loads(raw, str(path), number)
+            except InputError as exc:
+                reason = str(exc).split(": ", 1)[-1]
+                raise InputError(str(path), f"not a JSON record ({reason}); a damaged local store file: "
+                                 "delete it", number) from None
+            if not isinstance(record, dict):
+                raise InputError(str(path), "not a JSON record (not an object); a damaged local store file: delete it",
+                                 number)
+            records.append((number, record))
         return records
 
     def _last_record(self, path: Path) -> dict[str, Any] | None:
-        with path.open("rb") as handle:
-            handle.seek(0, os.SEEK_END)
-            size = handle.tell()
-            handle.seek(max(0, size - _TAIL_BYTES))
-            tail = handle.read()
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOFOLLOW", 0))
+        try:
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode):
+                return None
+            start = max(0, st.st_size - _TAIL_BYTES)
+            tail = os.pread(fd, st.st_size - start, start)
+        finally:
+            os.close(fd)
         for raw in reversed(tail.splitlines()):
             if raw.strip():
                 try:
-                    return json.loads(raw)
-                except ValueError:
+                    record = json.loads(raw)
+                except (ValueError, RecursionError):
                     continue
+                if isinstance(record, dict):
+                    return record
         return None
 
     # -- learned self-calibration (a sidecar JSON per model) ---------------
@@ -340,12 +531,12 @@ class LocalStore:
     def save_calibration(self, model: str, data: Mapping[str, Any]) -> Path:
         """Keep what was learned about a model's counting (replaced atomically)."""
         with self._lock:
-            _private_dir(self.root)
+            _prepare_root(self.root)
             _private_dir(self.calibration_dir)
+            _remove_dead_temporaries(self.calibration_dir)
             path = self._calibration_path(model)
-            fd, tmp = tempfile.mkstemp(dir=self.calibration_dir, prefix=".tmp-", suffix=".json")
+            fd, tmp = _temporary(self.calibration_dir, ".json")
             try:
-                os.fchmod(fd, 0o600)
                 with os.fdopen(fd, "w", encoding="utf-8") as out:
                     json.dump({"model": model, **dict(data)}, out)
                 os.replace(tmp, path)

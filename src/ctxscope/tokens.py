@@ -1,26 +1,49 @@
 """Counting bases (SPEC section 3): chars/4, native-bytes/4, tiktoken/<encoding>.
 
 A :class:`Counter` turns text into tokens under one basis. ``counter_for``
-picks the basis for a model; where tiktoken cannot load an encoding (no
-network and no cache) it falls back to ``chars/4`` within
-:data:`ENCODING_LOAD_TIMEOUT_S`, logs one warning, and the counter's
-``basis`` says ``chars/4``.
+picks the basis for a model. Loading a tiktoken encoding (``load_encoding``):
+
+- **A local copy** (tiktoken's cache, ``TIKTOKEN_CACHE_DIR``): loaded however
+  long a busy machine takes (up to :data:`CACHED_LOAD_TIMEOUT_S`, a bound
+  only a broken cache reaches): a loaded machine never changes the basis.
+- **No local copy**: tiktoken downloads it, bounded by
+  :data:`ENCODING_LOAD_TIMEOUT_S` (a machine without network may hang).
+- ``tokenizer="tiktoken"`` is tiktoken or :class:`EncodingUnavailable` (a
+  one-line error); ``"auto"`` falls back to ``chars/4`` only when the
+  encoding cannot be had, logs one warning, and its counter says so
+  (``fallback = "unavailable"``, the span's ``llm.context.basis_fallback``).
+  The decision is kept for the process, so one run counts on one basis.
+- **Live instrumentation** (:func:`preload`, called when instrumenting): the
+  encoding loads in a background thread and never on the caller's thread. A
+  call counted before it is ready uses ``chars/4`` with ``fallback =
+  "loading"`` (on its span), and the next calls use the encoding.
 
 Pure: no OpenTelemetry, no provider SDK.
 """
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import math
+import os
+import tempfile
 import threading
-from typing import Callable, Iterable, Protocol
+from typing import Callable, Iterable, Protocol, Sequence
 
+from .errors import UserError
 from .schema import BASIS_BYTES, BASIS_CHARS, tiktoken_basis
 
 _log = logging.getLogger(__name__)
 
+# A download (no local copy of the encoding): past this, the encoding is unavailable.
 ENCODING_LOAD_TIMEOUT_S = 2.0
+# A local copy: reading and building the BPE takes 0.3 s idle and several seconds on a
+# loaded machine; only a broken cache (tiktoken then downloads again) waits this long.
+CACHED_LOAD_TIMEOUT_S = 120.0
+# Why a counter counts chars/4 although tiktoken was asked for (``Counter.fallback``).
+FALLBACK_LOADING = "loading"  # the background load is not done yet (live path only)
+FALLBACK_UNAVAILABLE = "unavailable"  # the encoding cannot be had (no network, no cache)
 
 # Images whose size is unknown: SPEC section 3 ("about 1,600 tokens").
 DEFAULT_IMAGE_TOKENS = 1600
@@ -32,6 +55,10 @@ class Counter(Protocol):
     def count(self, text: str) -> int: ...
 
 
+class EncodingUnavailable(UserError):
+    """``--tokenizer tiktoken`` and the encoding cannot be loaded (one line: which, why, what to do)."""
+
+
 class CharsCounter:
     """``ceil(chars / 4)`` per item."""
 
@@ -39,6 +66,13 @@ class CharsCounter:
 
     def count(self, text: str) -> int:
         return -(-len(text) // 4)
+
+
+class FallbackCounter(CharsCounter):
+    """``chars/4`` standing in for tiktoken; ``fallback`` says why (see the module docstring)."""
+
+    def __init__(self, fallback: str) -> None:
+        self.fallback = fallback
 
 
 class BytesCounter:
@@ -104,71 +138,147 @@ def encoding_for_model(model: str | None) -> str:
     return "o200k_base"
 
 
-_encodings: dict[str, object | None] = {}
+# The tiktoken URL of each public encoding: tiktoken caches a download under sha1(url).
+_BLOB = "https://openaipublic.blob.core.windows.net/encodings/{}.tiktoken"
+_BLOB_NAMES = {"o200k_base": "o200k_base", "o200k_harmony": "o200k_base", "cl100k_base": "cl100k_base",
+               "p50k_base": "p50k_base", "p50k_edit": "p50k_base", "r50k_base": "r50k_base"}
+
+
+def encoding_cached(name: str) -> bool:
+    """Whether tiktoken holds a local copy of encoding ``name`` (its own cache rule, tiktoken/load.py)."""
+    blob = _BLOB_NAMES.get(name)
+    if blob is None:
+        return False
+    if "TIKTOKEN_CACHE_DIR" in os.environ:
+        folder = os.environ["TIKTOKEN_CACHE_DIR"]
+    elif "DATA_GYM_CACHE_DIR" in os.environ:
+        folder = os.environ["DATA_GYM_CACHE_DIR"]
+    else:
+        folder = os.path.join(tempfile.gettempdir(), "data-gym-cache")
+    if not folder:
+        return False  # caching off: every load downloads
+    key = hashlib.sha1(_BLOB.format(blob).encode()).hexdigest()
+    return os.path.exists(os.path.join(folder, key))  # as tiktoken checks it
+
+
+class _Load:
+    """One encoding's load, in a daemon thread: done, with the encoding or the error."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.done = threading.Event()
+        self.encoding: object | None = None
+        self.error: BaseException | None = None
+        self.given_up = False  # a blocking wait timed out: the process counts without it
+        self.waited_s: float | None = None
+        self.thread = threading.Thread(target=self._run, name=f"ctxscope-tiktoken-{name}", daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        try:
+            import tiktoken
+
+            self.encoding = tiktoken.get_encoding(self.name)
+        except BaseException as exc:  # noqa: BLE001 - any failure means the encoding is unavailable
+            self.error = exc
+        finally:
+            self.done.set()
+
+    def reason(self) -> str:
+        """One short line: the exception's first line (a proxy error is otherwise hundreds of characters)."""
+        if self.error is not None:
+            text = str(self.error).splitlines()[0][:120] if str(self.error) else ""
+            return f"{type(self.error).__name__}: {text}" if text else type(self.error).__name__
+        return f"timed out after {self.waited_s:g}s" if self.waited_s is not None else "not loaded yet"
+
+    def available(self) -> object | None:
+        return None if self.given_up or not self.done.is_set() else self.encoding
+
+
+_loads: dict[str, _Load] = {}
 _encodings_lock = threading.Lock()
-_warned = False
+_warned: set[str] = set()
+_background = False  # set by preload(): counting never waits for a load
 
 
-def load_encoding(name: str, timeout_s: float = ENCODING_LOAD_TIMEOUT_S) -> object | None:
-    """The tiktoken encoding ``name``, or None when it cannot be loaded in time.
-
-    Loading runs in a daemon thread so that a machine without network (where
-    tiktoken's download may hang) costs at most ``timeout_s``. A failure is
-    remembered for the process: the next call answers at once.
-    """
-    global _warned
+def _load(name: str) -> _Load:
     with _encodings_lock:
-        if name in _encodings:
-            return _encodings[name]
-        result: list[object] = []
-        error: list[BaseException] = []
+        load = _loads.get(name)
+        if load is None:
+            load = _loads[name] = _Load(name)
+        return load
 
-        def load() -> None:
-            try:
-                import tiktoken
 
-                result.append(tiktoken.get_encoding(name))
-            except BaseException as exc:  # noqa: BLE001 - any failure means fallback
-                error.append(exc)
+def _warn_unavailable(load: _Load, reason: str) -> None:
+    with _encodings_lock:
+        if _warned:
+            return  # once a process: the spans and the basis say it for every call
+        _warned.add(load.name)
+    _log.warning("tiktoken encoding %s unavailable (%s); counting with chars/4, and the basis says so",
+                 load.name, reason)
 
-        thread = threading.Thread(target=load, name=f"ctxscope-tiktoken-{name}", daemon=True)
-        thread.start()
-        thread.join(timeout_s)
-        encoding = result[0] if result else None
-        _encodings[name] = encoding
-        if encoding is None and not _warned:
-            _warned = True
-            # One short line: the exception's first line is enough to act on
-            # (a proxy or connection error is otherwise several hundred characters).
-            reason = (f"{type(error[0]).__name__}: {str(error[0]).splitlines()[0][:120]}"
-                      if error and str(error[0]) else
-                      type(error[0]).__name__ if error else f"timed out after {timeout_s:g}s")
-            _log.warning("tiktoken encoding %s unavailable (%s); counting with chars/4",
-                         name, reason)
-        return encoding
+
+def preload(names: Sequence[str] = ("o200k_base",)) -> None:
+    """Start loading encodings in the background; from now on counting never waits for a load.
+
+    Called when instrumenting: the first model call must not pay for (or wait
+    on) the encoding. Calls counted before it is ready say so on their span.
+    """
+    global _background
+    _background = True
+    for name in names:
+        _load(name)
+
+
+def load_encoding(name: str, timeout_s: float | None = None, *, warn: bool = True) -> object | None:
+    """The tiktoken encoding ``name``, waiting for it (see the module docstring); None when unavailable.
+
+    ``timeout_s`` defaults to :data:`CACHED_LOAD_TIMEOUT_S` with a local copy,
+    else :data:`ENCODING_LOAD_TIMEOUT_S`. A timeout is remembered for the
+    process (one run counts on one basis); a failure is logged once (unless
+    ``warn`` is false: the caller reports it itself).
+    """
+    load = _load(name)
+    if load.given_up:
+        return None  # decided once for the process
+    if timeout_s is None:
+        timeout_s = CACHED_LOAD_TIMEOUT_S if encoding_cached(name) else ENCODING_LOAD_TIMEOUT_S
+    if not load.done.wait(timeout_s):
+        load.given_up, load.waited_s = True, timeout_s
+    encoding = load.available()
+    if encoding is None and warn:
+        _warn_unavailable(load, load.reason())
+    return encoding
 
 
 def reset_encoding_cache() -> None:
-    """Forget loaded encodings and the warning (for tests)."""
-    global _warned
+    """Forget loaded encodings, the background mode and the warnings (for tests)."""
+    global _background
     with _encodings_lock:
-        _encodings.clear()
-        _warned = False
+        _loads.clear()
+        _warned.clear()
+        _tiktoken_counters.clear()
+        _background = False
 
 
 TOKENIZERS = ("auto", "chars", "bytes", "tiktoken")
 
 _CHARS = CharsCounter()
 _BYTES = BytesCounter()
+_LOADING = FallbackCounter(FALLBACK_LOADING)
+_UNAVAILABLE = FallbackCounter(FALLBACK_UNAVAILABLE)
 _tiktoken_counters: dict[str, TiktokenCounter] = {}
 
 
 def counter_for(model: str | None = None, tokenizer: str = "auto") -> Counter:
     """The counter for a model under a tokenizer choice.
 
-    ``auto`` and ``tiktoken`` both use tiktoken with the model's encoding and
-    fall back to ``chars/4`` where it cannot load; ``chars`` and ``bytes``
-    force the heuristics.
+    ``chars`` and ``bytes`` force the heuristics. ``auto`` and ``tiktoken`` use
+    tiktoken with the model's encoding; where it cannot be had ``auto`` counts
+    chars/4 (a :class:`FallbackCounter`, logged once) and ``tiktoken`` raises
+    :class:`EncodingUnavailable`. After :func:`preload` this never waits: a
+    load not done yet gives the ``loading`` fallback (and ``tiktoken`` does
+    not raise: the live path must not break the user's call).
     """
     if tokenizer == "chars":
         return _CHARS
@@ -180,9 +290,23 @@ def counter_for(model: str | None = None, tokenizer: str = "auto") -> Counter:
     counter = _tiktoken_counters.get(name)
     if counter is not None:
         return counter
-    encoding = load_encoding(name)
-    if encoding is None:
-        return _CHARS
+    if _background:
+        load = _load(name)
+        if not load.done.is_set():
+            return _LOADING
+        encoding = load.available()
+        if encoding is None:
+            _warn_unavailable(load, load.reason())
+            return _UNAVAILABLE
+    else:
+        encoding = load_encoding(name, warn=tokenizer != "tiktoken")
+        if encoding is None:
+            if tokenizer == "tiktoken":
+                load = _load(name)
+                raise EncodingUnavailable(
+                    f"--tokenizer tiktoken: the {name} encoding cannot be loaded ({load.reason()}); point "
+                    "TIKTOKEN_CACHE_DIR at a folder holding it, or use --tokenizer auto to count chars/4")
+            return _UNAVAILABLE
     counter = TiktokenCounter(encoding, name)
     _tiktoken_counters[name] = counter
     return counter

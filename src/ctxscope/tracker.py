@@ -47,6 +47,7 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Protocol
 
+from .faultlog import log_failure
 from . import framing as _framing
 from . import limits as _limits
 from . import conversation as _session
@@ -333,7 +334,7 @@ class Tracker:
                 memo = state.tools_memo = (seen, _framing.tools_key(body), _framing.has_server_tools(body, api))
             return memo[1], memo[2]
         except Exception:  # noqa: BLE001 - no key: the call is neither corrected nor learned from
-            _log.warning("ctxscope: could not key the tool set of a %s call", api, exc_info=True)
+            log_failure(_log, "ctxscope: could not key the tool set of a %s call", api)
             return None
 
     # -- framing -----------------------------------------------------------------------
@@ -347,8 +348,7 @@ class Tracker:
                 body, api, counter.count, model=model, counter_key=counter)
             return items + framing if framing else items
         except Exception:  # noqa: BLE001 - framing is an estimate on top: the items stand without it
-            _log.warning("ctxscope: provider framing failed; disabling it for session %s", state.session_id,
-                         exc_info=True)
+            log_failure(_log, "ctxscope: provider framing failed; disabling it for session %s", state.session_id)
             state.framing = None
             return items
 
@@ -391,7 +391,7 @@ class Tracker:
             if correction is not None:
                 annotation.learned_correction_tokens = int(correction)
         except Exception:  # noqa: BLE001 - calibration is an extra: the raw annotation stands
-            _log.warning("ctxscope: self-calibration failed for a %s call", call.api, exc_info=True)
+            log_failure(_log, "ctxscope: self-calibration failed for a %s call", call.api)
 
     def _learn(self, call: PendingCall, usage: Usage, error: str | None) -> None:
         """Learn from a finished call's (estimate, reported) pair where it says something stable."""
@@ -409,7 +409,7 @@ class Tracker:
             self.calibrator.learn(call.calibration_key, call.tools_key, estimated, int(reported))
             self._saved(call.calibration_key)
         except Exception:  # noqa: BLE001
-            _log.warning("ctxscope: self-calibration could not learn from a %s call", call.api, exc_info=True)
+            log_failure(_log, "ctxscope: self-calibration could not learn from a %s call", call.api)
 
     def _restore(self, key: str) -> None:
         with self._calibration_lock:
@@ -487,7 +487,7 @@ class Tracker:
             try:
                 listener(observation)
             except Exception:  # noqa: BLE001 - a listener must not break the call
-                _log.warning("ctxscope: observation listener %r failed", listener, exc_info=True)
+                log_failure(_log, "ctxscope: observation listener %r failed", listener)
         return observation
 
 

@@ -11,6 +11,7 @@ import argparse
 import sys
 from typing import TYPE_CHECKING, Any
 
+from ..bounded_input import check_regular
 from ..errors import UserError
 from ..tokens import TOKENIZERS
 from ..transcripts import FORMATS
@@ -44,6 +45,7 @@ def transcript_paths(files: list[str], *, subagents: bool) -> list[str]:
             raise UserError(f"{path}: no such file")
         if os.path.isdir(path):
             raise UserError(f"{path}: is a directory; pass the transcript files")
+        check_regular(path)  # a FIFO would block and a device never end: refused unread
         paths.append(path)
         if subagents:
             paths.extend(p for p in subagent_files(path) if p not in paths)

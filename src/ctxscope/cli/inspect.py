@@ -7,6 +7,10 @@ section 4) unless ``--reported`` is given. In a JSONL file of recordings,
 ``FILE:LINE`` picks line LINE (1-based); a JSONL file of one line needs no
 ``:LINE``.
 
+The file is read through :mod:`ctxscope.bounded_input` (regular files only,
+``--max-input-mb``, a nesting limit, finite numbers; usage counts whole and
+not negative): bad input is one line naming the file and line.
+
 Counting goes through :class:`ctxscope.ledger.SessionLedger`, as for live
 requests, so the numbers are the ones a span would carry. The composition
 includes the provider's framing (:mod:`ctxscope.framing`: per-message
@@ -26,7 +30,7 @@ import sys
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from .. import apis
+from .. import apis, bounded_input
 from .. import framing as _framing
 from ..errors import InputError, UserError
 from ..items import API_ANTHROPIC, API_OPENAI_CHAT, API_OPENAI_RESPONSES, detect_api, items_from_request
@@ -53,6 +57,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         help="provider-reported input tokens (default: from the recording's usage)")
     parser.add_argument("--top", type=int, default=TOP_DEFAULT, metavar="K",
                         help=f"how many of the largest parts to list (default {TOP_DEFAULT})")
+    parser.add_argument("--max-input-mb", type=float, metavar="MB",
+                        help=f"refuse a larger FILE (default {bounded_input.DEFAULT_MAX_INPUT_MB})")
     parser.add_argument("--no-framing", dest="framing", action="store_false",
                         help="raw content only: leave out the provider's framing (per-message overhead, "
                              "reply priming, hidden prompts, server tools' hidden parts)")
@@ -70,29 +76,19 @@ class Loaded:
 
 
 def _parse(path: str, text: str, line: int | None) -> Any:
-    try:
-        return json.loads(text)
-    except ValueError as exc:
-        where = line if line is not None else getattr(exc, "lineno", None)
-        msg = getattr(exc, "msg", str(exc))
-        raise InputError(path, f"not valid JSON ({msg}); expected a request body or a recording",
-                         where) from None
+    return bounded_input.loads(text, path, line, what="JSON (expected a request body or a recording)")
 
 
-def load(spec: str) -> Loaded:
+def load(spec: str, *, max_input_mb: float | None = None) -> Loaded:
     """Read ``FILE`` or ``FILE:LINE`` (see the module docstring)."""
     path, line = spec, None
     if not os.path.exists(spec):
         match = _LINE_RE.match(spec)
         if match and os.path.exists(match.group(1)):
             path, line = match.group(1), int(match.group(2))
-    try:
-        with open(path, encoding="utf-8") as handle:
-            text = handle.read()
-    except FileNotFoundError:
-        raise UserError(f"{spec}: no such file") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise UserError(f"{path}: cannot read ({exc})") from None
+    if not os.path.lexists(path):
+        raise UserError(f"{spec}: no such file")
+    text = bounded_input.read_text(path, bounded_input.max_bytes(max_input_mb))
     if line is not None:
         lines = text.splitlines()
         if line < 1 or line > len(lines):
@@ -102,12 +98,12 @@ def load(spec: str) -> Loaded:
         data = _parse(path, lines[line - 1], line)
     else:
         try:
-            data = json.loads(text)
-        except ValueError as exc:
-            lines = [n for n, ln in enumerate(text.splitlines(), 1) if ln.strip()]
-            if len(lines) > 1 and getattr(exc, "msg", "") == "Extra data":
-                raise UserError(f"{path}: holds {len(lines)} JSON lines; pick one with {path}:LINE") from None
             data = _parse(path, text, None)
+        except bounded_input.ExtraData:
+            numbered = [n for n, ln in enumerate(text.splitlines(), 1) if ln.strip()]
+            if len(numbered) > 1:
+                raise UserError(f"{path}: holds {len(numbered)} JSON lines; pick one with {path}:LINE") from None
+            raise
     if not isinstance(data, dict):
         raise InputError(path, f"expected a JSON object, got {type(data).__name__}", line)
     if "request" in data:
@@ -118,9 +114,26 @@ def load(spec: str) -> Loaded:
     return Loaded(path, line, data)
 
 
-def reported_input(api: str, response: Any) -> int | None:
-    """The provider-reported input of a recorded response (SPEC section 4), else None."""
-    return apis.reported_input(api, response) if isinstance(response, dict) else None
+# The usage counts a reported input is made of (SPEC section 4), in any API's usage.
+_COUNT_KEYS = ("prompt_tokens", "input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")
+
+
+def reported_input(api: str, response: Any, *, path: str = "-", line: int | None = None) -> int | None:
+    """The provider-reported input of a recorded response (SPEC section 4, :mod:`ctxscope.apis`), else None.
+
+    A count that is not a whole, non-negative number is a one-line InputError, not a silent None.
+    """
+    usage = response.get("usage") if isinstance(response, dict) else None
+    if not isinstance(usage, dict):
+        return None
+    iterations = usage.get("iterations")
+    for where, counts in (("usage", usage), *((f"usage.iterations[{i}]", it) for i, it in
+                                              enumerate(iterations if isinstance(iterations, list) else ())
+                                              if isinstance(it, dict))):
+        for key in _COUNT_KEYS:
+            if counts.get(key) is not None:
+                bounded_input.count(counts[key], path, line, f"{where}.{key}")
+    return apis.reported_input(api, response)
 
 
 def inspect(loaded: Loaded, *, tokenizer: str = "auto", model: str | None = None,
@@ -140,7 +153,7 @@ def inspect(loaded: Loaded, *, tokenizer: str = "auto", model: str | None = None
         raise InputError(loaded.path, f"not a usable request body ({type(exc).__name__}: {exc})",
                          loaded.line) from None
     if reported is None:
-        reported = reported_input(api, loaded.response)
+        reported = reported_input(api, loaded.response, path=loaded.path, line=loaded.line)
     # proxy_encoding: Claude's proxy-encoding item, as the live tracker adds it with framing on.
     ledger = SessionLedger("inspect", tokenizer=tokenizer, proxy_encoding=framing)
     snapshot = ledger.observe(items, model=model)
@@ -211,7 +224,7 @@ def table(api: str, loaded: Loaded, snapshot: Snapshot, top: int) -> str:
 def run(args: argparse.Namespace) -> int:
     if args.reported is not None and args.reported < 0:
         raise UserError(f"--reported must be 0 or more, got {args.reported}")
-    loaded = load(args.file)
+    loaded = load(args.file, max_input_mb=args.max_input_mb)
     api, snapshot = inspect(loaded, tokenizer=args.tokenizer, model=args.model, reported=args.reported,
                             framing=args.framing)
     if args.json:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import logging
 from typing import Any, Callable, Collection, Iterable
 
+from ..faultlog import log_failure
 from ._content import content_mode_from_env
 from ._wrappers import Api, ModelCall, Telemetry, install_processor, request_body, start_call, unwrap_all
 
@@ -43,7 +44,7 @@ def begin(telemetry: Telemetry, api: Api, kwargs: dict[str, Any]) -> ModelCall |
             register_helper_call(call)  # a streaming helper's manager ends it at exit
         return call
     except Exception:  # noqa: BLE001
-        _log.warning("ctxscope: could not start the %s call", api.name, exc_info=True)
+        log_failure(_log, "ctxscope: could not start the %s call", api.name)
         return None
 
 
@@ -107,7 +108,7 @@ def finish_result(call: ModelCall, api: Api, result: Any, response: Any = None) 
             _log.debug("ctxscope: no usage in a %s result of type %s", api.name, type(result).__name__)
         call.finish(info)
     except Exception:  # noqa: BLE001
-        _log.warning("ctxscope: could not finish the %s call", api.name, exc_info=True)
+        log_failure(_log, "ctxscope: could not finish the %s call", api.name)
         if not call.ended:
             call.finish(None)
     return result
@@ -192,6 +193,12 @@ class ProviderInstrumentor(BaseInstrumentor):  # type: ignore[misc,valid-type]
         telemetry = Telemetry(tracer_provider, kwargs.get("tracker"), content=content_mode_from_env(),
                               logger_provider=kwargs.get("logger_provider"))
         type(self)._telemetry = telemetry
+        if telemetry.tracker.tokenizer in ("auto", "tiktoken"):
+            # The encoding loads in the background from now on: never on the first call's thread,
+            # and a call counted before it is ready says so on its span (docs/instrumentation.md).
+            from ..tokens import preload
+
+            preload()
         wrappers = [(module, name, create_wrapper(telemetry, api, is_async))
                     for module, name, api, is_async in self._create_targets]
         wrappers += [(module, name, self._helper_wrapper(telemetry, is_async))

@@ -28,6 +28,7 @@ from typing import Any, Callable, Iterator
 
 import wrapt
 
+from ..faultlog import log_failure
 from ._wrappers import ModelCall, ResponseInfo, StreamState
 
 _log = logging.getLogger("ctxscope.instrumentation")
@@ -81,14 +82,14 @@ def _observe(state: StreamState, item: Any) -> None:
     try:
         state.observe(item)
     except Exception:  # noqa: BLE001 - ours: the chunk still reaches the caller
-        _log.warning("ctxscope: could not read a stream event", exc_info=True)
+        log_failure(_log, "ctxscope: could not read a stream event")
 
 
 def _info(state: StreamState) -> ResponseInfo | None:
     try:
         return state.info()
     except Exception:  # noqa: BLE001
-        _log.warning("ctxscope: could not read the stream's usage", exc_info=True)
+        log_failure(_log, "ctxscope: could not read the stream's usage")
         return None
 
 
@@ -228,7 +229,7 @@ class ManagerProxy(wrapt.ObjectProxy):  # type: ignore[misc]
             try:
                 stream = self._self_wrap(stream, own)
             except Exception:  # noqa: BLE001
-                _log.warning("ctxscope: could not wrap the helper's stream", exc_info=True)
+                log_failure(_log, "ctxscope: could not wrap the helper's stream")
         return stream
 
     def _self_exit(self, exc: BaseException | None) -> None:

@@ -37,6 +37,7 @@ from opentelemetry import context as otel_context
 from opentelemetry import trace
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode, Tracer
 
+from ..faultlog import log_failure
 from ..observation import Usage
 from ..schema import INSTRUMENTATION_SCOPE, Attr, GenAI, Stage
 from ..tracker import PendingCall, Tracker, get_tracker
@@ -194,7 +195,7 @@ class ModelCall:
         try:
             return request_content(self.api, body)
         except Exception:  # noqa: BLE001 - ours: the call goes on without content
-            _log.warning("ctxscope: could not read the %s request's content", self.api, exc_info=True)
+            log_failure(_log, "ctxscope: could not read the %s request's content", self.api)
             return {}
 
     def _observe_request(self, body: Mapping[str, Any], session_id: str | None, observed: int) -> Any:
@@ -208,7 +209,7 @@ class ModelCall:
             annotation.sample_offset_ns = max(0, observed - self._started)
             return annotation
         except Exception:  # noqa: BLE001 - ours: log, never reach the caller
-            _log.warning("ctxscope: could not annotate the %s call", self.api, exc_info=True)
+            log_failure(_log, "ctxscope: could not annotate the %s call", self.api)
             return None
 
     def _decorate(self, annotation: Any, observed: int) -> None:
@@ -224,7 +225,7 @@ class ModelCall:
             for event_name, event_attributes in annotation.change_events():
                 self.span.add_event(event_name, event_attributes, timestamp=observed)
         except Exception:  # noqa: BLE001
-            _log.warning("ctxscope: could not annotate the %s call", self.api, exc_info=True)
+            log_failure(_log, "ctxscope: could not annotate the %s call", self.api)
 
     def _marker(self, name: str, annotation: Any) -> None:
         """A short span carrying an annotation of its own stage, child of the call's span."""
@@ -274,7 +275,7 @@ class ModelCall:
             if self.telemetry.logger is not None:
                 self._emit_details(info, attributes)
         except Exception:  # noqa: BLE001
-            _log.warning("ctxscope: could not record the %s response", self.api, exc_info=True)
+            log_failure(_log, "ctxscope: could not record the %s response", self.api)
         finally:
             self._end()
 
@@ -298,7 +299,7 @@ class ModelCall:
             if self.telemetry.logger is not None:
                 self._emit_details(info or ResponseInfo(), attributes)
         except Exception:  # noqa: BLE001
-            _log.warning("ctxscope: could not record the %s error", self.api, exc_info=True)
+            log_failure(_log, "ctxscope: could not record the %s error", self.api)
         finally:
             self._end()
 
@@ -325,7 +326,7 @@ class ModelCall:
             self.telemetry.logger.emit(LogRecord(event_name=EVENT_OPERATION_DETAILS, attributes=event,
                                                  context=trace.set_span_in_context(self.span)))
         except Exception:  # noqa: BLE001 - the span is complete without it
-            _log.warning("ctxscope: could not emit the %s call's content event", self.api, exc_info=True)
+            log_failure(_log, "ctxscope: could not emit the %s call's content event", self.api)
 
     def _reported_attributes(self) -> dict[str, Any]:
         """The reported input and calibration the ledger attached (SPEC sections 4-5)."""
@@ -360,7 +361,7 @@ class ModelCall:
         try:
             self.span.end()
         except Exception:  # noqa: BLE001 - a processor that raises must not reach the caller
-            _log.warning("ctxscope: ending the span failed", exc_info=True)
+            log_failure(_log, "ctxscope: ending the span failed")
 
     # -- context ------------------------------------------------------------------------
 
@@ -381,7 +382,7 @@ def start_call(telemetry: Telemetry, *, provider: str, api: str, body: Mapping[s
     try:
         return ModelCall(telemetry, provider=provider, api=api, body=body)
     except Exception:  # noqa: BLE001
-        _log.warning("ctxscope: could not start a span for the %s call", api, exc_info=True)
+        log_failure(_log, "ctxscope: could not start a span for the %s call", api)
         return None
 
 

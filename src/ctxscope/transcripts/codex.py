@@ -83,6 +83,15 @@ class CodexReader:
             return self._compacted(payload, line)
         return []  # unknown record types come with new versions: skipped
 
+    @property
+    def held_line(self) -> int | None:
+        """The first line of the call waiting for its ``token_count`` (None: none waits).
+
+        A follower that saves where it stopped must not save past this line,
+        or a restart would never see the call again (``watch``).
+        """
+        return self._pending.line if self._pending is not None else None
+
     def finish(self) -> list[TranscriptCall]:
         out = [self._pending] if self._pending is not None else []
         self._pending = None

@@ -260,8 +260,10 @@ class Watcher:
             tracked.unsupported = True  # not a JSONL transcript: left alone until replaced
             return
         tracked.last_growth = time.monotonic()
-        if followed.offset > tracked.mark.offset:
-            tracked.mark.offset = followed.offset
+        # Never past a call the reader still holds: a kill now and a restart re-read it (issue 17).
+        resume = followed.resume_offset
+        if resume != tracked.mark.offset:
+            tracked.mark.offset = resume
             self._dirty = True
 
     def _take(self, tracked: _Tracked, calls: list[TimedCall]) -> None:
@@ -291,6 +293,9 @@ class Watcher:
         if tracked.followed is None:
             return
         self._take(tracked, tracked.followed.finish())
+        if tracked.mark.offset != tracked.followed.offset:
+            tracked.mark.offset = tracked.followed.offset  # the held call is emitted now
+            self._dirty = True
         for session_id in tracked.sessions:
             self.emitter.end_session(session_id)
         tracked.sessions.clear()
