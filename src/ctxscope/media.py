@@ -508,4 +508,4 @@ def fallback_warning(what: str, fallback: str) -> None:
         if what in _warned:
             return
         _warned.add(what)
-    _log.warning("ctxscope cannot read %s; counting it as %s (docs/fidelity.md, 'Media')", what, fallback)
+    _log.warning("cannot read %s; counting it as %s (docs/fidelity.md, 'Media')", what, fallback)
