@@ -174,7 +174,7 @@ class PdfInfo:
     page_size: tuple[float, float] = (612.0, 792.0)  # US Letter when no MediaBox is found
 
 
-_STREAM_RE = re.compile(rb"stream\r?\n")
+_STREAM_RE = re.compile(rb"(?<!end)stream\r?\n")
 _PAGES_COUNT_RE = re.compile(rb"/Type\s*/Pages\b[^>]*?/Count\s+(\d+)|/Count\s+(\d+)[^>]*?/Type\s*/Pages\b")
 _PAGE_RE = re.compile(rb"/Type\s*/Page(?![a-zA-Z])")
 _MEDIABOX_RE = re.compile(rb"/MediaBox\s*\[\s*([-\d.]+)\s+([-\d.]+)\s+([-\d.]+)\s+([-\d.]+)\s*\]")
@@ -221,16 +221,20 @@ def _cmap(streams: list[bytes]) -> dict[bytes, str]:
         for block in _BFCHAR_RE.findall(data):
             codes = _HEX_RE.findall(block)
             for src, dst in zip(codes[0::2], codes[1::2]):
-                table[bytes.fromhex(src.decode())] = _utf16(dst)
+                if src and len(src) % 2 == 0:
+                    table[bytes.fromhex(src.decode())] = _utf16(dst)
         for block in _BFRANGE_RE.findall(data):
             for line in block.splitlines():
                 codes = _HEX_RE.findall(line)
-                if len(codes) < 3 or b"[" in line:
+                if len(codes) < 3 or b"[" in line or not all(codes[:3]) or len(codes[0]) % 2:
                     continue
                 low, high, dst = (int(c, 16) for c in codes[:3])
                 width = len(codes[0]) // 2
-                for offset in range(min(high - low, 65535) + 1):
-                    table[(low + offset).to_bytes(width, "big")] = chr(dst + offset) if dst + offset < 0x110000 else ""
+                for offset in range(max(0, min(high - low, 65535)) + 1):
+                    code = low + offset
+                    if code >= 256 ** width:
+                        break
+                    table[code.to_bytes(width, "big")] = chr(dst + offset) if dst + offset < 0x110000 else ""
     return table
 
 
@@ -342,8 +346,12 @@ def read_pdf(raw: bytes) -> PdfInfo | None:
             if abs(x1 - x0) > 1 and abs(y1 - y0) > 1:
                 size = (abs(x1 - x0), abs(y1 - y0))
                 break
-    cmap = _cmap(streams)
-    text = "".join(_content_text(s, cmap) for s in streams if b"BT" in s and b"ET" in s and b"begincmap" not in s)
+    try:
+        cmap = _cmap(streams)
+        text = "".join(_content_text(s, cmap) for s in streams
+                       if b"BT" in s and b"ET" in s and b"begincmap" not in s)
+    except (ValueError, OverflowError):  # a malformed string or CMap: the pages still count
+        text = ""
     return PdfInfo(pages=max(pages, 1), text=text.strip(), page_size=size)
 
 

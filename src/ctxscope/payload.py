@@ -199,7 +199,9 @@ def audio_tokens_b64(data: Any, fmt: str | None = None) -> int:
 
 
 def b64_len_tokens(data: Any, bytes_per_token: int) -> int:
+    """Tokens of base64 data by its decoded size (padding excluded) at ``bytes_per_token``."""
     if not isinstance(data, str) or not data:
         return 0
-    return math.ceil(len(data) * 3 / 4 / bytes_per_token)
+    decoded = len(data) * 3 // 4 - (len(data) - len(data.rstrip("=")))
+    return math.ceil(decoded / bytes_per_token)
 
