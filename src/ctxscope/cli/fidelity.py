@@ -123,9 +123,28 @@ def to_json(report: fidelity.Report, bases: list[str]) -> dict[str, Any]:
             "learned": learned}
 
 
+# A report is not the live path: the encodings may take their time to load (a busy
+# machine, a cold cache), where the live path gives up after tokens.ENCODING_LOAD_TIMEOUT_S.
+_ENCODING_LOAD_TIMEOUT_S = 120.0
+
+
+def _load_tiktoken() -> None:
+    """Load the encodings before counting, so the tiktoken columns are never chars/4 in disguise."""
+    from ..errors import UserError
+    from ..tokens import load_encoding
+
+    for name in ("o200k_base", "cl100k_base"):
+        if load_encoding(name, timeout_s=_ENCODING_LOAD_TIMEOUT_S) is None:
+            raise UserError(f"tiktoken encoding {name} cannot be loaded (no network, no TIKTOKEN_CACHE_DIR); "
+                            "set TIKTOKEN_CACHE_DIR or pass --basis chars")
+
+
 def run(args: argparse.Namespace) -> int:
     bases = list(dict.fromkeys(args.basis or fidelity.BASES))
-    report = fidelity.evaluate_files(args.files, bases)
+    recordings = list(fidelity.read_recordings(args.files))  # bad input is reported before anything else
+    if "tiktoken" in bases:
+        _load_tiktoken()
+    report = fidelity.evaluate(recordings, bases)
     targets = _targets(report)
     if args.json:
         json.dump(to_json(report, bases), sys.stdout, indent=2)
