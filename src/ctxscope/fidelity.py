@@ -46,7 +46,7 @@ SECTION_SERVER = "server"
 SECTION_LOOP = "loop"
 SECTIONS = (SECTION_CLIENT, SECTION_SERVER, SECTION_LOOP)
 _SECTION_TITLE = {
-    SECTION_CLIENT: "Requests with client tools only",
+    SECTION_CLIENT: "Requests without server tools (text, client tools, media)",
     SECTION_SERVER: "Requests offering server tools (hidden part tools/server/<type> learned; "
                     "self-cal = later calls with the same model and tool set)",
     SECTION_LOOP: "Requests during which the provider ran a server tool (reported input includes "
