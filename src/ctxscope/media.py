@@ -178,9 +178,6 @@ _STREAM_RE = re.compile(rb"(?<!end)stream\r?\n")
 _PAGES_COUNT_RE = re.compile(rb"/Type\s*/Pages\b[^>]*?/Count\s+(\d+)|/Count\s+(\d+)[^>]*?/Type\s*/Pages\b")
 _PAGE_RE = re.compile(rb"/Type\s*/Page(?![a-zA-Z])")
 _MEDIABOX_RE = re.compile(rb"/MediaBox\s*\[\s*([-\d.]+)\s+([-\d.]+)\s+([-\d.]+)\s+([-\d.]+)\s*\]")
-# A content-stream token: a literal string, a hex string, an array bracket, a name, a number or an operator.
-_CONTENT_TOKEN_RE = re.compile(rb"\((?:\\.|[^\\()]|\((?:\\.|[^\\()])*\))*\)|<[0-9A-Fa-f\s]*>|\[|\]|/[^\s/\[\]()<>]+"
-                               rb"|[-+]?\d*\.?\d+|[A-Za-z'\"*]+", re.S)
 _BFCHAR_RE = re.compile(rb"beginbfchar(.*?)endbfchar", re.S)
 _BFRANGE_RE = re.compile(rb"beginbfrange(.*?)endbfrange", re.S)
 _HEX_RE = re.compile(rb"<([0-9A-Fa-f]*)>")
@@ -279,45 +276,48 @@ def _decode(code: bytes, cmap: dict[bytes, str]) -> str:
     return code.decode("latin-1")
 
 
+_STRING = rb"\((?:\\.|[^\\()]|\((?:\\.|[^\\()])*\))*\)|<[0-9A-Fa-f\s]*>"
+_STRING_RE = re.compile(_STRING, re.S)
+# What shows text or moves to another line in a content stream; everything else is skipped
+# by the regex engine (a text-heavy page is thousands of operators: no Python loop over them).
+_SHOW_RE = re.compile(
+    rb"(?P<one>" + _STRING + rb")\s*(?P<op>Tj|'|\")"
+    rb"|\[(?P<array>(?:" + _STRING + rb"|[^\]()<])*)\]\s*TJ"
+    rb"|(?P<ty>[-+]?\d*\.?\d+)\s+T[dD]\b"
+    rb"|(?P<newline>T\*|\bTm\b|\bET\b)", re.S)
+
+
+def _string_bytes(token: bytes) -> bytes:
+    if token[:1] == b"(":
+        return _literal(token)
+    digits = re.sub(rb"\s", b"", token[1:-1])
+    return bytes.fromhex((digits + b"0" * (len(digits) % 2)).decode())
+
+
 def _content_text(data: bytes, cmap: dict[bytes, str]) -> str:
-    """The text shown by one content stream: its Tj, TJ, ' and \" operands, lines kept apart."""
+    """The text shown by one content stream: its Tj, TJ, ' and \" operands, lines kept apart.
+
+    A move along the line (``Td`` with no vertical offset) places the next glyph
+    run on the same line: no break there ("Dumm" + "y" is one word).
+    """
     out: list[str] = []
-    operands: list[bytes] = []
-    numbers: list[float] = []
-    in_array = False
-    for token in _CONTENT_TOKEN_RE.findall(data):
-        first = token[:1]
-        if first in b"+-.0123456789" and first:
-            try:
-                numbers.append(float(token))
-            except ValueError:
-                pass
-            continue
-        if first == b"(":
-            operands.append(_literal(token))
-        elif first == b"<":
-            operands.append(bytes.fromhex(re.sub(rb"\s", b"", token[1:-1]).decode() + ("0" if len(
-                re.sub(rb"\s", b"", token[1:-1])) % 2 else "")))
-        elif token == b"[":
-            in_array = True
-        elif token == b"]":
-            in_array = False
-        elif token in (b"Tj", b"TJ", b"'", b'"'):
-            if token in (b"'", b'"'):
-                out.append("\n")
-            out.append("".join(_decode(o, cmap) for o in operands))
-            operands = []
-        elif token in (b"Td", b"TD", b"T*", b"Tm", b"ET"):
-            # A move along the line (Td with no vertical offset) places the next glyph
-            # run of the same line: no break there ("Dumm" + "y" is one word).
-            same_line = token in (b"Td", b"TD") and len(numbers) >= 2 and numbers[-1] == 0
-            if not same_line and out and not out[-1].endswith("\n"):
-                out.append("\n")
-            operands = []
-        elif not in_array and first.isalpha():
-            operands = []
-        if not in_array:
-            numbers = []
+
+    def newline() -> None:
+        if out and not out[-1].endswith("\n"):
+            out.append("\n")
+
+    for match in _SHOW_RE.finditer(data):
+        if match.group("one") is not None:
+            if match.group("op") != b"Tj":
+                newline()
+            out.append(_decode(_string_bytes(match.group("one")), cmap))
+        elif match.group("array") is not None:
+            out.append("".join(_decode(_string_bytes(t), cmap) for t in _STRING_RE.findall(match.group("array"))))
+        elif match.group("ty") is not None:
+            if float(match.group("ty")) != 0:
+                newline()
+        else:
+            newline()
     return "".join(out)
 
 
@@ -408,10 +408,19 @@ _MP3_BITRATES = {  # kbit/s by (MPEG-1?, layer) and index 1..14
 _MP3_RATES = {3: (44100, 48000, 32000), 2: (22050, 24000, 16000), 0: (11025, 12000, 8000)}
 
 
-def wav_duration(raw: bytes) -> float | None:
-    """Seconds of a RIFF/WAVE file: its data chunk's size over the fmt chunk's byte rate."""
-    if len(raw) < 12 or raw[:4] not in (b"RIFF", b"RF64") or raw[8:12] != b"WAVE":
+def is_wav(raw: bytes) -> bool:
+    return len(raw) >= 12 and raw[:4] in (b"RIFF", b"RF64") and raw[8:12] == b"WAVE"
+
+
+def wav_duration(raw: bytes, total: int | None = None) -> float | None:
+    """Seconds of a RIFF/WAVE file: its data chunk's size over the fmt chunk's byte rate.
+
+    ``raw`` may be only the file's beginning when ``total`` gives the whole
+    file's size (the bytes a streamed WAV's data chunk runs to).
+    """
+    if not is_wav(raw):
         return None
+    total = len(raw) if total is None else total
     byte_rate = None
     i = 12
     while i + 8 <= len(raw):
@@ -420,7 +429,7 @@ def wav_duration(raw: bytes) -> float | None:
             byte_rate = struct.unpack("<I", raw[i + 16:i + 20])[0]
         elif chunk == b"data":
             # A streamed WAV writes 0 or 0xFFFFFFFF here: the bytes that follow are the data.
-            available = len(raw) - (i + 8)
+            available = total - (i + 8)
             if size in (0, 0xFFFFFFFF) or size > available:
                 size = available
             return size / byte_rate if byte_rate else None

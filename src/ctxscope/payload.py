@@ -19,6 +19,7 @@ import re
 from typing import Any, Iterable, Mapping
 
 from . import media
+from .tokens import DEFAULT_IMAGE_TOKENS, image_size
 
 __all__ = [
     "AUDIO_BYTES_PER_TOKEN",
@@ -50,6 +51,8 @@ AUDIO_BYTES_PER_TOKEN = 1600
 ENCRYPTED_BYTES_PER_TOKEN = 4
 # Enough base64 to reach an image's size header (JPEG EXIF blocks run to 64 KB).
 _IMAGE_HEADER_B64 = 87384
+# Enough base64 for a WAV's chunks before its samples (LIST/INFO chunks are small).
+_AUDIO_HEADER_B64 = 8192
 
 
 # ---------------------------------------------------------------------------
@@ -156,7 +159,11 @@ def image_tokens_b64(provider: str, data: str | None, detail: str, model: str | 
     low detail, whose price does not depend on the size.
     """
     raw = b64_prefix_bytes(data, _IMAGE_HEADER_B64) if data else b""
-    return media.image_tokens_of(provider, model, raw, detail)
+    tokens = media.image_tokens_of(provider, model, raw, detail)
+    if tokens == DEFAULT_IMAGE_TOKENS and image_size(raw) is None:
+        media.fallback_warning("the size of an image given by URL or file id, or with an unknown header",
+                               f"{DEFAULT_IMAGE_TOKENS} tokens (SPEC section 3)")
+    return tokens
 
 
 def document_b64(provider: str, data: str | None, model: str | None = None) -> tuple[str, int]:
@@ -190,7 +197,13 @@ def audio_tokens_b64(data: Any, fmt: str | None = None) -> int:
     """Audio tokens of base64 audio by its duration (WAV header, MP3 frames), else by its size (said once)."""
     if not isinstance(data, str) or not data:
         return 0
-    seconds = media.audio_duration(b64_prefix_bytes(data, len(data)), fmt)
+    head = b64_prefix_bytes(data, _AUDIO_HEADER_B64)
+    if media.is_wav(head):
+        # A WAV's header says it all: no need to decode minutes of samples. Its size
+        # (for a streamed WAV without one) follows from the base64 length.
+        seconds = media.wav_duration(head, total=_decoded_size(data))
+    else:
+        seconds = media.audio_duration(b64_prefix_bytes(data, len(data)), fmt)
     if seconds is None:
         media.fallback_warning(f"the duration of {fmt or 'unknown'} audio (only WAV and MP3 are read)",
                                f"one token per {AUDIO_BYTES_PER_TOKEN} bytes")
@@ -202,6 +215,10 @@ def b64_len_tokens(data: Any, bytes_per_token: int) -> int:
     """Tokens of base64 data by its decoded size (padding excluded) at ``bytes_per_token``."""
     if not isinstance(data, str) or not data:
         return 0
-    decoded = len(data) * 3 // 4 - (len(data) - len(data.rstrip("=")))
-    return math.ceil(decoded / bytes_per_token)
+    return math.ceil(_decoded_size(data) / bytes_per_token)
+
+
+def _decoded_size(data: str) -> int:
+    """Bytes that base64 text decodes to, padding excluded (without copying the text)."""
+    return len(data) * 3 // 4 - (2 if data.endswith("==") else 1 if data.endswith("=") else 0)
 
