@@ -268,3 +268,27 @@ def test_readers_never_raise_on_damaged_bytes():
             media.read_pdf(data)
             media.audio_duration(data)
             media.image_tokens_of("openai", "gpt-4.1-mini", data)
+
+
+def test_mp3_duration_from_its_head_matches_the_frame_walk():
+    """Constant bitrate: the size less the tags (20 + 128 bytes) at 128 kbit/s: 48,000 x 8 / 128,000 = 3.0 s,
+    the walk's figure, without decoding the middle of the file."""
+    data = mp3_bytes(125)
+    assert media.mp3_duration_from_head(data[:4096], len(data), data[-128:]) == pytest.approx(3.0)
+    assert media.mp3_duration(data) == pytest.approx(3.0)
+
+
+def test_vbr_mp3_reads_its_xing_frame_count():
+    """A Xing header (flags 1: frame count 250) in the first frame: 250 x 1152 / 48,000 = 6.0 s -> 60 tokens,
+    however few frames follow; a VBR stream without one is walked frame by frame."""
+    xing = MP3_HEADER + b"\x00" * 32 + b"Xing" + (1).to_bytes(4, "big") + (250).to_bytes(4, "big")
+    first = xing + b"\x00" * (384 - len(xing))
+    data = first + MP3_FRAME * 3
+    part = {"type": "input_audio", "input_audio": {"data": b64(data), "format": "mp3"}}
+    [audio] = media_items(chat("gpt-4o-audio-preview", part))
+    assert audio.fixed_tokens == 60
+    # Two bitrates and no header: 10 frames of 24 ms at 128k and 10 at 64k (192 bytes each) = 0.48 s.
+    low = bytes([0xFF, 0xFB, 0x54, 0x00]) + b"\x00" * (192 - 4)  # index 5: 64 kbit/s
+    mixed = MP3_FRAME * 10 + low * 10
+    assert media.mp3_duration_from_head(mixed, len(mixed)) is None
+    assert media.mp3_duration(mixed) == pytest.approx(0.48)

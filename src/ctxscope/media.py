@@ -471,16 +471,10 @@ def mp3_duration(raw: bytes) -> float | None:
     is not a frame header (an ID3v1 tag, a truncated last frame). None when no
     two consecutive frames are found (not MPEG audio).
     """
-    i = _id3_end(raw)
-    # Find the first frame whose successor is a frame too (a lone 0xFFE pattern is noise).
-    limit = min(len(raw), i + 65536)
-    while i < limit:
-        frame = _mp3_frame(raw, i)
-        if frame and _mp3_frame(raw, i + frame[0]):
-            break
-        i += 1
-    else:
+    first = _first_frame(raw)
+    if first is None:
         return None
+    i = first
     seconds = 0.0
     frames = 0
     while True:
@@ -494,12 +488,74 @@ def mp3_duration(raw: bytes) -> float | None:
     return seconds if frames >= 2 else None
 
 
+def _first_frame(raw: bytes) -> int | None:
+    """Offset of the first MPEG audio frame whose successor is a frame too (a lone 0xFFE is noise)."""
+    i = _id3_end(raw)
+    limit = min(len(raw), i + 65536)
+    while i < limit:
+        frame = _mp3_frame(raw, i)
+        if frame and _mp3_frame(raw, i + frame[0]):
+            return i
+        i += 1
+    return None
+
+
+def mp3_duration_from_head(head: bytes, total: int, tail: bytes = b"") -> float | None:
+    """Seconds of an MP3 from its first bytes and its size, without its middle; None when they cannot tell.
+
+    A Xing/Info or VBRI header in the first frame gives the frame count (VBR
+    encoders write it); otherwise, when every frame in ``head`` has the same
+    bitrate (constant bitrate), the audio bytes (the size less the ID3v2 tag
+    and a trailing 128-byte ID3v1 tag, seen in ``tail``) at that bitrate.
+    A variable bitrate without a header gives None: walk the frames then.
+    """
+    start = _first_frame(head)
+    if start is None:
+        return None
+    length, samples, rate = _mp3_frame(head, start)
+    frame = head[start:start + min(length, 200)]
+    for tag, offset in ((b"Xing", 4), (b"Info", 4), (b"VBRI", 14)):
+        at = frame.find(tag)
+        if at < 0:
+            continue
+        if tag == b"VBRI":
+            count = frame[at + offset:at + offset + 4]
+        elif len(frame) >= at + 12 and int.from_bytes(frame[at + 4:at + 8], "big") & 1:
+            count = frame[at + 8:at + 12]
+        else:
+            break
+        if len(count) == 4 and int.from_bytes(count, "big"):
+            return int.from_bytes(count, "big") * samples / rate
+        break
+    bitrates = set()
+    i = start
+    while True:
+        header = _mp3_frame(head, i)
+        if header is None or i + header[0] > len(head):
+            break
+        bitrates.add(head[i + 2] >> 4)
+        i += header[0]
+    if len(bitrates) != 1 or i == start:
+        return None
+    version_mpeg1 = ((head[start + 1] >> 3) & 3) == 3
+    layer = 4 - ((head[start + 1] >> 1) & 3)
+    bitrate = _MP3_BITRATES[(version_mpeg1, layer)][(head[start + 2] >> 4) - 1] * 1000
+    audio = total - start - (128 if tail[-128:-125] == b"TAG" else 0)
+    return max(0, audio) * 8 / bitrate
+
+
+def is_mp3(raw: bytes, fmt: str | None = None) -> bool:
+    """An ID3v2 tag or an MPEG audio frame sync at the start, or the request says mp3."""
+    return (raw[:3] == b"ID3" or (len(raw) > 1 and raw[0] == 0xFF and (raw[1] & 0xE0) == 0xE0)
+            or (fmt or "").lower() == "mp3")
+
+
 def audio_duration(raw: bytes, fmt: str | None = None) -> float | None:
     """Seconds of a WAV or MP3 file read from its container, None for any other format."""
     kind = (fmt or "").lower()
     if raw[:4] in (b"RIFF", b"RF64") or kind == "wav":
         return wav_duration(raw)
-    if raw[:3] == b"ID3" or raw[:2] in (b"\xff\xfb", b"\xff\xf3", b"\xff\xf2", b"\xff\xfa") or kind == "mp3":
+    if is_mp3(raw, fmt):
         return mp3_duration(raw)
     return None
 

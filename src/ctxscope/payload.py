@@ -53,6 +53,8 @@ ENCRYPTED_BYTES_PER_TOKEN = 4
 _IMAGE_HEADER_B64 = 87384
 # Enough base64 for a WAV's chunks before its samples (LIST/INFO chunks are small).
 _AUDIO_HEADER_B64 = 8192
+# An MP3's ID3v2 tag (cover art runs to tens of KB) and its first frames.
+_MP3_HEAD_B64 = 174768
 
 
 # ---------------------------------------------------------------------------
@@ -203,7 +205,14 @@ def audio_tokens_b64(data: Any, fmt: str | None = None) -> int:
         # (for a streamed WAV without one) follows from the base64 length.
         seconds = media.wav_duration(head, total=_decoded_size(data))
     else:
-        seconds = media.audio_duration(b64_prefix_bytes(data, len(data)), fmt)
+        seconds = None
+        if media.is_mp3(head, fmt):
+            # Constant bitrate or a Xing/VBRI frame count: the head and the size tell the duration.
+            tail = b64_prefix_bytes(data[-(172 + len(data) % 4):] if len(data) > 8192 else data, 8192)[-128:]
+            seconds = media.mp3_duration_from_head(b64_prefix_bytes(data, _MP3_HEAD_B64), _decoded_size(data),
+                                                   tail)
+        if seconds is None:
+            seconds = media.audio_duration(b64_prefix_bytes(data, len(data)), fmt)
     if seconds is None:
         media.fallback_warning(f"the duration of {fmt or 'unknown'} audio (only WAV and MP3 are read)",
                                f"one token per {AUDIO_BYTES_PER_TOKEN} bytes")
