@@ -292,3 +292,26 @@ def test_vbr_mp3_reads_its_xing_frame_count():
     mixed = MP3_FRAME * 10 + low * 10
     assert media.mp3_duration_from_head(mixed, len(mixed)) is None
     assert media.mp3_duration(mixed) == pytest.approx(0.48)
+
+
+def test_claude_code_transcript_counts_a_pdf_like_a_request_body(tmp_path):
+    """A PDF attached in a Claude Code session is the same two items as in a request body: the page images
+    (2 x 1534) and the extracted text, so analyze, replay and the live path agree."""
+    import json
+
+    from ctxscope.transcripts import TranscriptFile
+
+    document = {"type": "document", "source": {"type": "base64", "media_type": "application/pdf",
+                                               "data": b64(pdf_bytes())}}
+    user = {"type": "user", "uuid": "u1", "parentUuid": None, "sessionId": "s",
+            "message": {"role": "user", "content": [{"type": "text", "text": "read this"}, document]}}
+    reply = {"type": "assistant", "uuid": "a1", "parentUuid": "u1", "sessionId": "s", "requestId": "r1",
+             "message": {"id": "m1", "role": "assistant", "model": "claude-sonnet-4-5",
+                         "content": [{"type": "text", "text": "ok"}],
+                         "usage": {"input_tokens": 10, "cache_creation_input_tokens": 0,
+                                   "cache_read_input_tokens": 0}}}
+    path = tmp_path / "s.jsonl"
+    path.write_text(json.dumps(user) + "\n" + json.dumps(reply) + "\n", encoding="utf-8")
+    [call] = list(TranscriptFile(str(path)).calls())
+    docs = [i for i in call.items if i.part == "prompts/media/document"]
+    assert [(i.fixed_tokens, i.text) for i in docs] == [(3068, ""), (None, "Hello page one\nSecond page")]
