@@ -418,3 +418,15 @@ def test_malformed_schema_renders_what_it_can():
     text = framing.render_openai_function({"name": "f", "parameters": {
         "type": "object", "required": 3, "properties": {"a": 5, "b": {"type": ["string", "null"]}}}})
     assert text == "type f = (_: {\na?: any,\nb?: string | null,\n}) => any;\n\n"
+
+
+def test_responses_reasoning_model_framing_with_and_without_functions():
+    """Responses on gpt-5: instructions are a developer message (3 + 1); without functions nothing else but
+    the 2-token priming; with one, the harmony system message (1 + 3 + 1 + 1 note) and its # Instructions
+    header (1), and the functions block with the # Tools header (1 + 1 + 1 + 9 - 4)."""
+    body = {"model": "gpt-5", "instructions": "be brief", "input": [{"role": "user", "content": "hi"}]}
+    assert parts(body, API_OPENAI_RESPONSES) == {"messages": 2 * (3 + 1), "priming": 2}
+    tool = {"type": "function", "name": "f", "parameters": {}}
+    got = parts({**body, "tools": [tool]}, API_OPENAI_RESPONSES)
+    assert got == {"messages": 2 * (3 + 1), "priming": 2, "functions": 1 + 1 + 1 + 9 - 4,
+                   "hidden-prompt": 1 + 3 + 1 + 1 + 1}

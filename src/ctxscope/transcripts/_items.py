@@ -139,12 +139,15 @@ def result_item(item_id: str, tool: str | None, text: str, call_id: str | None,
 
 
 def image_item(item_id: str, source: Any, provider: str, role: str, kind: str = "image",
-               tokens: int | None = None) -> Item:
-    """An image or document, counted by its pixel size where the header gives it, never its base64."""
+               tokens: int | None = None, model: str | None = None) -> Item:
+    """An image or document, counted by its pixel size where the header gives it, never its base64.
+
+    ``model`` picks the OpenAI image rule of its family (ctxscope.media); Claude's rule is one.
+    """
     data = _b64_data(source)
     if tokens is None:  # else the caller measured it (media_items: a PDF's page images)
         if kind == "image":
-            tokens = payload.image_tokens_b64(provider, data, "auto")
+            tokens = payload.image_tokens_b64(provider, data, "auto", model)
         elif kind == "document":
             tokens = payload.pdf_tokens(data)
         else:
