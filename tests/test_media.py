@@ -315,3 +315,53 @@ def test_claude_code_transcript_counts_a_pdf_like_a_request_body(tmp_path):
     [call] = list(TranscriptFile(str(path)).calls())
     docs = [i for i in call.items if i.part == "prompts/media/document"]
     assert [(i.fixed_tokens, i.text) for i in docs] == [(3068, ""), (None, "Hello page one\nSecond page")]
+
+
+def _media_body(model: str) -> dict:
+    """'hi', a 1024 px PNG, a 3.0 s WAV and the two-page PDF in one user message."""
+    png = "data:image/png;base64," + b64(png_header(1024, 1024))
+    return {"model": model, "messages": [{"role": "user", "content": [
+        {"type": "text", "text": "hi"},
+        {"type": "image_url", "image_url": {"url": png}},
+        {"type": "input_audio", "input_audio": {"data": b64(wav_bytes(3.0)), "format": "wav"}},
+        {"type": "file", "file": {"file_data": "data:application/pdf;base64," + b64(pdf_bytes()),
+                                  "filename": "two.pdf"}}]}]}
+
+
+# chars/4, no framing: "hi" 1 + image 1659 (gpt-4.1-mini patches) + audio 30 + PDF pages 2 x 208
+# + the PDF's 26 characters of text 7 = 2113.
+MEDIA_TOKENS_GPT_4_1_MINI = 1 + 1659 + 30 + 416 + 7
+
+
+def test_live_path_inspect_and_fidelity_count_media_alike(monkeypatch, tmp_path, capsys):
+    """The same body through the real openai SDK (the live tracker), `ctxscope inspect` and the fidelity
+    estimate: 2,113 tokens of content each, worked out by hand (one set of media rules)."""
+    import json
+
+    import openai  # noqa: F401 - the real SDK, against ctxscope.testing's server
+
+    import ctxscope
+    from _instr_support import attr, instrumented
+    from ctxscope import fidelity
+    from ctxscope.cli import main
+    from ctxscope.instrumentation.openai import OpenAIInstrumentor
+    from ctxscope.schema import Attr
+    from ctxscope.testing import ProviderServer
+    from ctxscope.tokens import CharsCounter
+
+    body = _media_body("gpt-4.1-mini")
+    with ProviderServer() as server, instrumented(server, monkeypatch, OpenAIInstrumentor) as tel:
+        with ctxscope.session("media"):
+            server.openai_client().chat.completions.create(**body)
+        live = attr(tel.one_call(), Attr.ESTIMATED_TOKENS)
+    assert live == MEDIA_TOKENS_GPT_4_1_MINI
+
+    counted = fidelity.counted_items(body, "openai.chat", CharsCounter())
+    assert sum(tokens for _, tokens in counted) == MEDIA_TOKENS_GPT_4_1_MINI
+
+    path = tmp_path / "body.json"
+    path.write_text(json.dumps(body), encoding="utf-8")
+    capsys.readouterr()
+    assert main(["inspect", str(path), "--tokenizer", "chars", "--no-framing"]) == 0
+    estimated = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("estimated"))
+    assert estimated.split() == ["estimated", f"{MEDIA_TOKENS_GPT_4_1_MINI:,}"]
