@@ -26,14 +26,23 @@ from .tokens import DEFAULT_IMAGE_TOKENS, anthropic_image_tokens, image_size, op
 
 __all__ = [
     "AUDIO_TOKENS_PER_SECOND",
+    "ImageRule",
     "PdfInfo",
     "anthropic_page_tokens",
     "audio_duration",
     "audio_tokens",
+    "fallback_warning",
     "image_rule",
     "image_tokens",
+    "image_tokens_of",
+    "is_mp3",
+    "is_wav",
+    "mp3_duration",
+    "mp3_duration_from_head",
     "openai_page_tokens",
+    "openai_patches",
     "read_pdf",
+    "wav_duration",
 ]
 
 _log = logging.getLogger(__name__)

@@ -3,9 +3,11 @@
 Request bodies arrive as plain dicts or as what users pass to the SDKs (lists
 holding pydantic objects, TypedDicts, tuples). :func:`get` reads either;
 :func:`plain` and :func:`compact_json` turn structured values into the JSON
-that is counted. The media helpers estimate images (by their size header),
-PDFs (by page), audio and opaque ciphertext without ever counting base64
-text. The rules are in docs/items.md.
+that is counted. The media helpers decode what a rule needs from base64 (an
+image's size header, a PDF, an audio container's header) and hand it to
+:mod:`ctxscope.media`, which holds the providers' rules; opaque ciphertext
+counts by its size. Base64 text is never counted. The rules are in
+docs/items.md and docs/fidelity.md ("Media").
 
 Pure: no OpenTelemetry, no provider SDK (SDK objects are read by attribute).
 """
