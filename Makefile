@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: test test-fast check demo bench venv clean stack
+.PHONY: test test-fast check demo bench venv clean stack fidelity-docs
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -41,6 +41,15 @@ demo: $(STAMP)
 		$(VENV)/bin/opentelemetry-instrument $(PY) examples/coding_agent.py && echo && \
 	CTXSCOPE_DATA_DIR="$$dir" $(VENV)/bin/ctxscope context --session demo-coding-agent; \
 	status=$$?; if [ -n "$$tmp" ]; then rm -rf "$$tmp"; fi; exit $$status
+
+# docs/fidelity.md's tables, regenerated from every request/response recording of the corpus
+# (../shared/corpus/api: OpenAI with and without tools, Anthropic). Any file of that shape works:
+# FIDELITY_FILES="a.jsonl b.jsonl" make fidelity-docs.
+FIDELITY_FILES ?= $(sort $(wildcard ../shared/corpus/api/*/*.requests.jsonl))
+fidelity-docs: $(STAMP)
+	@test -n "$(FIDELITY_FILES)" || { echo "no recordings: set FIDELITY_FILES (../shared/corpus/api is not here)"; exit 1; }
+	@if [ -z "$$TIKTOKEN_CACHE_DIR" ] && [ -d ../shared/tiktoken ]; then export TIKTOKEN_CACHE_DIR=$$(cd ../shared/tiktoken && pwd); fi; \
+	$(VENV)/bin/ctxscope fidelity --docs docs/fidelity.md $(FIDELITY_FILES)
 
 clean:
 	rm -rf $(VENV) build dist src/*.egg-info .pytest_cache .hypothesis

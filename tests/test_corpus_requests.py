@@ -6,6 +6,7 @@ corpus where ../shared is present.
 
 from __future__ import annotations
 
+import base64
 import json
 from pathlib import Path
 from typing import Any
@@ -15,6 +16,7 @@ import pytest
 from conftest import CORPUS, DATA, requires_corpus
 from ctxscope.items import API_ANTHROPIC, API_OPENAI_CHAT, detect_api, items_from_request, tool_definition_text
 from ctxscope.ledger import SessionLedger
+from ctxscope.media import read_pdf
 from ctxscope.schema import Category, Stage
 
 FILES = {
@@ -47,6 +49,18 @@ def _js(value: Any) -> int:
     return len(json.dumps(_clean(value), separators=(",", ":"), ensure_ascii=False))
 
 
+def _pdf_text_chars(data: str | None) -> int:
+    """A base64 PDF adds its extracted text (docs/fidelity.md, "Media": text plus page images)."""
+    if not data:
+        return 0
+    if data.startswith("data:"):
+        data = data.partition("base64,")[2]
+    elif "://" in data:
+        return 0  # a URL: nothing to read
+    info = read_pdf(base64.b64decode(data[: len(data) - len(data) % 4]))
+    return len(info.text) if info else 0
+
+
 def _anthropic_block_chars(block: dict[str, Any], in_result: bool = False) -> int:
     kind = block.get("type")
     if kind == "text":
@@ -57,6 +71,8 @@ def _anthropic_block_chars(block: dict[str, Any], in_result: bool = False) -> in
         return 0
     if kind == "document":
         source = block["source"]
+        if source.get("type") == "base64" and source.get("media_type") == "application/pdf":
+            return _pdf_text_chars(source.get("data"))
         return len(source["data"]) if source.get("type") == "text" else 0
     if kind in ("tool_use", "server_tool_use"):
         return len(json.dumps(block["input"], separators=(",", ":"), ensure_ascii=False))
@@ -92,7 +108,11 @@ def _chat_part_chars(part: dict[str, Any]) -> int:
     kind = part.get("type")
     if kind == "text":
         return len(part["text"])
-    if kind in ("image_url", "input_audio", "file", "document_url"):
+    if kind == "file":
+        return _pdf_text_chars((part.get("file") or {}).get("file_data"))
+    if kind == "document_url":
+        return _pdf_text_chars(part.get("document_url"))
+    if kind in ("image_url", "input_audio"):
         return 0
     return _js(part)
 

@@ -13,6 +13,7 @@ from ctxscope.cli import main
 from ctxscope.framing import API_ANTHROPIC, API_OPENAI_CHAT, API_OPENAI_RESPONSES
 
 OPENAI_CORPUS = CORPUS / "api" / "openai_chat" / "pydantic-ai-cassettes.requests.jsonl"
+OPENAI_NOTOOLS_CORPUS = CORPUS / "api" / "openai_chat" / "pydantic-ai-cassettes-notools.requests.jsonl"
 ANTHROPIC_CORPUS = CORPUS / "api" / "anthropic" / "pydantic-ai-cassettes.requests.jsonl"
 
 
@@ -27,37 +28,48 @@ def _chat(content: str, reported: int, model: str = "gpt-4o") -> dict:
             "response": {"usage": {"prompt_tokens": reported}}}
 
 
-# -- the targets of issue 7, over the shared corpus --------------------------------
+# -- the targets of issue 13, over the shared corpus --------------------------------
 
 @pytest.fixture(scope="module")
 def corpus_report(tiktoken_ready):
     if not CORPUS.is_dir():
         pytest.skip("../shared/corpus is not here")
-    return fidelity.evaluate_files([OPENAI_CORPUS, ANTHROPIC_CORPUS], ["tiktoken"])
+    return fidelity.evaluate_files([OPENAI_CORPUS, OPENAI_NOTOOLS_CORPUS, ANTHROPIC_CORPUS], ["tiktoken"])
 
 
-# (model prefix, provider, section, stage, at least this many recordings, median error limit %):
-# the targets of docs/fidelity.md. Framed: before self-calibration; selfcal: once the model's
-# correction is learned from the earlier recordings.
+TEXT_AND_TOOLS = (fidelity.KIND_TEXT, fidelity.KIND_TOOLS)
+OPENAI_FAMILIES = ("gpt-4o", "gpt-4.1", "gpt-5", "o-series")
+# (families, kinds, stage, at least this many recordings, median error limit %): the targets of
+# docs/fidelity.md. Framed: before self-calibration; selfcal: once the correction is learned
+# from the earlier recordings of the same model and tool set.
 TARGETS = [
-    pytest.param("gpt-4o", "openai", fidelity.SECTION_CLIENT, "framed", 15, 5.0, id="gpt-4o-framed"),
-    pytest.param("gpt-5", "openai", fidelity.SECTION_CLIENT, "framed", 50, 10.0, id="gpt-5-framed"),
-    # Client tools only: the documented tool prompt and the proxy ratio.
-    pytest.param("claude", "anthropic", fidelity.SECTION_CLIENT, "framed", 90, 15.0, id="claude-client-framed"),
-    pytest.param("claude", "anthropic", fidelity.SECTION_CLIENT, "selfcal", 60, 5.0, id="claude-client-selfcal"),
-    # Requests offering server tools: later calls of the same model and tool set.
-    pytest.param("claude", "anthropic", fidelity.SECTION_SERVER, "selfcal", 5, 5.0, id="claude-server-selfcal"),
+    pytest.param(("gpt-4o", "gpt-4.1"), TEXT_AND_TOOLS, "framed", 17, 3.0, id="gpt-4o-4.1-framed"),
+    pytest.param(("gpt-5", "o-series"), TEXT_AND_TOOLS, "framed", 40, 5.0, id="gpt-5-o-series-framed"),
+    pytest.param(("gpt-5", "o-series"), (fidelity.KIND_TEXT,), "framed", 2, 5.0, id="reasoning-no-tools-framed"),
+    pytest.param(OPENAI_FAMILIES, (fidelity.KIND_MEDIA,), "framed", 20, 10.0, id="openai-media-framed"),
+    pytest.param(("claude-4.5+",), TEXT_AND_TOOLS, "selfcal", 50, 5.0, id="claude-client-selfcal"),
+    pytest.param(("claude-4.5+", "claude-<4.5"), (fidelity.KIND_SERVER,), "selfcal", 5, 5.0,
+                 id="claude-server-selfcal"),
 ]
 
 
 @requires_corpus
-@pytest.mark.parametrize("prefix, provider, section, stage, min_count, limit", TARGETS)
-def test_corpus_meets_the_target(corpus_report, prefix, provider, section, stage, min_count, limit):
+@pytest.mark.parametrize("families, kinds, stage, min_count, limit", TARGETS)
+def test_corpus_meets_the_target(corpus_report, families, kinds, stage, min_count, limit):
     """A target of docs/fidelity.md over the corpus: enough recordings, tiktoken median error within the limit."""
-    median, count = fidelity.family_median(corpus_report, prefix, "tiktoken", stage, section=section,
-                                           provider=provider)
+    median, count = fidelity.kinds_median(corpus_report, families, kinds, "tiktoken", stage)
     assert count >= min_count
     assert median <= limit
+
+
+@requires_corpus
+def test_claude_4_5_framed_is_reported_against_its_target(corpus_report):
+    """Claude 4.5+ without server tools, before self-calibration: the figure docs/fidelity.md reports
+    as missed (its 5% target); it stays within the earlier 15% and must not get worse unnoticed."""
+    median, count = fidelity.kinds_median(corpus_report, ("claude-4.5+",),
+                                          TEXT_AND_TOOLS + (fidelity.KIND_MEDIA,), "tiktoken", "framed")
+    assert count >= 90
+    assert median <= 8.0
 
 
 @requires_corpus
@@ -102,10 +114,10 @@ def test_command_on_the_fixture_meets_the_openai_targets(tiktoken_ready, capsys)
     code = main(["fidelity", str(DATA / "fidelity_openai_chat.jsonl"), "--json", "--check"])
     out = json.loads(capsys.readouterr().out)
     targets = {t["target"]: t for t in out["targets"]}
-    assert targets["gpt-4o family, framed"]["count"] == 14
-    assert targets["gpt-4o family, framed"]["met"] is True
-    assert targets["gpt-5 family, framed"]["count"] == 4
-    assert targets["gpt-5 family, framed"]["met"] is True
+    gpt_4o = targets["gpt-4o / gpt-4.1, text and client tools, framed"]
+    gpt_5 = targets["gpt-5 / o-series, text and client tools, framed"]
+    assert (gpt_4o["count"], gpt_4o["met"]) == (14, True)
+    assert (gpt_5["count"], gpt_5["met"]) == (4, True)
     assert code == 0
 
 
@@ -246,3 +258,53 @@ def test_malformed_request_is_one_clear_line(tmp_path, capsys):
     err = capsys.readouterr().err
     assert code == 1
     assert f"{tmp_path / 'r.jsonl'}:2: " in err and err.strip().count("\n") == 0
+
+
+# -- per family and kind of request ---------------------------------------------------------
+
+def _png_chat(reported: int, model: str = "gpt-4.1-mini") -> dict:
+    png = (b"\x89PNG\r\n\x1a\n" + b"\x00\x00\x00\rIHDR" + (64).to_bytes(4, "big") + (64).to_bytes(4, "big")
+           + b"\x08\x02\x00\x00\x00")
+    import base64
+    url = "data:image/png;base64," + base64.b64encode(png).decode()
+    body = {"model": model, "messages": [{"role": "user", "content": [
+        {"type": "text", "text": "x" * 40}, {"type": "image_url", "image_url": {"url": url}}]}]}
+    return {"uri": "https://api.openai.com/v1/chat/completions", "request": body,
+            "response": {"usage": {"prompt_tokens": reported}}}
+
+
+def test_kinds_by_hand(tmp_path):
+    """Two text calls on gpt-4o (framed 17 and 27 against 17 and 37: 0% and 27.03%, p90 = 0.9 x 27.03 =
+    24.32%) and one media call on gpt-4.1-mini: 40 chars 10 + framing 7 + a 64x64 image of 2 x 2
+    patches x 1.62 = 6.48 -> 7: framed 24 against 30, 20% off."""
+    records = [_chat("x" * 40, 17), _chat("y" * 80, 37), _png_chat(30)]
+    report = fidelity.evaluate_files([_write(tmp_path / "r.jsonl", records)], ["chars"])
+    text = report.kinds[("gpt-4o", fidelity.KIND_TEXT)].cell("chars", "framed")
+    assert text.errors == [0.0, pytest.approx(10 / 37 * 100)]
+    assert text.p90 == pytest.approx(0.9 * 10 / 37 * 100)
+    media = report.kinds[("gpt-4.1", fidelity.KIND_MEDIA)].cell("chars", "framed")
+    assert media.errors == [pytest.approx(6 / 30 * 100)]
+    table = fidelity.render_kinds_markdown(report, ["chars"])
+    assert "| gpt-4o | text | 2 | 13.5% | 24.3% | 27.0% (1) | 27.0% |" in table
+    assert "| gpt-4.1 | media | 1 | 20.0% | 20.0% | - | - |" in table
+
+
+def test_docs_tables_are_rewritten_between_the_markers(tmp_path, capsys):
+    """--docs replaces only what lies between the two marker lines; without them: one clear line, exit 1."""
+    from ctxscope.cli import fidelity as cli_fidelity
+
+    doc = tmp_path / "fidelity.md"
+    doc.write_text(f"# Title\n\nbefore\n\n{cli_fidelity.DOCS_BEGIN}\nold table\n{cli_fidelity.DOCS_END}\n\nafter\n",
+                   encoding="utf-8")
+    records = _write(tmp_path / "r.jsonl", [_chat("x" * 40, 17)])
+    assert main(["fidelity", str(records), "--basis", "chars", "--docs", str(doc)]) == 0
+    text = doc.read_text(encoding="utf-8")
+    assert text.startswith("# Title\n\nbefore\n\n" + cli_fidelity.DOCS_BEGIN)
+    assert "old table" not in text and text.endswith(cli_fidelity.DOCS_END + "\n\nafter\n")
+    assert "| gpt-4o | text | 1 | 0.0% | 0.0% | - | - |" in text
+    plain = tmp_path / "plain.md"
+    plain.write_text("no markers\n", encoding="utf-8")
+    capsys.readouterr()
+    assert main(["fidelity", str(records), "--basis", "chars", "--docs", str(plain)]) == 1
+    err = capsys.readouterr().err
+    assert "plain.md: no generated-tables markers" in err and err.strip().count("\n") == 0

@@ -127,12 +127,34 @@ def test_tool_definition_text_per_api():
     assert framing.tool_definition_text(API_ANTHROPIC, {**anthropic_tool, "defer_loading": True}) == "f"
 
 
-def test_reasoning_models_get_the_harmony_system_message():
-    """gpt-5 gets the harmony system message (text 1 + 3 specials + role 1, +1 channel note with tools); gpt-4o none."""
+def test_reasoning_models_get_the_harmony_system_message_with_functions_only():
+    """gpt-5 with functions gets the harmony system message (text 1 + 3 specials + role 1 + channel note 1);
+    without functions none (o3-mini "hello" was billed 7 = 3 + user + hello + 2 priming); gpt-4o never."""
     body = {"messages": [USER], "tools": [TOOL]}
     assert "hidden-prompt" not in parts({**body, "model": "gpt-4o"})
     assert parts({**body, "model": "gpt-5-mini"})["hidden-prompt"] == 1 + 3 + 1 + 1
-    assert parts({"model": "gpt-5-mini", "messages": [USER]})["hidden-prompt"] == 1 + 3 + 1
+    assert parts({**body, "model": "gpt-5-mini", "messages": [SYSTEM, USER]})["hidden-prompt"] == 1 + 3 + 1 + 1 + 1
+    assert parts({"model": "gpt-5-mini", "messages": [USER]}) == {"messages": 3 + 1, "priming": 2}
+    assert parts({"model": "o3", "messages": [SYSTEM, USER]}) == {"messages": 2 * (3 + 1), "priming": 2}
+
+
+def test_reasoning_model_framing_in_real_tokens(tiktoken_ready):
+    """o3-mini "hello": <|start|>user<|message|>hello<|end|><|start|>assistant = 7 tokens, as billed (o200k_base).
+
+    With one function and no system message, gpt-5-mini adds the harmony system message
+    (its text, 3 specials, "system", the commentary note) and the tools header."""
+    from ctxscope.tokens import counter_for
+    counter = counter_for("o3-mini", "tiktoken")
+    body = {"model": "o3-mini", "messages": [{"role": "user", "content": "hello"}]}
+    got = parts(body, count=counter.count)
+    assert got == {"messages": 3 + 1, "priming": 2}
+    assert counter.count("hello") + sum(got.values()) == 7
+    with_tools = parts({**body, "model": "gpt-5-mini", "tools": [TOOL]}, count=counter.count)
+    system = counter.count(framing.HARMONY_SYSTEM_MESSAGE)
+    note = counter.count(framing.HARMONY_FUNCTIONS_CHANNEL_NOTE)
+    assert (system, note, counter.count("system")) == (57, 15, 1)
+    assert with_tools["hidden-prompt"] == 57 + 15 + 3 + 1
+    assert with_tools["priming"] == 2
 
 
 def test_harmony_functions_get_the_tools_header():
@@ -396,3 +418,15 @@ def test_malformed_schema_renders_what_it_can():
     text = framing.render_openai_function({"name": "f", "parameters": {
         "type": "object", "required": 3, "properties": {"a": 5, "b": {"type": ["string", "null"]}}}})
     assert text == "type f = (_: {\na?: any,\nb?: string | null,\n}) => any;\n\n"
+
+
+def test_responses_reasoning_model_framing_with_and_without_functions():
+    """Responses on gpt-5: instructions are a developer message (3 + 1); without functions nothing else but
+    the 2-token priming; with one, the harmony system message (1 + 3 + 1 + 1 note) and its # Instructions
+    header (1), and the functions block with the # Tools header (1 + 1 + 1 + 9 - 4)."""
+    body = {"model": "gpt-5", "instructions": "be brief", "input": [{"role": "user", "content": "hi"}]}
+    assert parts(body, API_OPENAI_RESPONSES) == {"messages": 2 * (3 + 1), "priming": 2}
+    tool = {"type": "function", "name": "f", "parameters": {}}
+    got = parts({**body, "tools": [tool]}, API_OPENAI_RESPONSES)
+    assert got == {"messages": 2 * (3 + 1), "priming": 2, "functions": 1 + 1 + 1 + 9 - 4,
+                   "hidden-prompt": 1 + 3 + 1 + 1 + 1}

@@ -172,7 +172,7 @@ RESPONSES = {
 
 
 def test_responses_body_every_item_kind():
-    """Instructions, environment, image (low detail: 85), reasoning, calls and outputs by tool."""
+    """Instructions, environment, image (low detail on gpt-5: its base of 70), reasoning, calls and outputs by tool."""
     items = items_from_request(RESPONSES)
     assert detect_api(RESPONSES) == API_OPENAI_RESPONSES
     assert [(i.part, i.chars, i.label) for i in items] == [
@@ -189,7 +189,7 @@ def test_responses_body_every_item_kind():
         ("results/apply_patch", 5, "apply_patch"),
         ("assistant/text", 6, None),
     ]
-    assert items[5].fixed_tokens == 85
+    assert items[5].fixed_tokens == 70  # vision guide: gpt-5 tiles are 70 + 140 a tile
     assert [i.id for i in items[7:11]] == ["call_a", "call_a:result", "call_b", "call_b:result"]
     assert items[8].reference == "shell:command=cat x"
     assert items[9].reference == "apply_patch:input=*** Begin Patch"
@@ -277,7 +277,9 @@ def test_anthropic_body_every_block_kind():
     assert [i.text for i in items[4:7]] == [REMINDER_HEAD, RULES, REMINDER_TAIL]
     by_part = {i.part: i for i in items}
     assert items[8].fixed_tokens == 1049                      # Anthropic formula, 1024 x 768
-    assert items[9].fixed_tokens == 2 * DOCUMENT_PAGE_TOKENS  # two /Type /Page objects
+    # Two /Type /Page objects, no MediaBox (US Letter): each page an image at Claude's 1.15 MP cap,
+    # 612x792 pt at 150 dpi = 1275x1650 px, scaled by sqrt(1.15e6 / 2103750): 1,150,000 / 750 -> 1534.
+    assert items[9].fixed_tokens == 2 * 1534
     assert items[12].fixed_tokens == 3                        # 16 base64 chars -> 12 bytes -> 3
     assert by_part["results/web_search"].text == search_result
     assert [i.id for i in items[-5:]] == ["toolu_1", "srvtoolu_1", "srvtoolu_1:result", "toolu_1:result",

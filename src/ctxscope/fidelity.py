@@ -47,13 +47,27 @@ SECTION_SERVER = "server"
 SECTION_LOOP = "loop"
 SECTIONS = (SECTION_CLIENT, SECTION_SERVER, SECTION_LOOP)
 _SECTION_TITLE = {
-    SECTION_CLIENT: "Requests with client tools only",
+    SECTION_CLIENT: "Requests without server tools (text, client tools, media)",
     SECTION_SERVER: "Requests offering server tools (hidden part tools/server/<type> learned; "
                     "self-cal = later calls with the same model and tool set)",
     SECTION_LOOP: "Requests during which the provider ran a server tool (reported input includes "
                   "the tool's results and several samplings: not learned from)",
 }
 STAGES = ("raw", "framed", "selfcal")
+
+# Kinds of request for the family table: what the provider had to bill beyond text.
+KIND_TEXT = "text"
+KIND_TOOLS = "tools"
+KIND_MEDIA = "media"
+KIND_SERVER = "server tools"
+KIND_LOOP = "server-tool loop"
+KINDS = (KIND_TEXT, KIND_TOOLS, KIND_MEDIA, KIND_SERVER, KIND_LOOP)
+# Families of the targets (docs/fidelity.md): model name prefixes, first match wins.
+FAMILY_OTHER = "other"
+_OPENAI_FAMILIES = (("gpt-4o", "gpt-4o"), ("chatgpt-4o", "gpt-4o"), ("gpt-4.1", "gpt-4.1"),
+                    ("gpt-5", "gpt-5"), ("o1", "o-series"), ("o3", "o-series"), ("o4", "o-series"))
+# Sources of fixed tokens that are not media (encrypted reasoning, framing).
+_NOT_MEDIA = frozenset(("thinking", "summary", "framing"))
 
 # Hosts whose models are the provider's own: a recording through any other
 # host (a router, a compatible endpoint) is grouped as "<model> via <host>".
@@ -84,6 +98,22 @@ class Recording:
         if self.server_loop:
             return SECTION_LOOP
         return SECTION_SERVER if self.server_tools else SECTION_CLIENT
+
+    def family(self) -> str:
+        """The model family of the targets: gpt-4o, gpt-4.1, gpt-5, o-series, claude-4.5+, claude-<4.5, other.
+
+        A recording through a router or a compatible host is ``other``: its count
+        follows that host's tokenizer and framing.
+        """
+        if self.host and self.host not in _NATIVE_HOSTS:
+            return FAMILY_OTHER
+        name = self.model.lower().rsplit("/", 1)[-1]
+        for prefix, family in _OPENAI_FAMILIES:
+            if name.startswith(prefix):
+                return family
+        if framing.is_claude(name):
+            return "claude-4.5+" if framing.claude_version(name) >= (4, 5) else "claude-<4.5"
+        return FAMILY_OTHER
 
     @property
     def group(self) -> str:
@@ -201,6 +231,12 @@ def framing_tokens(body: Mapping[str, Any], api: str, counter: Counter, model: s
 class Estimate:
     raw: int
     framed: int
+    media: bool = False  # an image, a document or audio among the items (billed by a media rule)
+
+
+def is_media(item: Item) -> bool:
+    """Whether an item is media counted by a provider rule (image, document pages, audio)."""
+    return item.fixed_tokens is not None and item.source_kind not in _NOT_MEDIA and item.category is not Category.OVERHEAD
 
 
 def estimate(body: Mapping[str, Any], api: str, counter: Counter, model: str | None = None) -> Estimate:
@@ -215,7 +251,8 @@ def estimate(body: Mapping[str, Any], api: str, counter: Counter, model: str | N
     tools = sum(tokens for item, tokens in counted if item.category is Category.TOOLS)
     proxy = sum(i.fixed_tokens or 0 for i in framing.proxy_encoding_items(model, counted))
     return Estimate(raw=content + raw_tool_tokens(body, counter),
-                    framed=content + tools + framing_tokens(body, api, counter, model) + proxy)
+                    framed=content + tools + framing_tokens(body, api, counter, model) + proxy,
+                    media=any(is_media(item) for item, _ in counted))
 
 
 # ---------------------------------------------------------------------------
@@ -236,6 +273,15 @@ class Cell:
     def median(self) -> float | None:
         return statistics.median(self.errors) if self.errors else None
 
+    @property
+    def p90(self) -> float | None:
+        """The 90th percentile (inclusive method: within the values seen; the one value when alone)."""
+        if not self.errors:
+            return None
+        if len(self.errors) == 1:
+            return self.errors[0]
+        return statistics.quantiles(self.errors, n=10, method="inclusive")[-1]
+
 
 @dataclass(slots=True)
 class Row:
@@ -251,6 +297,8 @@ class Row:
 @dataclass(slots=True)
 class Report:
     rows: dict[tuple[str, str], Row] = field(default_factory=dict)
+    # Per (model family, kind of request): the same cells (Row.section holds the kind).
+    kinds: dict[tuple[str, str], Row] = field(default_factory=dict)
     skipped: int = 0  # recordings without a reported input
     learned: dict[str, list[Any]] = field(default_factory=dict)  # basis -> corrections
 
@@ -258,6 +306,15 @@ class Report:
         key = (recording.group, recording.section)
         provider = "anthropic" if recording.api == API_ANTHROPIC else "openai"
         return self.rows.setdefault(key, Row(recording.group, provider, recording.section))
+
+    def kind_row(self, recording: Recording, kind: str) -> Row:
+        family = recording.family()
+        provider = "anthropic" if recording.api == API_ANTHROPIC else "openai"
+        return self.kinds.setdefault((family, kind), Row(family, provider, kind))
+
+    def ordered_kinds(self) -> list[Row]:
+        return sorted(self.kinds.values(), key=lambda r: (r.provider, r.group == FAMILY_OTHER, r.group,
+                                                          KINDS.index(r.section)))
 
     def ordered(self) -> list[Row]:
         return sorted(self.rows.values(), key=lambda r: (SECTIONS.index(r.section), r.provider, r.group))
@@ -280,6 +337,7 @@ def evaluate(recordings: Iterable[Recording], bases: Sequence[str] = BASES) -> R
             report.skipped += 1
             continue
         row = report.row(recording)
+        kind_row = None
         for basis in bases:
             counter = _counter(basis, recording.model)
             try:
@@ -287,8 +345,11 @@ def evaluate(recordings: Iterable[Recording], bases: Sequence[str] = BASES) -> R
             except (ValueError, TypeError, AttributeError, KeyError) as exc:
                 raise InputError(recording.path, f"not a usable {recording.api} request ({exc})",
                                  recording.line) from None
-            row.cell(basis, "raw").errors.append(_error(est.raw, recording.reported))
-            row.cell(basis, "framed").errors.append(_error(est.framed, recording.reported))
+            if kind_row is None:
+                kind_row = report.kind_row(recording, _kind(recording, est))
+            for target in (row, kind_row):
+                target.cell(basis, "raw").errors.append(_error(est.raw, recording.reported))
+                target.cell(basis, "framed").errors.append(_error(est.framed, recording.reported))
             if recording.server_loop:
                 continue  # its residual is the loop's work, not a stable hidden part
             calibrator = calibrators[basis]
@@ -296,11 +357,23 @@ def evaluate(recordings: Iterable[Recording], bases: Sequence[str] = BASES) -> R
             # differs between a model's own API and a router in front of it.
             correction = calibrator.correction(recording.group, recording.tools_key)
             if correction is not None and correction.tools_key == recording.tools_key:
-                row.cell(basis, "selfcal").errors.append(
-                    _error(correction.apply(est.framed), recording.reported))
+                error = _error(correction.apply(est.framed), recording.reported)
+                row.cell(basis, "selfcal").errors.append(error)
+                kind_row.cell(basis, "selfcal").errors.append(error)
             calibrator.learn(recording.group, recording.tools_key, est.framed, recording.reported)
     report.learned = {basis: calibrators[basis].corrections() for basis in bases}
     return report
+
+
+def _kind(recording: Recording, est: Estimate) -> str:
+    """The kind of a request: a server-tool loop, server tools offered, media, client tools, else text."""
+    if recording.server_loop:
+        return KIND_LOOP
+    if recording.server_tools:
+        return KIND_SERVER
+    if est.media:
+        return KIND_MEDIA
+    return KIND_TOOLS if framing.tools_key(recording.body) != "-" else KIND_TEXT
 
 
 def evaluate_files(paths: Sequence[str | Path], bases: Sequence[str] = BASES) -> Report:
@@ -342,6 +415,39 @@ def render_markdown(report: Report, bases: Sequence[str] = BASES) -> str:
         lines.append("")
         lines.append(f"{report.skipped} recordings without reported usage skipped.")
     return "\n".join(lines).lstrip("\n") + "\n"
+
+
+def _pct(value: float | None) -> str:
+    return "-" if value is None else f"{value:.1f}%"
+
+
+def render_kinds_markdown(report: Report, bases: Sequence[str] = BASES) -> str:
+    """Per model family and kind of request: median and p90 absolute % error before and after self-calibration."""
+    header = ["family", "kind", "requests"]
+    for basis in bases:
+        label = _BASIS_LABEL[basis]
+        header += [f"{label} framed median", f"{label} framed p90", f"{label} self-cal median (n)",
+                   f"{label} self-cal p90"]
+    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+    for row in report.ordered_kinds():
+        cells = [row.group, row.section, str(row.cell(bases[0], "framed").count)]
+        for basis in bases:
+            framed, selfcal = row.cells.get((basis, "framed"), Cell()), row.cells.get((basis, "selfcal"), Cell())
+            cells += [_pct(framed.median), _pct(framed.p90),
+                      "-" if selfcal.median is None else f"{selfcal.median:.1f}% ({selfcal.count})",
+                      _pct(selfcal.p90)]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def kinds_median(report: Report, families: Sequence[str], kinds: Sequence[str], basis: str,
+                 stage: str) -> tuple[float | None, int]:
+    """Median absolute % error over the given families and kinds of request."""
+    errors: list[float] = []
+    for (family, kind), row in report.kinds.items():
+        if family in families and kind in kinds:
+            errors.extend(row.cell(basis, stage).errors)
+    return (statistics.median(errors) if errors else None), len(errors)
 
 
 def family_median(report: Report, prefix: str, basis: str, stage: str, *, section: str = SECTION_CLIENT,

@@ -108,6 +108,11 @@ HARMONY_TOOLS_HEADER = "# Tools\n\n## functions\n\n"
 HARMONY_RESPONSE_FORMATS_HEADER = "# Response Formats\n\n## {name}\n\n"
 # <|start|>{role}<|message|> ... <|end|>: three special tokens a message (format.md).
 HARMONY_TOKENS_PER_MESSAGE = 3
+# openai/harmony docs/format.md, "Prompt to complete" (render_conversation_for_completion):
+# a reasoning model's prompt ends with "<|start|>assistant"; the model itself writes
+# the channel ("<|channel|>analysis<|message|>..."), so the priming is two tokens, not
+# the cookbook's three (<|start|>assistant<|message|>) of gpt-4o.
+HARMONY_REPLY_PRIMING = 2
 
 # Model families that are harmony reasoning models with a hidden system message.
 _HARMONY_PREFIXES = ("gpt-5", "o1", "o3", "o4", "gpt-oss", "codex")
@@ -476,9 +481,9 @@ def openai_framing(body: Mapping[str, Any], count: CountFn, *, model: str | None
         has_system = has_system or role in ("system", "developer")
         per_message += tokens
     parts.append(FramingPart("messages", per_message))
-    parts.append(FramingPart("priming", OPENAI_REPLY_PRIMING))
-
     harmony = _is_harmony(model)
+    parts.append(FramingPart("priming", HARMONY_REPLY_PRIMING if harmony else OPENAI_REPLY_PRIMING))
+
     if functions:
         block = count(OPENAI_NAMESPACE_OPEN) + count(OPENAI_NAMESPACE_CLOSE)
         if harmony:
@@ -491,20 +496,30 @@ def openai_framing(body: Mapping[str, Any], count: CountFn, *, model: str | None
     response_format = _response_format_text(body)
     if response_format:
         parts.append(FramingPart("response-format", count(response_format)))
-    if harmony:
-        system = count(HARMONY_SYSTEM_MESSAGE) + HARMONY_TOKENS_PER_MESSAGE + count("system")
-        if functions:
-            system += count(HARMONY_FUNCTIONS_CHANNEL_NOTE)
-        # The developer message holds the instructions (the request's system text,
-        # counted as an item) under a header of its own.
-        if has_system:
-            system += count(HARMONY_INSTRUCTIONS_HEADER)
-        parts.append(FramingPart("hidden-prompt", system))
+    if harmony and functions:
+        parts.append(FramingPart("hidden-prompt", harmony_hidden_prompt(count, has_system=has_system)))
     for tool in _tools_of(body):
         if openai_function_of(tool) is None:
             parts.append(FramingPart("server:" + server_tool_kind(tool), 0,
                                      part=server_tool_part(tool), learned=True))
     return parts
+
+
+def harmony_hidden_prompt(count: CountFn, *, has_system: bool) -> int:
+    """Tokens of the harmony system message a reasoning model's request with functions is billed for.
+
+    Only a request that declares functions gets it (docs/fidelity.md, "Reasoning
+    models"): the system message then names the channels and that calls go to
+    the commentary channel, and the developer message holds the instructions
+    (the request's system text, counted as an item) under ``# Instructions``
+    ahead of the ``# Tools`` section. Without functions the provider bills the
+    messages as sent, with no system message of its own.
+    """
+    system = (count(HARMONY_SYSTEM_MESSAGE) + HARMONY_TOKENS_PER_MESSAGE + count("system")
+              + count(HARMONY_FUNCTIONS_CHANNEL_NOTE))
+    if has_system:
+        system += count(HARMONY_INSTRUCTIONS_HEADER)
+    return system
 
 
 def _responses_messages(body: Mapping[str, Any]) -> list[Mapping[str, Any]]:

@@ -166,6 +166,7 @@ class RequestExtractor:
 
     def __init__(self) -> None:
         self._api: str | None = None
+        self._model: str | None = None  # media rules differ by model family (ctxscope.media)
         self._head_key: Any = None
         self._head_items: list[Item] = []
         self._msgs: list[Any] = []           # the previous request's message objects
@@ -183,8 +184,10 @@ class RequestExtractor:
         messages = messages_of(body, api)
         head_values = (_get(body, "system"), _get(body, "instructions"), _get(body, "tools"),
                        _get(body, "mcp_servers"))
-        if api != self._api or head_values != self._head_key:
-            return self._rebuild(body, api, _snapshot(head_values), messages)
+        model = _get(body, "model")
+        model = model if isinstance(model, str) else None
+        if api != self._api or model != self._model or head_values != self._head_key:
+            return self._rebuild(body, api, _snapshot(head_values), messages, model)
         n = len(self._msgs)
         checked = self._checked_ranges(n)
         snaps = self._snaps
@@ -231,7 +234,7 @@ class RequestExtractor:
             msgs, snaps, ends = old_msgs[:kept], old_snaps[:kept], old_ends[:kept]
         else:
             items, msgs, snaps, ends = old_items, old_msgs, old_snaps, old_ends
-        builder = Builder(api, ids, tool_definition_text)
+        builder = Builder(api, ids, tool_definition_text, self._model)
         builder.out = items
         fn = MESSAGE_FN[api]
         for i in range(kept, len(messages)):
@@ -243,14 +246,16 @@ class RequestExtractor:
             ends.append(len(items))
         self._msg_items, self._msgs, self._snaps, self._ends = items, msgs, snaps, ends
 
-    def _rebuild(self, body: Mapping[str, Any], api: str, head_key: Any, messages: list[Any]) -> list[Item]:
-        """A new API, system prompt or tool list: new head items, message items by position."""
+    def _rebuild(self, body: Mapping[str, Any], api: str, head_key: Any, messages: list[Any],
+                 model: str | None = None) -> list[Item]:
+        """A new API, model, system prompt or tool list: new head items, message items by position."""
         ids = Ids()
-        builder = Builder(api, ids, tool_definition_text)
+        builder = Builder(api, ids, tool_definition_text, model)
         head(builder, body)
         head_items = builder.out
-        # Every message is compared with its snapshot here: none is kept unchecked.
-        same_api = api == self._api
+        # Every message is compared with its snapshot here: none is kept unchecked. Another
+        # model re-extracts every message: its media may be billed by another rule.
+        same_api = api == self._api and model == self._model
         old_snaps = self._snaps if same_api else []
         old_ends, old_items = self._ends, self._msg_items
         fn = MESSAGE_FN[api]
@@ -263,6 +268,6 @@ class RequestExtractor:
             snaps.append(_message_items(builder, fn, msg, i, old_snaps, old_ends, old_items))
             msgs.append(msg)
             ends.append(len(items))
-        self._api, self._head_key, self._head_items, self._ids = api, head_key, head_items, ids
+        self._api, self._model, self._head_key, self._head_items, self._ids = api, model, head_key, head_items, ids
         self._msgs, self._snaps, self._ends, self._msg_items = msgs, snaps, ends, items
         return head_items + items

@@ -3,9 +3,11 @@
 Request bodies arrive as plain dicts or as what users pass to the SDKs (lists
 holding pydantic objects, TypedDicts, tuples). :func:`get` reads either;
 :func:`plain` and :func:`compact_json` turn structured values into the JSON
-that is counted. The media helpers estimate images (by their size header),
-PDFs (by page), audio and opaque ciphertext without ever counting base64
-text. The rules are in docs/items.md.
+that is counted. The media helpers decode what a rule needs from base64 (an
+image's size header, a PDF, an audio container's header) and hand it to
+:mod:`ctxscope.media`, which holds the providers' rules; opaque ciphertext
+counts by its size. Base64 text is never counted. The rules are in
+docs/items.md and docs/fidelity.md ("Media").
 
 Pure: no OpenTelemetry, no provider SDK (SDK objects are read by attribute).
 """
@@ -18,11 +20,14 @@ import math
 import re
 from typing import Any, Iterable, Mapping
 
-from .tokens import image_size, image_tokens, openai_image_tokens
+from . import media
+from .tokens import DEFAULT_IMAGE_TOKENS, image_size
 
 __all__ = [
     "AUDIO_BYTES_PER_TOKEN",
     "DOCUMENT_PAGE_TOKENS",
+    "audio_tokens_b64",
+    "document_b64",
     "ENCRYPTED_BYTES_PER_TOKEN",
     "args_text",
     "as_list",
@@ -35,16 +40,23 @@ __all__ = [
     "split_data_url",
 ]
 
-# A PDF page as the providers bill it: its text plus an image of the page.
-# Anthropic's PDF guide puts a page at 1,500-3,000 tokens; we take 2,000.
+# A document that cannot be read (a file id, a URL, bytes that are not a PDF):
+# Anthropic's PDF guide puts a page at 1,500-3,000 tokens; we take 2,000 a page
+# and one page (the media module reads real PDFs: pages, text, page images).
 DOCUMENT_PAGE_TOKENS = 2000
-# Audio: about 10 tokens a second at 128 kbit/s, i.e. one token per 1,600 bytes.
+# Audio in a format whose duration cannot be read (not WAV or MP3): OpenAI's 10
+# tokens a second (media.AUDIO_TOKENS_PER_SECOND) at 128 kbit/s, a common
+# compressed rate, i.e. one token per 1,600 bytes.
 AUDIO_BYTES_PER_TOKEN = 1600
 # Opaque encrypted content (redacted thinking, compaction items): the
 # plaintext is about the decoded size, at about 4 bytes a token.
 ENCRYPTED_BYTES_PER_TOKEN = 4
 # Enough base64 to reach an image's size header (JPEG EXIF blocks run to 64 KB).
 _IMAGE_HEADER_B64 = 87384
+# Enough base64 for a WAV's chunks before its samples (LIST/INFO chunks are small).
+_AUDIO_HEADER_B64 = 8192
+# An MP3's ID3v2 tag (cover art runs to tens of KB) and its first frames.
+_MP3_HEAD_B64 = 174768
 
 
 # ---------------------------------------------------------------------------
@@ -143,29 +155,81 @@ def split_data_url(url: str) -> tuple[str | None, str | None]:
     return match.group(1) or None, url[match.end():]
 
 
-def image_tokens_b64(provider: str, data: str | None, detail: str) -> int:
-    """An image's tokens from its base64 data (size header), else the provider's default."""
-    if provider != "anthropic" and detail == "low":
-        return openai_image_tokens(1, 1, "low")  # a flat price whatever the size, URL images too
-    size = image_size(b64_prefix_bytes(data, _IMAGE_HEADER_B64)) if data else None
-    width, height = size if size else (None, None)
-    return image_tokens(provider, width, height, detail)
+def image_tokens_b64(provider: str, data: str | None, detail: str, model: str | None = None) -> int:
+    """An image's tokens from its base64 data (size header) by the model family's rule (:mod:`ctxscope.media`).
+
+    Without data (a URL, a file id) or a readable header, the default of
+    SPEC section 3 (``tokens.DEFAULT_IMAGE_TOKENS``), except a tile model at
+    low detail, whose price does not depend on the size.
+    """
+    raw = b64_prefix_bytes(data, _IMAGE_HEADER_B64) if data else b""
+    tokens = media.image_tokens_of(provider, model, raw, detail)
+    if tokens == DEFAULT_IMAGE_TOKENS and image_size(raw) is None:
+        media.fallback_warning("the size of an image given by URL or file id, or with an unknown header",
+                               f"{DEFAULT_IMAGE_TOKENS} tokens (SPEC section 3)")
+    return tokens
 
 
-def pdf_tokens(data: str | None) -> int:
-    """A PDF's tokens: its pages (``/Type /Page`` objects) times DOCUMENT_PAGE_TOKENS."""
-    if not data:
-        return DOCUMENT_PAGE_TOKENS
-    raw = b64_prefix_bytes(data, len(data))
-    pages = len(re.findall(rb"/Type\s*/Page(?![a-zA-Z])", raw))
-    if pages == 0:
-        # Compressed object streams hide the page objects: about 3 KB a page.
-        pages = max(1, math.ceil(len(raw) / 3000))
-    return pages * DOCUMENT_PAGE_TOKENS
+def document_b64(provider: str, data: str | None, model: str | None = None) -> tuple[str, int]:
+    """``(extracted text, page-image tokens)`` of a base64 PDF by the provider's rule.
+
+    The text is counted as text by the caller (it is what the provider puts in
+    the context besides the page images). A document that cannot be read (no
+    data, not a PDF) is ``("", DOCUMENT_PAGE_TOKENS)``, said once in the log.
+    """
+    info = media.read_pdf(b64_prefix_bytes(data, len(data))) if data else None
+    if info is None:
+        media.fallback_warning("a document without readable PDF data (a file id, a URL, another format)",
+                               f"{DOCUMENT_PAGE_TOKENS} tokens, one page")
+        return "", DOCUMENT_PAGE_TOKENS
+    if provider == "anthropic":
+        return info.text, media.anthropic_page_tokens(info)
+    return info.text, media.openai_page_tokens(info)
+
+
+def pdf_tokens(data: str | None, provider: str = "anthropic", model: str | None = None) -> int:
+    """A PDF's tokens as one figure: its page images plus its text at about 4 characters a token.
+
+    For callers that keep a document as one item of fixed tokens; request
+    bodies count the text with the session's counter (:func:`document_b64`).
+    """
+    text, pages = document_b64(provider, data, model)
+    return pages + -(-len(text) // 4)
+
+
+def audio_tokens_b64(data: Any, fmt: str | None = None) -> int:
+    """Audio tokens of base64 audio by its duration (WAV header, MP3 frames), else by its size (said once)."""
+    if not isinstance(data, str) or not data:
+        return 0
+    head = b64_prefix_bytes(data, _AUDIO_HEADER_B64)
+    if media.is_wav(head):
+        # A WAV's header says it all: no need to decode minutes of samples. Its size
+        # (for a streamed WAV without one) follows from the base64 length.
+        seconds = media.wav_duration(head, total=_decoded_size(data))
+    else:
+        seconds = None
+        if media.is_mp3(head, fmt):
+            # Constant bitrate or a Xing/VBRI frame count: the head and the size tell the duration.
+            tail = b64_prefix_bytes(data[-(172 + len(data) % 4):] if len(data) > 8192 else data, 8192)[-128:]
+            seconds = media.mp3_duration_from_head(b64_prefix_bytes(data, _MP3_HEAD_B64), _decoded_size(data),
+                                                   tail)
+        if seconds is None:
+            seconds = media.audio_duration(b64_prefix_bytes(data, len(data)), fmt)
+    if seconds is None:
+        media.fallback_warning(f"the duration of {fmt or 'unknown'} audio (only WAV and MP3 are read)",
+                               f"one token per {AUDIO_BYTES_PER_TOKEN} bytes")
+        return b64_len_tokens(data, AUDIO_BYTES_PER_TOKEN)
+    return media.audio_tokens(seconds)
 
 
 def b64_len_tokens(data: Any, bytes_per_token: int) -> int:
+    """Tokens of base64 data by its decoded size (padding excluded) at ``bytes_per_token``."""
     if not isinstance(data, str) or not data:
         return 0
-    return math.ceil(len(data) * 3 / 4 / bytes_per_token)
+    return math.ceil(_decoded_size(data) / bytes_per_token)
+
+
+def _decoded_size(data: str) -> int:
+    """Bytes that base64 text decodes to, padding excluded (without copying the text)."""
+    return len(data) * 3 // 4 - (2 if data.endswith("==") else 1 if data.endswith("=") else 0)
 

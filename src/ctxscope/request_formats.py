@@ -18,7 +18,6 @@ from typing import Any, Callable, Iterable, Mapping
 from . import classify
 from .config import settings
 from .payload import (
-    AUDIO_BYTES_PER_TOKEN,
     ENCRYPTED_BYTES_PER_TOKEN,
     compact_json,
 )
@@ -26,8 +25,9 @@ from .payload import args_text as _args_text
 from .payload import as_list as _as_list
 from .payload import b64_len_tokens as _b64_len_tokens
 from .payload import get as _get
+from .payload import audio_tokens_b64 as _audio_tokens_b64
+from .payload import document_b64 as _document_b64
 from .payload import image_tokens_b64 as _image_tokens_b64
-from .payload import pdf_tokens as _pdf_tokens
 from .payload import plain as _plain
 from .payload import split_data_url as _split_data_url
 from .schema import Category, Item
@@ -173,10 +173,11 @@ class Ids:
 class Builder:
     """Appends the items of blocks to ``out``; one per extraction."""
 
-    def __init__(self, api: str, ids: Ids, tool_text: ToolText) -> None:
+    def __init__(self, api: str, ids: Ids, tool_text: ToolText, model: str | None = None) -> None:
         self.api = api
         self.tool_text = tool_text  # items.tool_definition_text: one place decides a tool's text
         self.provider = "anthropic" if api == API_ANTHROPIC else "openai"
+        self.model = model  # media rules differ by model family (ctxscope.media)
         self.ids = ids
         self.out: list[Item] = []
 
@@ -220,7 +221,7 @@ class Builder:
 
     def image(self, part: str, role: str, data: str | None, url: str | None, detail: str = "auto",
               **kw: Any) -> None:
-        tokens = _image_tokens_b64(self.provider, data, detail or "auto")
+        tokens = _image_tokens_b64(self.provider, data, detail or "auto", self.model)
         self.add(part, "", role=role, fixed_tokens=tokens, content_key=data or url or "",
                  source_kind=kw.pop("source_kind", "image"), **kw)
 
@@ -238,8 +239,14 @@ class Builder:
             if decoded is not None:
                 self.add(part, decoded, role=role, source_kind=source_kind, **kw)
                 return
-        self.add(part, "", role=role, fixed_tokens=_pdf_tokens(data), content_key=data or key or "",
+        # A PDF is its extracted text (counted as text) and its page images (fixed tokens):
+        # what the provider puts in the context (ctxscope.media).
+        extracted, page_tokens = _document_b64(self.provider, data, self.model)
+        self.add(part, "", role=role, fixed_tokens=page_tokens, content_key=data or key or "",
                  source_kind=source_kind, **kw)
+        if extracted:
+            kw = {k: v for k, v in kw.items() if k != "base"}
+            self.add(part, extracted, role=role, source_kind=source_kind, **kw)
 
     def structured(self, part: str, role: str, value: Any, **kw: Any) -> None:
         self.add(part, compact_json(value), role=role, **kw)
@@ -348,7 +355,7 @@ class Builder:
             spec = _get(block, "input_audio") or block
             data = _get(spec, "data")
             self.add(part or "prompts/media/audio", "", role=role,
-                     fixed_tokens=_b64_len_tokens(data, AUDIO_BYTES_PER_TOKEN),
+                     fixed_tokens=_audio_tokens_b64(data, _get(spec, "format")),
                      content_key=data if isinstance(data, str) else "", source_kind="audio", **kw)
         else:
             self.structured(part or _role_part(role), role, block, source_kind=str(kind or "unknown"), **kw)

@@ -321,15 +321,16 @@ def count_all(counter: Counter, texts: Iterable[str]) -> list[int]:
 # Images by provider formula
 # ---------------------------------------------------------------------------
 
-def openai_image_tokens(width: int, height: int, detail: str = "auto") -> int:
-    """OpenAI vision cost for gpt-4o-class models.
+def openai_image_tokens(width: int, height: int, detail: str = "auto", *, base: int = 85, tile: int = 170) -> int:
+    """OpenAI vision cost for tile-priced models (gpt-4o's 85 + 170 a tile by default).
 
     Source: OpenAI's vision guide ("Calculating costs"): ``low`` detail is a
-    flat 85 tokens; otherwise the image is scaled to fit in 2048x2048, then so
-    that its shortest side is 768 px, and costs 85 + 170 per 512 px tile.
+    flat ``base``; otherwise the image is scaled to fit in 2048x2048, then so
+    that its shortest side is 768 px, and costs base + ``tile`` per 512 px tile
+    (the figures of each model family: :mod:`ctxscope.media`).
     """
     if detail == "low":
-        return 85
+        return base
     w, h = float(width), float(height)
     if max(w, h) > 2048:
         scale = 2048 / max(w, h)
@@ -338,7 +339,7 @@ def openai_image_tokens(width: int, height: int, detail: str = "auto") -> int:
         scale = 768 / min(w, h)
         w, h = w * scale, h * scale
     tiles = math.ceil(w / 512) * math.ceil(h / 512)
-    return 85 + 170 * tiles
+    return base + tile * tiles
 
 
 def anthropic_image_tokens(width: int, height: int) -> int:

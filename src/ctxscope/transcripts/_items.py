@@ -138,8 +138,42 @@ def result_item(item_id: str, tool: str | None, text: str, call_id: str | None,
                 reference=ref, digest=content_digest(text))
 
 
-def image_item(item_id: str, source: Any, provider: str, role: str, kind: str = "image") -> Item:
-    """An image or document, counted by its pixel size where the header gives it, never its base64."""
+def image_item(item_id: str, source: Any, provider: str, role: str, kind: str = "image",
+               tokens: int | None = None, model: str | None = None) -> Item:
+    """An image or document, counted by its pixel size where the header gives it, never its base64.
+
+    ``model`` picks the OpenAI image rule of its family (ctxscope.media); Claude's rule is one.
+    """
+    data = _b64_data(source)
+    if tokens is None:  # else the caller measured it (media_items: a PDF's page images)
+        if kind == "image":
+            tokens = payload.image_tokens_b64(provider, data, "auto", model)
+        elif kind == "document":
+            tokens = payload.pdf_tokens(data)
+        else:
+            tokens = DEFAULT_IMAGE_TOKENS
+    category = Category.RESULTS if role == "tool" else Category.PROMPTS
+    part = "results/media" if role == "tool" else f"prompts/media/{kind}"
+    digest = content_digest(data[:4096] + str(len(data))) if isinstance(data, str) else content_digest(item_id)
+    return Item(id=item_id, category=category, part=part, chars=0, fixed_tokens=tokens,
+                label=kind, source_kind=role, digest=digest)
+
+
+def media_items(item_id: str, source: Any, provider: str, role: str, kind: str = "image") -> list[Item]:
+    """An image or document as items: a PDF is its page images and its extracted text (id ``<id>:text``),
+    by the same rule as request bodies (ctxscope.media via payload.document_b64)."""
+    if kind != "document":
+        return [image_item(item_id, source, provider, role, kind)]
+    text, pages = payload.document_b64(provider, _b64_data(source))
+    item = image_item(item_id, source, provider, role, kind, tokens=pages)
+    out = [item]
+    if text:
+        out.append(Item(id=f"{item_id}:text", category=item.category, part=item.part, chars=len(text), text=text,
+                        label=kind, source_kind=role, digest=content_digest(text)))
+    return out
+
+
+def _b64_data(source: Any) -> str | None:
     data = None
     if isinstance(source, dict):
         data = source.get("data")
@@ -147,19 +181,7 @@ def image_item(item_id: str, source: Any, provider: str, role: str, kind: str = 
             data = source["url"].partition("base64,")[2] or None
     elif isinstance(source, str):
         data = source.partition("base64,")[2] or None
-    if not isinstance(data, str):
-        data = None
-    if kind == "image":
-        tokens = payload.image_tokens_b64(provider, data, "auto")
-    elif kind == "document":
-        tokens = payload.pdf_tokens(data)
-    else:
-        tokens = DEFAULT_IMAGE_TOKENS
-    category = Category.RESULTS if role == "tool" else Category.PROMPTS
-    part = "results/media" if role == "tool" else f"prompts/media/{kind}"
-    digest = content_digest(data[:4096] + str(len(data))) if isinstance(data, str) else content_digest(item_id)
-    return Item(id=item_id, category=category, part=part, chars=0, fixed_tokens=tokens,
-                label=kind, source_kind=role, digest=digest)
+    return data if isinstance(data, str) else None
 
 
 def block_text(content: Any) -> str:

@@ -236,7 +236,7 @@ class ClaudeCodeReader:
                 if text:
                     out.extend(_items.text_items(item_id, text, "user", summary=summary))
             elif kind in ("image", "document"):
-                out.append(_items.image_item(item_id, block.get("source"), PROVIDER, "user", kind))
+                out.extend(_items.media_items(item_id, block.get("source"), PROVIDER, "user", kind))
             elif kind == "tool_result":
                 body = block.get("content")
                 out.extend(self._tools.result_items(block.get("tool_use_id"), _items.block_text(body),

@@ -220,7 +220,8 @@ class CodexReader:
                     is_summary = summary and role == "user" and text.lstrip().startswith(("Another language model", "<summary"))
                     out.extend(_items.text_items(self._next_id(role), text, role, summary=is_summary))
                 elif btype in ("input_image", "image"):
-                    out.append(_items.image_item(self._next_id("image"), block.get("image_url"), PROVIDER, "user"))
+                    out.append(_items.image_item(self._next_id("image"), block.get("image_url"), PROVIDER, "user",
+                                                 model=self._model))
             return out
         if kind == "reasoning":
             texts = []
