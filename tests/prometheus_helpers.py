@@ -58,8 +58,25 @@ _PROMQL_WORDS = {
     "scalar", "vector", "time", "timestamp", "absent", "absent_over_time", "label_replace",
     "label_join", "sort", "sort_desc", "histogram_quantile", "last_over_time", "max_over_time",
     "min_over_time", "avg_over_time", "sum_over_time", "count_over_time", "label_values",
-    "inf", "nan",
+    "inf", "nan", "query_result",
 }
+
+# The join that brings service.name from target_info (dashboards/generate.py: series()):
+# the one place a query may name target_info, job and instance.
+TARGET_INFO_JOIN = re.compile(r"\* on \(job, instance\) group_left \(service_name\) target_info(\{[^}]*\})?")
+
+
+def without_target_info_join(expr: str) -> str:
+    """``expr`` with every target_info join removed (for checks on what else it names)."""
+    return TARGET_INFO_JOIN.sub("", expr)
+
+
+def selects_service_on_both_paths(expr: str, metric: str) -> bool:
+    """Every selector of ``metric`` comes in pairs: with service_name, and without it joined to target_info."""
+    labelled = len(re.findall(re.escape(metric) + r'\{service_name!=""', expr))
+    joined = len(re.findall(re.escape(metric) + r'\{service_name=""[^}]*\}( offset \w+)? \* on \(job, instance\) '
+                            r"group_left \(service_name\) target_info", expr))
+    return labelled == joined
 
 
 def metric_names(expr: str) -> set[str]:
@@ -284,7 +301,7 @@ SESSIONS: tuple[ScriptedSession, ...] = (
 class AgentScenario:
     """Annotated spans -> ContextSpanProcessor -> PrometheusMetricReader on a free port."""
 
-    def __init__(self, service: str = SERVICE) -> None:
+    def __init__(self, service: str = SERVICE, *, service_label: bool = True) -> None:
         from opentelemetry.exporter.prometheus import PrometheusMetricReader
         from opentelemetry.sdk.metrics import MeterProvider
         from opentelemetry.sdk.resources import Resource
@@ -295,10 +312,12 @@ class AgentScenario:
 
         resource = Resource.create({"service.name": service})
         self.registry = CollectorRegistry()
-        # service.name becomes the `service_name` label, as the Collector's
-        # resource_to_telemetry_conversion makes it.
+        # With service_label, service.name becomes the `service_name` label, as the
+        # Collector's resource conversion makes it; without, it is on target_info
+        # only, as with OTEL_METRICS_EXPORTER=prometheus and no configuration.
         self.reader = PrometheusMetricReader(
-            resource_attribute_filter=lambda key: key == "service.name", registry=self.registry)
+            resource_attribute_filter=(lambda key: key == "service.name") if service_label else None,
+            registry=self.registry)
         self.meter_provider = MeterProvider(resource=resource, metric_readers=[self.reader])
         self.processor = ContextSpanProcessor(self.meter_provider)
         self.tracer_provider = TracerProvider(resource=resource)

@@ -12,13 +12,25 @@ import pytest
 import yaml
 
 from ctxscope.schema import Metric
-from prometheus_helpers import label_names, metric_names
+from prometheus_helpers import label_names, metric_names, selects_service_on_both_paths, without_target_info_join
 
 ROOT = Path(__file__).resolve().parent.parent
 RULES = ROOT / "prometheus" / "rules" / "ctxscope-alerts.yml"
 RULE_TESTS = ROOT / "prometheus" / "tests" / "ctxscope-alerts.test.yml"
 DOCS = ROOT / "docs" / "dashboards.md"
 SEVERITIES = {"info", "warning", "critical"}
+
+
+def _generator() -> Any:
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("ctxscope_dashboards", ROOT / "dashboards" / "generate.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+GEN = _generator()
 
 requires_promtool = pytest.mark.skipif(
     shutil.which("promtool") is None,
@@ -104,7 +116,8 @@ def test_alerts_have_severity_summary_description_and_runbook():
         notes = alert["annotations"]
         assert notes["summary"].strip() and notes["description"].strip()
         path, _, anchor = notes["runbook_url"].partition("#")
-        assert path == "docs/dashboards.md" and anchor == alert["alert"].lower()
+        # Absolute: docs/ served at the base the file was generated with (generate.py --docs-url).
+        assert path == GEN.DEFAULT_DOCS_URL + "/dashboards.md" and anchor == alert["alert"].lower()
         assert anchor in anchors, f"no runbook section for {alert['alert']}"
 
 
@@ -112,11 +125,19 @@ def test_rules_use_schema_series_and_no_job():
     """Rule expressions name only series ctxscope emits (never utilisation) and select by service_name, not job."""
     allowed = {m.prometheus_name for m in Metric.ALL if m is not Metric.UTILIZATION}
     for alert in _alerts():
-        names = metric_names(alert["expr"])
+        names = metric_names(without_target_info_join(alert["expr"]))
         assert names and names <= allowed, (alert["alert"], names)
-        labels = label_names(alert["expr"])
+        assert all(selects_service_on_both_paths(alert["expr"], n) for n in names), alert["alert"]
+        labels = label_names(without_target_info_join(alert["expr"]))
         assert "job" not in labels and "instance" not in labels
         assert {"service_name", "gen_ai_conversation_id"} <= labels, alert["alert"]
+
+
+def test_committed_rules_are_what_the_generator_writes():
+    """The rule file is generate.py's output (the one source of the rules and their Grafana copies)."""
+    assert RULES.read_text(encoding="utf-8") == GEN.render_rules()
+    assert GEN.render_rules("https://wiki.example/ctx/").count(
+        '"https://wiki.example/ctx/dashboards.md#ctxscope') == len(_alerts())
 
 
 def test_thresholds_are_documented():

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import re
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -14,7 +15,7 @@ import pytest
 import yaml
 
 from ctxscope.schema import Metric
-from prometheus_helpers import label_names, metric_names
+from prometheus_helpers import label_names, metric_names, selects_service_on_both_paths, without_target_info_join
 
 ROOT = Path(__file__).resolve().parent.parent
 DASHBOARDS = ROOT / "dashboards"
@@ -88,7 +89,7 @@ def test_dashboards_are_valid_json_with_unique_uids():
 def test_metric_names_come_from_the_schema():
     """Every series a query names is one ctxscope emits, with the same name on both paths."""
     for path in _files():
-        names = set().union(*(metric_names(q) for q in _queries(_load(path))))
+        names = set().union(*(metric_names(without_target_info_join(q)) for q in _queries(_load(path))))
         assert names, path.name
         assert names <= SCHEMA_SERIES, names - SCHEMA_SERIES
         # The utilisation series differs between Collector and SDK reader: never named.
@@ -118,8 +119,20 @@ def test_no_hard_coded_datasource_or_job():
             if var["type"] == "query":
                 assert var["datasource"] == DS_REF
         for query in _queries(dashboard):
-            assert "job" not in label_names(query), query
-            assert "instance" not in label_names(query), query
+            rest = without_target_info_join(query)
+            assert "job" not in label_names(rest), query
+            assert "instance" not in label_names(rest), query
+            assert "target_info" not in rest, query
+
+
+def test_every_selector_reads_service_from_a_label_or_target_info():
+    """Each ctxscope series is selected twice: with service_name, and without it joined to target_info."""
+    for path in _files():
+        for query in _queries(_load(path)):
+            for name in metric_names(without_target_info_join(query)):
+                assert selects_service_on_both_paths(query, name), query
+    # The check fails on a bare selector.
+    assert not selects_service_on_both_paths('sum(llm_context_tokens{service_name!=""})', "llm_context_tokens")
 
 
 def test_variables_are_datasource_then_service_model_session():
@@ -130,7 +143,8 @@ def test_variables_are_datasource_then_service_model_session():
         assert [v["name"] for v in variables[:4]] == ["datasource", "service", "model", "session"]
         assert variables[0]["type"] == "datasource" and variables[0]["query"] == "prometheus"
         for var, label in zip(variables[1:4], (gen.SERVICE, gen.MODEL, gen.SESSION)):
-            assert var["definition"].endswith(f", {label})"), var["definition"]
+            assert var["definition"].startswith(f"query_result(group by ({label}) ("), var["definition"]
+            assert var["regex"] == f'/{label}="([^"]+)"/' and var["query"]["query"] == var["definition"]
 
 
 def test_every_panel_has_a_description_a_unit_and_queries():
@@ -209,14 +223,26 @@ def test_grafana_alerting_is_generated_from_the_prometheus_rules():
     assert {r["title"] for r in rules} == set(source)
     uids = [r["uid"] for r in rules]
     assert len(set(uids)) == len(uids) and all(len(u) <= 40 for u in uids)
-    datasources = yaml.safe_load((DASHBOARDS / "provisioning/datasources/ctxscope.yaml").read_text())
-    prom_uid = next(d["uid"] for d in datasources["datasources"] if d["type"] == "prometheus")
     for rule in rules:
         original = source[rule["title"]]
         query, condition = rule["data"]
-        assert query["datasourceUid"] == prom_uid
+        # The data source comes from Grafana's environment (compose.yaml sets it), not a fixed uid.
+        assert query["datasourceUid"] == "${CTXSCOPE_PROMETHEUS_DATASOURCE_UID}"
         assert query["model"]["expr"] == original["expr"].strip()
         assert condition["refId"] == rule["condition"] and condition["model"]["expression"] == "A"
         assert rule["for"] == original["for"] and rule["labels"] == original["labels"]
-        assert "$value " not in " ".join(rule["annotations"].values())
-        assert rule["annotations"]["runbook_url"] == original["annotations"]["runbook_url"]
+        notes = rule["annotations"]
+        # Grafana expands $NAME in provisioning files: template dollars are doubled.
+        assert "$$values.A.Value" in notes["description"] or "$value" not in original["annotations"]["description"]
+        assert re.sub(r"\$\$", "", notes["description"] + notes["summary"]).count("$") == 0
+        assert notes["runbook_url"] == "${CTXSCOPE_DOCS_URL}/dashboards.md#" + rule["title"].lower()
+
+
+def test_compose_gives_grafana_the_alerting_inputs():
+    """compose.yaml sets the two environment variables the alert copies read, to the provisioned uid."""
+    compose = yaml.safe_load((ROOT / "compose.yaml").read_text())
+    env = compose["services"]["grafana"]["environment"]
+    datasources = yaml.safe_load((DASHBOARDS / "provisioning/datasources/ctxscope.yaml").read_text())
+    prom_uid = next(d["uid"] for d in datasources["datasources"] if d["type"] == "prometheus")
+    assert env["CTXSCOPE_PROMETHEUS_DATASOURCE_UID"] == prom_uid
+    assert env["CTXSCOPE_DOCS_URL"].startswith("http")

@@ -2,7 +2,10 @@
 
 A scripted agent (tests/prometheus_helpers.py: SESSIONS) sends annotated spans
 through ctxscope's ContextSpanProcessor; the SDK's PrometheusMetricReader
-serves the metrics; the Debian ``prometheus`` binary scrapes them every second
+serves the metrics, once with ``service.name`` as a ``service_name`` label on
+every series and once with it on ``target_info`` only (the reader's default,
+what ``OTEL_METRICS_EXPORTER=prometheus`` gives); the Debian ``prometheus``
+binary scrapes them every second
 and evaluates the shipped alert rules (``for:`` shortened to 0s). Then every
 panel query of every dashboard, with its variables filled in, must return the
 series and values worked out by hand below; the alerts must fire where the
@@ -168,10 +171,10 @@ class LiveRun:
         self.at = 0.0
 
 
-@pytest.fixture(scope="module")
-def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveRun]:
+@pytest.fixture(scope="module", params=["service_name label", "target_info only"])
+def live(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveRun]:
     workdir = tmp_path_factory.mktemp("prometheus")
-    agent = AgentScenario()
+    agent = AgentScenario(service_label=request.param == "service_name label")
     prom = PrometheusServer(workdir, [agent.target], rules_for_test(workdir))
     try:
         # Every turn but each session's last, then a real Prometheus scrapes them.
@@ -179,6 +182,11 @@ def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveRun]:
         prom.start()
         wait_for(lambda: _sums(prom) == {"sess-near": 6600, "sess-waste": 3300, "sess-mystery": 1900}, 30)
         wait_for(lambda: _firing(prom) >= FIRING_BEFORE_LAST_TURN, 15)
+        # The path under test: service.name on every series, or on target_info alone.
+        raw = prom.query(G.TOKENS)
+        assert {SVC in r["metric"] for r in raw} == {request.param == "service_name label"}
+        assert vector(prom.query(f"count by ({SVC}) ({G.TARGET_INFO})"), drop=["job", "instance"]) == {
+            key(**{SVC: SERVICE}): 1.0}
         run = LiveRun(prom, agent)
         run.alerts_before_last_turn = _pending_or_firing(prom)
         # The last turns cross the thresholds.
@@ -219,6 +227,22 @@ def _fill(expr: str, session: str | None, *, model: str = ".*") -> str:
     return out
 
 
+def grafana_variable_values(prom: PrometheusServer, variable: dict[str, Any]) -> set[str]:
+    """A query-result variable's values as Grafana gets them: each result series written
+    ``name{label="value", ...} value timestamp``, the variable's regex applied to each line."""
+    match = re.fullmatch(r"query_result\((.+)\)", variable["definition"], re.S)
+    assert match, variable["definition"]
+    regex = re.compile(variable["regex"].strip("/"))
+    values = set()
+    for r in prom.query(_fill(match.group(1), None)):
+        labels = ", ".join(f'{k}="{v}"' for k, v in sorted(r["metric"].items()) if k != "__name__")
+        line = f'{r["metric"].get("__name__", "")}{{{labels}}} {r["value"][1]} {r["value"][0]}'
+        found = regex.search(line)
+        if found:
+            values.add(found.group(1))
+    return values
+
+
 def test_variables_list_the_scenarios_services_models_and_sessions(live: LiveRun) -> None:
     """Each variable query returns exactly the scenario's service, models and sessions."""
     (dashboard,) = _dashboards()
@@ -226,11 +250,7 @@ def test_variables_list_the_scenarios_services_models_and_sessions(live: LiveRun
     want = {"service": {SERVICE}, "model": {"gpt-4o", "claude-sonnet-4-5"},
             "session": {s.session_id for s in SESSIONS}}
     for name, values in want.items():
-        match = re.fullmatch(r"label_values\((?:(.+), )?(\w+)\)", variables[name]["definition"])
-        assert match, variables[name]["definition"]
-        selector, label = match.groups()
-        got = live.prom.label_values(label, _fill(selector, None))
-        assert set(got) == values, name
+        assert grafana_variable_values(live.prom, variables[name]) == values, name
 
 
 def test_every_panel_query_returns_the_scenarios_series(live: LiveRun) -> None:
@@ -275,7 +295,8 @@ def test_alerts_fire_when_the_scenario_crosses_their_thresholds(live: LiveRun) -
     assert near["labels"]["severity"] == "warning"
     assert float(near["value"]) == pytest.approx(0.94)
     assert "94%" in near["annotations"]["description"]
-    assert near["annotations"]["runbook_url"].startswith("docs/dashboards.md#")
+    assert near["annotations"]["runbook_url"] == (
+        G.DEFAULT_DOCS_URL + "/dashboards.md#ctxscopecontextnearcompactionthreshold")
 
 
 def test_after_the_recording_ends_series_read_zero_then_are_gone(live: LiveRun) -> None:

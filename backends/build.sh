@@ -1,0 +1,92 @@
+#!/usr/bin/env bash
+# Builds or fetches the real backends the end-to-end tests run, into a cache
+# directory outside the clone so that every later run (and CI on the same
+# machine) reuses them. Each part is skipped when its binary is present.
+#
+#   backends/build.sh [otelcol|jaeger|prometheus3|victoriametrics|alertmanager|all]...
+#
+# CTXSCOPE_BACKENDS_DIR overrides the cache directory; tests read the same
+# variable (tests/e2e/backends.py), so both agree on where binaries live.
+set -euo pipefail
+here="$(cd "$(dirname "$0")" && pwd)"
+# Pinned releases: one place, read by tests/e2e/backends.py too.
+source "$here/versions.env"
+dir="${CTXSCOPE_BACKENDS_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/ctxscope-backends}"
+mkdir -p "$dir/bin"
+# Only the module proxy: `direct` would try github.com, which these machines cannot reach.
+export GOPROXY="${GOPROXY:-https://proxy.golang.org}" GOFLAGS="${GOFLAGS:--buildvcs=false}" CGO_ENABLED=0
+
+log() { printf '[backends] %s\n' "$*" >&2; }
+timed() { local t0=$SECONDS; "$@"; log "$1 $2: $((SECONDS - t0)) s"; }
+
+need_go() {
+  command -v go >/dev/null 2>&1 || { log "go not found: install a Go toolchain to build $1"; exit 1; }
+}
+
+otelcol() {
+  # The binary's name carries the manifest's hash: editing the manifest rebuilds.
+  local sum; sum="$(sha256sum "$here/otelcol-builder.yaml" | cut -c1-12)"
+  local out="$dir/bin/otelcol-ctxscope-$OTELCOL_VERSION-$sum"
+  if [ -x "$out" ]; then ln -sf "$(basename "$out")" "$dir/bin/otelcol-ctxscope"; log "otelcol: cached $out"; return; fi
+  need_go "the Collector"
+  local work; work="$(mktemp -d)"
+  GOBIN="$dir/tools" go install "go.opentelemetry.io/collector/cmd/builder@v$OTELCOL_VERSION"
+  sed "s#output_path: .*#output_path: $work/dist#" "$here/otelcol-builder.yaml" > "$work/manifest.yaml"
+  "$dir/tools/builder" --config="$work/manifest.yaml"
+  install -m 0755 "$work/dist/otelcol-ctxscope" "$out"
+  ln -sf "$(basename "$out")" "$dir/bin/otelcol-ctxscope"
+  rm -rf "$work"
+}
+
+jaeger() {
+  local out="$dir/bin/jaeger-$JAEGER_MODULE_VERSION"
+  if [ -x "$out" ]; then ln -sf "$(basename "$out")" "$dir/bin/jaeger"; log "jaeger: cached $out"; return; fi
+  need_go "Jaeger"
+  local gobin; gobin="$(mktemp -d)"
+  GOBIN="$gobin" go install "github.com/jaegertracing/jaeger/cmd/jaeger@$JAEGER_MODULE_VERSION"
+  install -m 0755 "$gobin/jaeger" "$out"; rm -rf "$gobin"
+  ln -sf "$(basename "$out")" "$dir/bin/jaeger"
+}
+
+prometheus3() {
+  local out="$dir/bin/prometheus-$PROMETHEUS_MODULE_VERSION"
+  if [ -x "$out" ]; then ln -sf "$(basename "$out")" "$dir/bin/prometheus3"; log "prometheus3: cached $out"; return; fi
+  need_go "Prometheus 3"
+  local gobin; gobin="$(mktemp -d)"
+  GOBIN="$gobin" go install "github.com/prometheus/prometheus/cmd/prometheus@$PROMETHEUS_MODULE_VERSION"
+  install -m 0755 "$gobin/prometheus" "$out"; rm -rf "$gobin"
+  ln -sf "$(basename "$out")" "$dir/bin/prometheus3"
+}
+
+victoriametrics() {
+  # Debian trixie's package runs on bookworm; fetched with a source list given on
+  # the command line, so the system's apt configuration is left as it is.
+  local vm="$dir/victoria-metrics-$VICTORIAMETRICS_DEBIAN_VERSION"
+  if [ -x "$vm/usr/bin/victoria-metrics" ]; then ln -sfn "$(basename "$vm")" "$dir/victoria-metrics"; log "victoriametrics: cached $vm"; return; fi
+  local uri; uri="$(awk '/^URIs:/ {print $2; exit}' /etc/apt/sources.list.d/debian.sources 2>/dev/null || true)"
+  uri="${uri:-http://deb.debian.org/debian}"
+  local apt; apt="$(mktemp -d)"; mkdir -p "$apt/lists/partial" "$apt/archives/partial"
+  echo "deb $uri trixie main" > "$apt/src.list"
+  local opts=(-o "Dir::Etc::sourcelist=$apt/src.list" -o Dir::Etc::sourceparts=/nonexistent
+              -o "Dir::State::Lists=$apt/lists" -o "Dir::Cache::archives=$apt/archives")
+  apt-get "${opts[@]}" update -qq
+  (cd "$apt" && apt-get "${opts[@]}" download "victoria-metrics=$VICTORIAMETRICS_DEBIAN_VERSION")
+  mkdir -p "$vm.tmp" && dpkg -x "$apt"/victoria-metrics_*.deb "$vm.tmp" && mv "$vm.tmp" "$vm"
+  rm -rf "$apt"
+  ln -sfn "$(basename "$vm")" "$dir/victoria-metrics"
+}
+
+alertmanager() {
+  # Debian's own package: installed, not cached (the tests find it on PATH).
+  command -v prometheus-alertmanager >/dev/null 2>&1 && { log "alertmanager: installed"; return; }
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus-alertmanager >/dev/null
+}
+
+parts=("$@"); [ ${#parts[@]} -eq 0 ] && parts=(all)
+for part in "${parts[@]}"; do
+  case "$part" in
+    all) for p in otelcol victoriametrics alertmanager jaeger prometheus3; do timed "$0" "$p"; done ;;
+    otelcol|jaeger|prometheus3|victoriametrics|alertmanager) "$part" ;;
+    *) log "unknown part: $part"; exit 2 ;;
+  esac
+done
