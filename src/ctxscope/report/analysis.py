@@ -55,6 +55,15 @@ class SessionResult:
     prefix_moves: list[PrefixMove] = field(default_factory=list)
 
     @property
+    def counting(self) -> str:
+        """The basis, and the Claude proxy when the live path applies it (framing.proxy_encoding_items)."""
+        from ..framing import is_claude
+
+        if self.basis and is_claude(self.model):
+            return f"{self.basis} x Claude proxy ratio per kind of content (overhead framing:proxy-encoding)"
+        return self.basis
+
+    @property
     def inferred_prefix(self) -> int:
         """The inferred system+tools size of the last call (0 before anything was learned)."""
         last = self.last

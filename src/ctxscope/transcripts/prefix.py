@@ -42,8 +42,8 @@ __all__ = ["INFERENCE", "MOVE_SHARE", "MOVE_TOKENS", "PrefixLearner", "PrefixMov
 # What every output says of the inference it used.
 INFERENCE = "system+tools learned per session and model from reported input (selfcal offset)"
 # A learned size this far from the one shown is a move of the prefix.
-MOVE_TOKENS = 1000
-MOVE_SHARE = 0.05
+MOVE_TOKENS = 2000
+MOVE_SHARE = 0.10
 _KEY = "transcript"
 
 
