@@ -108,6 +108,14 @@ MAX_CHANGES_PER_SPAN = 64
 OTHER_PART_SUFFIX = "/other"
 
 
+# A transcript never holds the system prompt and tool schemas, yet the
+# reported input does: the part learned from usage that stands for them
+# (docs/analyze.md, "The hidden prefix"), and its label in every output.
+INFERRED_PREFIX_PART = "system/inferred-prefix"
+INFERRED_PREFIX_LABEL = "system+tools (inferred from usage)"
+INFERRED_PREFIX_ID = "inferred:system+tools"
+
+
 def part_category(part: str) -> Category:
     """The category a part path belongs to (its first path segment)."""
     return Category(part.split("/", 1)[0])

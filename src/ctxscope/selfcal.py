@@ -95,13 +95,22 @@ def _median_abs_error(pairs: Iterable[tuple[int, int]], fn) -> float:
     return statistics.median(errors) if errors else 0.0
 
 
-def fit(model: str, tools_key: str, pairs: list[tuple[int, int]]) -> Correction | None:
-    """The correction that best explains ``(estimate, reported)`` pairs, or None without pairs."""
+def fit(model: str, tools_key: str, pairs: list[tuple[int, int]], *,
+        offset_only: bool = False) -> Correction | None:
+    """The correction that best explains ``(estimate, reported)`` pairs, or None without pairs.
+
+    ``offset_only``: the fixed hidden part alone (a transcript's system prompt
+    and tools, whose size is what is wanted, not the best predictor).
+    """
     usable = [(e, r) for e, r in pairs if e > 0 and r > 0]
     if not usable:
         return None
     offsets = [r - e for e, r in usable]
-    if len(usable) < MIN_PAIRS:
+    if len(usable) < MIN_PAIRS or offset_only:
+        if offset_only and len(usable) >= MIN_PAIRS:
+            offset = float(statistics.median(offsets))
+            return Correction(model, tools_key, MODE_OFFSET, offset, 1.0, len(usable),
+                              _median_abs_error(usable, lambda e: e + offset))
         offset = float(offsets[-1])
         return Correction(model, tools_key, MODE_OFFSET, offset, 1.0, len(usable),
                           _median_abs_error(usable, lambda e: e + offset))
@@ -146,10 +155,11 @@ def _theil_sen(pairs: list[tuple[int, int]]) -> tuple[float, float] | None:
 class SelfCalibrator:
     """Per-model, per-tool-set corrections learned from observed (estimate, reported) pairs."""
 
-    def __init__(self, window: int = WINDOW) -> None:
+    def __init__(self, window: int = WINDOW, *, offset_only: bool = False) -> None:
         if window < 1:
             raise ValueError("window must be at least 1")
         self._window = window
+        self._offset_only = offset_only
         self._pairs: dict[tuple[str, str], deque[tuple[int, int]]] = {}
         self._fitted: dict[tuple[str, str], Correction] = {}
         self._lock = threading.Lock()
@@ -165,7 +175,7 @@ class SelfCalibrator:
             for key in keys:
                 pairs = self._pairs.setdefault(key, deque(maxlen=self._window))
                 pairs.append((int(estimated), int(reported)))
-                fitted = fit(key[0], key[1], list(pairs))
+                fitted = fit(key[0], key[1], list(pairs), offset_only=self._offset_only)
                 if fitted is not None:
                     self._fitted[key] = fitted
             return self._fitted.get((model, tools_key))

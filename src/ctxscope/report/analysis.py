@@ -19,6 +19,7 @@ from ..ledger import SessionLedger
 from ..schema import Category
 from ..tokens import counter_for
 from ..transcripts import Problem, TranscriptCall, TranscriptFile, observe_call
+from ..transcripts.prefix import INFERENCE, PrefixLearner, PrefixMove
 from ..waste import Report, WasteOptions, WasteTracker
 
 
@@ -28,8 +29,9 @@ class CallRow:
     line: int | None
     timestamp_ns: int | None
     model: str | None
-    estimated: int
+    estimated: int  # counted content plus the inferred prefix
     reported: int | None
+    inferred: int  # the inferred prefix's share of ``estimated``
     calibrated: dict[Category, int]
     waste: int
     compaction: str | None  # trigger when a compaction happened just before this call
@@ -49,6 +51,23 @@ class SessionResult:
     window: int | None = None
     waste: Report | None = None
     compactions: int = 0
+    inference: str = INFERENCE
+    prefix_moves: list[PrefixMove] = field(default_factory=list)
+
+    @property
+    def counting(self) -> str:
+        """The basis, and the Claude proxy when the live path applies it (framing.proxy_encoding_items)."""
+        from ..framing import is_claude
+
+        if self.basis and is_claude(self.model):
+            return f"{self.basis} x Claude proxy ratio per kind of content (overhead framing:proxy-encoding)"
+        return self.basis
+
+    @property
+    def inferred_prefix(self) -> int:
+        """The inferred system+tools size of the last call (0 before anything was learned)."""
+        last = self.last
+        return last.inferred if last else 0
 
     @property
     def last(self) -> CallRow | None:
@@ -78,10 +97,11 @@ class FileResult:
 
 
 class _Live:
-    __slots__ = ("ledger", "tracker", "result")
+    __slots__ = ("ledger", "tracker", "result", "prefix")
 
     def __init__(self, ledger: SessionLedger, tracker: WasteTracker, result: SessionResult) -> None:
         self.ledger, self.tracker, self.result = ledger, tracker, result
+        self.prefix = PrefixLearner()
 
 
 def analyze_file(path: str, *, format: str | None = None, tokenizer: str = "auto",
@@ -110,8 +130,10 @@ def _analyze_file(path: str, format: str | None, tokenizer: str, options: WasteO
             counter = counter_for(call.model, tokenizer)
             result = SessionResult(call.session_id, path, source.format or "", call.provider,
                                    call.parent_session_id)
+            # Claude content through the live path's proxy (o200k_base times the
+            # published ratio per kind of content): framing:proxy-encoding.
             state = live[call.session_id] = _Live(
-                SessionLedger(call.session_id, counter=counter), WasteTracker(options), result)
+                SessionLedger(call.session_id, counter=counter, proxy_encoding=True), WasteTracker(options), result)
         _account(state, call, keep_text)
     sessions = []
     for state in live.values():
@@ -121,6 +143,7 @@ def _analyze_file(path: str, format: str | None, tokenizer: str, options: WasteO
             result.parts = latest.apportioned()
             result.waste = state.tracker.report(result.used)
             result.basis = latest.annotation.basis
+        result.prefix_moves = state.prefix.moves
         sessions.append(result)
     # Parents first, then their subagents, each in order of appearance.
     sessions.sort(key=lambda s: s.parent_session_id is not None)
@@ -128,7 +151,13 @@ def _analyze_file(path: str, format: str | None, tokenizer: str, options: WasteO
 
 
 def _account(state: _Live, call: TranscriptCall, keep_text: bool) -> None:
+    prefix = state.prefix.item_for(call.index, call.model, call.compaction is not None)
+    if prefix is not None:
+        call.items = [*call.items, prefix]  # a new list: a reader may keep the one it handed over
     snapshot = observe_call(state.ledger, call)
+    inferred = prefix.fixed_tokens or 0 if prefix is not None else 0
+    content = snapshot.annotation.estimated_tokens - inferred
+    state.prefix.learn(call.index, call.model, content, call.reported_tokens)
     if call.reset:
         waste = state.tracker.observe(snapshot)
     else:  # the reader says what is new: no need to compare the whole context again
@@ -150,7 +179,7 @@ def _account(state: _Live, call: TranscriptCall, keep_text: bool) -> None:
         compaction = trigger.value if trigger is not None else "auto"
         result.compactions += 1
     result.rows.append(CallRow(call.index, call.line, call.timestamp_ns, call.model,
-                               ann.estimated_tokens, ann.reported_tokens,
+                               ann.estimated_tokens, ann.reported_tokens, inferred,
                                {c: v for c, v in calibrated.items() if v}, sum(waste.values()),
                                compaction))
     result.model = call.model or result.model

@@ -34,6 +34,10 @@ def session_json(session: SessionResult) -> dict[str, Any]:
         "provider": session.provider,
         "model": session.model,
         "basis": session.basis,
+        "counting": session.counting,
+        "inference": session.inference,
+        "inferred_prefix_tokens": session.inferred_prefix,
+        "prefix_moves": [{"call": m.index, "before": m.before, "after": m.after} for m in session.prefix_moves],
         "stage": "transcript-observed",
         "coverage": "partial",
         "calls": len(session.rows),
@@ -52,7 +56,7 @@ def session_json(session: SessionResult) -> dict[str, Any]:
         },
         "growth": [
             {"call": r.index, "line": r.line, "timestamp_ns": r.timestamp_ns,
-             "estimated_tokens": r.estimated, "reported_tokens": r.reported,
+             "estimated_tokens": r.estimated, "inferred_tokens": r.inferred, "reported_tokens": r.reported,
              "used_tokens": sum(r.calibrated.values()),
              "categories": {c.value: r.calibrated[c] for c in CATEGORIES if r.calibrated.get(c)},
              "waste_tokens": r.waste, "compaction": r.compaction}

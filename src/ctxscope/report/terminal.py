@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from typing import TextIO
 
-from ..schema import CATEGORIES
+from ..schema import CATEGORIES, INFERRED_PREFIX_LABEL
 from .analysis import FileResult, SessionResult
 
 _BAR = 30
+_MOVES_SHOWN = 5
 # What each source lacks, which the provider's count includes: the unattributed part.
 MISSING = {
     "claude-code": "not in the file: system prompt, tool schemas",
@@ -31,6 +32,8 @@ def render_session(session: SessionResult, out: TextIO, *, top: int = 10, growth
               f"   basis {session.basis}   coverage partial (transcript-observed)\n")
     window = f" of {session.window:,} window" if session.window else ""
     reported = last.reported if last else None
+    out.write(f"  counting {session.counting}\n")
+    out.write(f"  inference {session.inference}\n")
     out.write(f"  context now {used:,} tokens{window}   peak {session.peak:,}   "
               f"reported {_n(reported)}\n")
     if last is not None:
@@ -43,6 +46,14 @@ def render_session(session: SessionResult, out: TextIO, *, top: int = 10, growth
             bar = "#" * max(1, round(share * _BAR)) if value else ""
             note = f"  ({MISSING.get(session.format, 'not in the input')})" if category.value == "unattributed" else ""
             out.write(f"    {category.value:<13}{value:>11,}  {share:6.1%}  {bar}{note}\n")
+            if category.value == "system" and last.inferred:
+                out.write(f"      of which {INFERRED_PREFIX_LABEL}: {last.inferred:,} (estimate)\n")
+        moves = session.prefix_moves
+        for move in moves[:_MOVES_SHOWN]:
+            out.write(f"    {INFERRED_PREFIX_LABEL} moved at call {move.index}: "
+                      f"{move.before:,} -> {move.after:,}\n")
+        if len(moves) > _MOVES_SHOWN:
+            out.write(f"    ... {len(moves) - _MOVES_SHOWN} more moves (--json: prefix_moves)\n")
     if session.rows:
         out.write("\n  growth over calls (used tokens; * compaction)\n")
         rows = session.rows

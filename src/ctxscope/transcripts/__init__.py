@@ -14,14 +14,14 @@ from ..schema import Coverage, Stage
 from .detect import UnknownFormat, detect_format, make_reader
 from .model import (FORMAT_CLAUDE_CODE, FORMAT_CODEX, FORMAT_MESSAGES, FORMATS, Compaction,
                     Problem, TranscriptCall)
-from .source import MAX_LINE_BYTES, TranscriptFile
+from .source import MAX_LINE_BYTES, TimedCall, TranscriptFile
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..ledger import SessionLedger, Snapshot
 
 __all__ = [
     "FORMATS", "FORMAT_CLAUDE_CODE", "FORMAT_CODEX", "FORMAT_MESSAGES", "MAX_LINE_BYTES",
-    "Compaction", "Problem", "TranscriptCall", "TranscriptFile", "UnknownFormat",
+    "Compaction", "Problem", "TimedCall", "TranscriptCall", "TranscriptFile", "UnknownFormat",
     "detect_format", "make_reader", "observe_call",
 ]
 

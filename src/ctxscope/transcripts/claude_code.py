@@ -8,8 +8,14 @@ The facts this reader follows (``shared/corpus/README.md``):
 - ``parentUuid`` forms a tree (rewinds, edits): a call's context is the chain
   walked back from its first line's parent. Only the nodes walked since the
   previous call are visited, so the work follows what is new.
-- A ``compact_boundary`` system line has ``parentUuid: null``: the chain
-  stops there, and the ``isCompactSummary`` user line after it is a summary.
+- Every record with a ``uuid`` is a link of the chain, whatever its type:
+  ``progress`` and ``system`` records (``stop_hook_summary``,
+  ``turn_duration``) sit inside it in 2.1.x, and new versions add types.
+  Only user, assistant and attachment links carry context items.
+- A ``compact_boundary`` system line (``parentUuid: null``,
+  ``logicalParentUuid`` naming the chain before it) cuts the chain there;
+  the ``isCompactSummary`` user line after it is a summary. Any root link
+  with a ``logicalParentUuid`` is such a boundary.
 - Lines with ``isSidechain: true`` (subagents, old in-file sidechains) belong
   to a session of their own, keyed by ``agentId``: never added to the parent.
 - Reported input = ``input_tokens + cache_creation_input_tokens +
@@ -28,10 +34,6 @@ from .model import (FORMAT_CLAUDE_CODE, Compaction, Problem, TranscriptCall, ant
                     dumps, parse_timestamp_ns, record_type)
 
 PROVIDER = "anthropic"
-_SKIPPED_TYPES = {"progress", "file-history-snapshot", "queue-operation", "summary",
-                  "permission-mode", "last-prompt", "custom-title", "ai-title", "agent-name",
-                  "mode", "frame-link", "pr-link", "started", "result", "relocated",
-                  "worktree-state", "bridge-session", "atis-latch"}
 # Attachment types injected into context as reminders, and where they count.
 _ATTACHMENT_PARTS = {"skill_listing": "skills", "invoked_skills": "skills", "dynamic_skill": "skills",
                      "nested_memory": "rules", "deferred_tools_delta": "tools",
@@ -78,31 +80,23 @@ class ClaudeCodeReader:
         if kind is None:
             return []
         self.records += 1
-        if kind in _SKIPPED_TYPES:
-            return []
         uuid = record.get("uuid")
-        if kind not in ("user", "assistant", "system", "attachment"):
-            return []  # record types new versions add: not context, skipped
         if not isinstance(uuid, str):
-            return []
+            return []  # not a link of the chain (snapshots, queue operations, titles): not context
+        # Any record with a uuid is a link of the parentUuid chain, whatever its
+        # type (progress, system, attachment and the types new versions add):
+        # the chain is walked through it. Only some links carry context.
         session = self._session(record)
         parent = record.get("parentUuid")
         parent = parent if isinstance(parent, str) else None
-        if kind == "system":
-            compaction = None
-            if record.get("subtype") == "compact_boundary":
-                meta = record.get("compactMetadata") or {}
-                trigger = meta.get("trigger") if isinstance(meta, dict) else None
-                compaction = Compaction(
-                    trigger=CompactionTrigger(trigger) if trigger in ("auto", "manual") else CompactionTrigger.AUTO,
-                    pre_tokens=as_int(meta.get("preTokens")) if isinstance(meta, dict) else None,
-                    line=line)
-            session.nodes[uuid] = _Node(parent, (), compaction)
+        compaction = _compaction(record, kind, parent, line)
+        if compaction is not None:
+            session.nodes[uuid] = _Node(None, (), compaction)
             return []
         if kind == "attachment":
             session.nodes[uuid] = _Node(parent, self._attachment_items(uuid, record.get("attachment")))
             return []
-        message = record.get("message")
+        message = record.get("message") if kind in ("user", "assistant") else None
         if not isinstance(message, dict):
             session.nodes[uuid] = _Node(parent, ())
             return []
@@ -266,6 +260,29 @@ class ClaudeCodeReader:
         item.category = Category(category)
         item.part = category
         return (item,)
+
+
+def _compaction(record: Mapping[str, Any], kind: str, parent: str | None, line: int) -> Compaction | None:
+    """The compaction a record declares, if it is a compaction boundary.
+
+    A boundary is a ``system`` line with ``subtype: compact_boundary``, or any
+    link that starts a new root (``parentUuid: null``) while naming the chain
+    it continues in ``logicalParentUuid`` (a boundary whose subtype a new
+    version renamed, or a continuation file's first line). Its context starts
+    anew: the chain is cut there whatever ``parentUuid`` says.
+    """
+    logical = record.get("logicalParentUuid")
+    boundary = kind == "system" and record.get("subtype") == "compact_boundary"
+    if not boundary and not (parent is None and isinstance(logical, str) and logical):
+        return None
+    meta = record.get("compactMetadata")
+    meta = meta if isinstance(meta, dict) else {}
+    trigger = meta.get("trigger")
+    pre_tokens = as_int(meta.get("preTokens")) if "preTokens" in meta else None
+    return Compaction(
+        trigger=CompactionTrigger(trigger) if trigger in ("auto", "manual") else CompactionTrigger.AUTO,
+        pre_tokens=pre_tokens or None, line=line,
+        logical_parent=logical if isinstance(logical, str) and logical else None)
 
 
 def _blocks(uuid: str, content: Any) -> Iterator[tuple[str, Any, dict[str, Any]]]:

@@ -23,7 +23,19 @@ _CODEX_LEGACY_TYPES = {"message", "reasoning", "function_call", "function_call_o
 
 
 class UnknownFormat(ValueError):
-    """The first record matches no known transcript format."""
+    """No record of the head matches a known transcript format.
+
+    ``undecided`` is True when every record read was a JSON object of a type
+    no format claims: more of the file (still being written) may decide.
+    """
+
+    def __init__(self, message: str, *, undecided: bool = False) -> None:
+        super().__init__(message)
+        self.undecided = undecided
+
+
+# Records of unknown types read past before giving up on a JSONL file's format.
+MAX_SNIFFED_RECORDS = 200
 
 
 def detect_format(head: bytes, forced: str | None = None) -> tuple[str, bool]:
@@ -31,34 +43,75 @@ def detect_format(head: bytes, forced: str | None = None) -> tuple[str, bool]:
 
     ``is_document`` is True when the file is one JSON document (parsed whole)
     rather than JSONL. ``forced`` skips sniffing the format (not the layout).
+    A JSONL file is known by its first record of a known shape: leading
+    records of types no format claims (new agent versions add some) are
+    read past, up to ``MAX_SNIFFED_RECORDS`` of them within ``head``.
     """
     if forced is not None and forced not in FORMATS:
         raise UnknownFormat(f"unknown format {forced!r}: choose one of {', '.join(FORMATS)}")
     text = head.lstrip()
     if text.startswith(b"\xef\xbb\xbf"):
         text = text[3:].lstrip()
-    first = text.split(b"\n", 1)[0].strip()
+    lines = text.split(b"\n", MAX_SNIFFED_RECORDS)
+    first = lines[0].strip()
     record: Any = None
     try:
         record = loads(first)
     except ValueError:
         record = None
-    if isinstance(record, list) or (record is None and text[:1] in (b"[", b"{")):
+    if isinstance(record, list) or (record is None and text[:1] in (b"[", b"{")
+                                    and not _jsonl_after(lines)):
         # A JSON document (array, or an object spread over lines).
         return forced or FORMAT_MESSAGES, True
-    if not isinstance(record, dict):
+    if record is not None and not isinstance(record, dict):
         raise UnknownFormat("not a JSON or JSONL transcript (the first line is not a JSON object)")
     if forced is not None:
         return forced, False
-    return _sniff(record), False
+    first_kind: Any = None
+    seen = 0
+    for line in lines[:MAX_SNIFFED_RECORDS]:
+        line = line.strip()
+        if not line:
+            continue
+        try:
+            candidate = loads(line)
+        except ValueError:
+            continue  # a damaged or cut line: the reader reports it; the next may tell
+        if not isinstance(candidate, dict):
+            continue
+        seen += 1
+        if first_kind is None:
+            first_kind = candidate.get("type")
+        fmt = _sniff(candidate)
+        if fmt is not None:
+            return fmt, False
+    if not seen:
+        raise UnknownFormat("not a JSON or JSONL transcript (the first line is not a JSON object)")
+    raise UnknownFormat("unrecognised transcript format (first record has type "
+                        f"{str(first_kind)[:40]!r}); pass --format {'/'.join(FORMATS)}", undecided=True)
 
 
-def _sniff(record: dict[str, Any]) -> str:
+def _jsonl_after(lines: list[bytes]) -> bool:
+    """A first line cut or damaged, but later lines each a JSON object: JSONL, not a document."""
+    for line in lines[1:4]:
+        line = line.strip()
+        if not line:
+            continue
+        try:
+            return isinstance(loads(line), dict)
+        except ValueError:
+            return False
+    return False
+
+
+def _sniff(record: dict[str, Any]) -> str | None:
+    """The format a record shows, or None when it could be of any (an unknown type)."""
     kind = record.get("type")
     kind = kind if isinstance(kind, str) else None
     if kind in _CODEX_TYPES and "payload" in record:
         return FORMAT_CODEX
-    if "parentUuid" in record or "sessionId" in record or "leafUuid" in record:
+    # Every Claude Code record has a type: a bare sessionId (a metrics export) is not one.
+    if kind is not None and ("parentUuid" in record or "sessionId" in record or "leafUuid" in record):
         return FORMAT_CLAUDE_CODE
     if kind in _CLAUDE_TYPES and ("uuid" in record or "message" in record or kind == "summary"):
         return FORMAT_CLAUDE_CODE
@@ -69,8 +122,7 @@ def _sniff(record: dict[str, Any]) -> str:
         return FORMAT_CODEX
     if kind in _CLAUDE_TYPES:
         return FORMAT_CLAUDE_CODE
-    raise UnknownFormat("unrecognised transcript format (first record has type "
-                        f"{str(kind)[:40]!r}); pass --format {'/'.join(FORMATS)}")
+    return None
 
 
 def make_reader(fmt: str, name: str, path: str | None = None) -> Reader:

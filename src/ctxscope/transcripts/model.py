@@ -53,6 +53,7 @@ class Compaction:
     trigger: CompactionTrigger | None
     pre_tokens: int | None = None  # as the agent declared it, when it did
     line: int | None = None
+    logical_parent: str | None = None  # Claude Code: the link the compacted chain ended at
 
 
 @dataclass(slots=True)

@@ -1,140 +1,256 @@
-"""Reading transcript files line by line, in constant memory, resumable from a byte offset.
+"""The one reader stack: a transcript file, read or followed line by line, in constant memory.
 
-:class:`TranscriptFile` opens a file, sniffs its format (unless forced), and
-hands each well-formed JSON record to the format's reader. Bad input never
-raises: each problem becomes a :class:`~.model.Problem` (a line number and a
-one-line message) and the rest of the file is still read. ``poll()`` reads
-what was appended since the last call, so a live viewer can follow a growing
-file; a last line without its newline is left for the next poll (it may be
-half-written) until ``finish()``.
+:class:`TranscriptFile` opens a file, finds its format (unless forced), and
+hands each well-formed JSON record to the format's reader. ``analyze``,
+``replay`` and ``watch`` all read through it, so a byte-order mark, a
+truncated last line, an oversize line or leading records of unknown types
+are handled the same way everywhere:
+
+- Bad input never raises: each problem becomes a :class:`~.model.Problem`
+  (a line number and a one-line message), kept in ``problems`` and passed to
+  ``on_problem``; the rest of the file is still read. The readers' own
+  problems (a record without a type) join the same list.
+- ``poll()`` reads what was appended since the last call; a last line
+  without its newline is left for the next poll (it may be half-written)
+  until ``final`` (the end of an analysis or replay) takes it as it is: a
+  truncated last line is then reported once and skipped.
+- No file handle stays open between polls (a watcher follows hundreds).
+- ``identity`` (device, inode) and ``offset`` let a follower notice a file
+  replaced or truncated and start anew.
+- A whole-JSON document (a message array, a request body) is read at once
+  when ``documents`` is True; a follower (``documents=False``) refuses it
+  once and marks the file ``unsupported``.
+
+Each call comes as a :class:`TimedCall` from :meth:`TranscriptFile.timed`:
+its span starts at the timestamp of the last record before the call's first
+record (the request was sent once its context was written) and ends at the
+call's own timestamp. Without an earlier timestamp, or with one after the
+call's, the span has no length.
 """
 
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 from typing import Any, BinaryIO, Callable, Iterator
 
 from .detect import UnknownFormat, detect_format, make_reader
-from .model import Problem, Reader, TranscriptCall, loads
+from .model import Problem, Reader, TranscriptCall, loads, parse_timestamp_ns
 
 MAX_LINE_BYTES = 32 * 1024 * 1024  # a longer line is reported and skipped
 _CHUNK = 1 << 20
+# Format detection reads past leading records of unknown types within this much of the file.
+HEAD_BYTES = 1 << 20
 # Whole-document JSON (a message array, a request body) is read at once: such
 # files are small; bigger ones are refused rather than filling the memory.
 MAX_DOCUMENT_BYTES = 512 * 1024 * 1024
+# A reader may hand a call back some lines after it began (Codex waits for
+# its token_count): the time before each of this many recent lines is kept.
+_MAX_LINE_TIMES = 4096
+_BOM = b"\xef\xbb\xbf"
+
+
+@dataclass(slots=True)
+class TimedCall:
+    """A call of the transcript and the nanosecond times its span covers."""
+
+    call: TranscriptCall
+    start_ns: int | None
+    end_ns: int | None
+    end_offset: int  # byte offset just past the line that completed the call
+
+
+def file_identity(st: os.stat_result) -> tuple[int, int]:
+    return (st.st_dev, st.st_ino)
 
 
 class TranscriptFile:
-    """A transcript file being read: the reader's state and the byte offset reached."""
+    """A transcript file being read: the reader's state, the byte offset and line reached."""
 
-    def __init__(self, path: str, format: str | None = None, *,
+    def __init__(self, path: str, format: str | None = None, *, documents: bool = True,
+                 on_problem: Callable[[str, Problem], None] | None = None,
                  progress: Callable[[int, int], None] | None = None) -> None:
         self.path = path
         self.forced_format = format
         self.format: str | None = format
         self.reader: Reader | None = None
+        self.identity: tuple[int, int] | None = None
         self.offset = 0  # bytes consumed: the start of the first line not yet read
         self.line = 0  # lines consumed
         self.problems: list[Problem] = []
         self.records = 0
+        self.unsupported = False  # nothing to follow here (not a transcript, or a document a follower refuses)
+        self.documents = documents
+        self._on_problem = on_problem
         self._progress = progress
         self._document = False
+        self._document_read = False
+        self._reader_problems = 0
+        self._last_ts: Any = None  # the raw timestamp of the last record that had one
+        # line -> (raw timestamp of the record before it, byte offset where the line starts), recent lines
+        self._before: dict[int, tuple[Any, int]] = {}
 
     # -- public -------------------------------------------------------------
 
     def calls(self) -> Iterator[TranscriptCall]:
         """Every call of the file from the current offset to its end, then the pending ones."""
-        yield from self.poll(final=True)
+        for timed in self.timed(final=True):
+            yield timed.call
 
     def poll(self, final: bool = False) -> Iterator[TranscriptCall]:
-        """Calls completed by the lines appended since the last poll.
+        """Calls completed by the lines appended since the last poll (``final``: and the pending ones)."""
+        for timed in self.timed(final):
+            yield timed.call
+
+    def read(self, final: bool = False) -> list[TimedCall]:
+        """:meth:`timed` as a list (a watcher's read of what was appended)."""
+        return list(self.timed(final))
+
+    def iter_calls(self, final: bool = False) -> Iterator[TimedCall]:
+        """:meth:`timed` (the name replay uses)."""
+        return self.timed(final)
+
+    def timed(self, final: bool = False) -> Iterator[TimedCall]:
+        """Calls completed since the last read, one at a time, each with its time span.
 
         With ``final`` the last line is taken even without a newline and the
-        reader's pending calls are flushed (the end of a replay).
+        reader's pending calls are flushed (the end of an analysis or replay).
         """
+        if self.unsupported:
+            return
         try:
             handle = open(self.path, "rb")
         except OSError as exc:
-            self.problems.append(Problem(None, f"cannot read: {exc.strerror or exc}"))
+            self._problem(None, f"cannot read: {exc.strerror or exc}")
             return
         with handle:
             size = _size(handle)
-            if self.reader is None:
-                if not self._start(handle, size):
-                    return
+            if self.identity is None:
+                try:
+                    self.identity = file_identity(os.fstat(handle.fileno()))
+                except OSError:
+                    pass
+            if self.reader is None and not self._start(handle, size, final):
+                return
             if self._document:
-                if self.offset == 0:
+                if not self._document_read:
+                    self._document_read = True
                     yield from self._read_document(handle, size)
             else:
                 handle.seek(self.offset)
                 yield from self._read_lines(handle, size, final)
             if final and self.reader is not None:
-                yield from self._guard(self.reader.finish, None)
+                for call in self._guard(self.reader.finish, None):
+                    yield self._timed(call)
+        self._take_reader_problems()
         self.records = self.reader.records if self.reader is not None else 0
+
+    @property
+    def resume_offset(self) -> int:
+        """Where a follower that saves its place may say it got to without losing a call the reader holds.
+
+        Before the first line of a call the reader still holds (a Codex call waiting
+        for its ``token_count``), else :attr:`offset`; 0 when that line's start is no
+        longer known (a restart then reads the file from its start).
+        """
+        held = getattr(self.reader, "held_line", None)
+        if held is None:
+            return self.offset
+        seen = self._before.get(held)
+        return seen[1] if seen is not None else 0
+
+    def finish(self) -> list[TimedCall]:
+        """The calls the reader still holds (a Codex call waiting for its usage), without a partial line."""
+        if self.reader is None:
+            return []
+        calls = [self._timed(call) for call in self._guard(self.reader.finish, None)]
+        self._take_reader_problems()
+        return calls
 
     # -- internals ------------------------------------------------------------
 
-    def _start(self, handle: BinaryIO, size: int) -> bool:
-        # The whole first line (it may be long) and a little more: enough to sniff.
-        head = handle.readline(MAX_LINE_BYTES) + handle.read(65536)
+    def _start(self, handle: BinaryIO, size: int, final: bool) -> bool:
+        head = handle.read(HEAD_BYTES)
         handle.seek(0)
+        if head.startswith(_BOM):
+            head = head[3:]
         if not head.strip():
+            if not final:
+                return False  # empty so far: wait for a record
             if size == 0 or not head:
-                self.problems.append(Problem(None, "empty file: no transcript records"))
+                self._problem(None, "empty file: no transcript records")
             else:
-                self.problems.append(Problem(None, "file holds only blank space: no transcript records"))
+                self._problem(None, "file holds only blank space: no transcript records")
+            self.unsupported = True
             return False
+        complete = head if (final or len(head) >= HEAD_BYTES) else head[:head.rfind(b"\n") + 1]
+        if not complete.strip():
+            return False  # the first record is still being written
         # Binary: a NUL or bytes that are not UTF-8 in the first line (a corrupt
         # later line is reported on its own and the rest still read).
-        if _binary(head.lstrip().split(b"\n", 1)[0][:8192]):
-            self.problems.append(Problem(None, "binary file, not a JSON or JSONL transcript"))
+        if _binary(complete.lstrip().split(b"\n", 1)[0][:8192]):
+            self._problem(None, "binary file, not a JSON or JSONL transcript")
+            self.unsupported = True
             return False
         try:
-            fmt, document = detect_format(head, self.forced_format)
+            fmt, document = detect_format(complete, self.forced_format)
         except UnknownFormat as exc:
-            self.problems.append(Problem(1, str(exc)))
+            if not final and len(head) < HEAD_BYTES and exc.undecided:
+                return False  # only records of unknown types so far: the next ones may tell
+            self._problem(1, str(exc))
+            self.unsupported = True
+            return False
+        if document and not self.documents:
+            self._problem(None, "a JSON document, not a JSONL session: only JSONL transcripts are followed")
+            self.unsupported = True
             return False
         self.format = fmt
         self._document = document
         self.reader = make_reader(fmt, os.path.basename(self.path), self.path)
         return True
 
-    def _read_document(self, handle: BinaryIO, size: int) -> Iterator[TranscriptCall]:
+    def _read_document(self, handle: BinaryIO, size: int) -> Iterator[TimedCall]:
         if size > MAX_DOCUMENT_BYTES:
-            self.problems.append(Problem(None, f"JSON document of {size} bytes is too large "
-                                               f"(at most {MAX_DOCUMENT_BYTES}); use JSONL"))
+            self._problem(None, f"JSON document of {size} bytes is too large (at most {MAX_DOCUMENT_BYTES}); use JSONL")
             return
         data = handle.read()
-        self.offset = len(data)
+        if data.startswith(_BOM):
+            data = data[3:]
+        self.offset = size
         self.line = data.count(b"\n") + 1
         try:
             record = loads(data)
         except ValueError as exc:
-            self.problems.append(Problem(_error_line(data, exc), f"invalid JSON: {_short(exc)}"))
+            self._problem(_error_line(data, exc), f"invalid JSON: {_short(exc)}")
             return
-        assert self.reader is not None
-        yield from self._guard(lambda: self.reader.feed(record, 1), 1)  # type: ignore[union-attr]
+        reader = self.reader
+        assert reader is not None
+        for call in self._guard(lambda: reader.feed(record, 1), 1):
+            yield self._timed(call)
 
-    def _read_lines(self, handle: BinaryIO, size: int, final: bool) -> Iterator[TranscriptCall]:
+    def _read_lines(self, handle: BinaryIO, size: int, final: bool) -> Iterator[TimedCall]:
         reader = self.reader
         assert reader is not None
         progress = self._progress
         next_report = 0
+        before = self._before
+        reader_problems = reader.problems
         for raw, complete, oversize in _lines(handle):
             if not complete and not final:
                 return  # a half-written last line: wait for the rest
             self.line += 1
             lineno = self.line
-            self.offset += len(raw)
+            start = self.offset
             if oversize:
                 self.offset = handle.tell()
-                self.problems.append(Problem(lineno, f"line longer than {MAX_LINE_BYTES // (1024 * 1024)} MB, skipped"))
+                self._problem(lineno, f"line longer than {MAX_LINE_BYTES // (1024 * 1024)} MB, skipped")
                 continue
+            self.offset += len(raw)
+            text = raw
+            if self.offset == len(raw) and raw.startswith(_BOM):
+                text = raw = raw[3:]  # a byte-order mark some editors write
             # JSON parsers skip surrounding whitespace: only blank lines need a look
             # (stripping every line would copy the whole file once more).
-            text = raw
-            if lineno == 1 and raw.startswith(b"\xef\xbb\xbf"):
-                text = raw = raw[3:]  # a byte-order mark some editors write
             if len(raw) < 3 or raw[:1].isspace():
                 text = raw.strip()
                 if not text:
@@ -143,25 +259,59 @@ class TranscriptFile:
                 record = loads(text)
             except ValueError as exc:
                 what = "truncated last line" if not complete else "invalid JSON"
-                self.problems.append(Problem(lineno, f"{what}: {_short(exc)}"))
+                self._problem(lineno, f"{what}: {_short(exc)}")
                 continue
             if not isinstance(record, dict):
-                self.problems.append(Problem(lineno, f"expected a JSON object, got {type(record).__name__}"))
+                self._problem(lineno, f"expected a JSON object, got {type(record).__name__}")
                 continue
-            yield from self._guard(lambda: reader.feed(record, lineno), lineno)
+            # A reader may hand a call back some lines after it began (Codex waits
+            # for its token_count): keep the time before, and the start of, each recent line.
+            before[lineno] = (self._last_ts, start)
+            if len(before) > _MAX_LINE_TIMES:
+                del before[next(iter(before))]
+            for call in self._guard(lambda: reader.feed(record, lineno), lineno):
+                yield self._timed(call)
+            if len(reader_problems) != self._reader_problems:
+                self._take_reader_problems()
+            timestamp = record.get("timestamp")
+            if timestamp is not None:
+                self._last_ts = timestamp
             if progress is not None and self.offset >= next_report:
                 progress(self.offset, size)
                 next_report = self.offset + size // 200 + 1
         if progress is not None:
             progress(self.offset, size)
 
+    def _timed(self, call: TranscriptCall) -> TimedCall:
+        end = call.timestamp_ns
+        seen = self._before.get(call.line) if call.line is not None else None
+        before = parse_timestamp_ns(seen[0]) if seen is not None and seen[0] is not None else None
+        start = before if (before is not None and end is not None and before <= end) else end
+        if end is None:
+            start = end = parse_timestamp_ns(self._last_ts)
+        return TimedCall(call, start, end, self.offset)
+
     def _guard(self, step: Callable[[], list[TranscriptCall]], lineno: int | None) -> list[TranscriptCall]:
         # A record that breaks a reader is reported, never raised: the rest still counts.
         try:
-            return step()
+            return list(step())
         except Exception as exc:  # noqa: BLE001 - bad input must not stop the analysis
-            self.problems.append(Problem(lineno, f"unreadable record ({type(exc).__name__}: {_short(exc)})"))
+            self._problem(lineno, f"unreadable record ({type(exc).__name__}: {_short(exc)})")
             return []
+
+    def _problem(self, line: int | None, message: str) -> None:
+        problem = Problem(line, message)
+        self.problems.append(problem)
+        if self._on_problem is not None:
+            self._on_problem(self.path, problem)
+
+    def _take_reader_problems(self) -> None:
+        problems = self.reader.problems if self.reader is not None else []
+        for problem in problems[self._reader_problems:]:
+            self.problems.append(problem)
+            if self._on_problem is not None:
+                self._on_problem(self.path, problem)
+        self._reader_problems = len(problems)
 
 
 def _lines(handle: BinaryIO) -> Iterator[tuple[bytes, bool, bool]]:
