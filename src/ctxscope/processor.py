@@ -278,16 +278,29 @@ class ContextSpanProcessor(SpanProcessor):
     # -- recording control -----------------------------------------------------
 
     def stop(self, timeout_millis: int = 10000) -> None:
-        """End every live session (a recording's end) and flush the final series."""
+        """End every live session (a recording's end): export the live values, then the zeros."""
         try:
-            with self._lock:
-                for session_id in list(self._sessions):
-                    self._end_locked(session_id)
-                pending = bool(self._endings)
-            if pending:  # nothing to export otherwise: spare the backend an empty round trip
-                self._flush(timeout_millis)
+            self._final_export(timeout_millis)
         except Exception:  # noqa: BLE001
             _log.warning("ctxscope: could not end the recording", exc_info=True)
+
+    def _final_export(self, timeout_millis: int) -> None:
+        """The latest state reaches every push reader once, then the zeros (docs/telemetry.md).
+
+        A process shorter than the export interval has never been collected:
+        ending first would export only the zeros. So collect and export the
+        live sessions, then end them, then collect and export their zeros.
+        """
+        with self._lock:
+            live = bool(self._sessions)
+        if live:
+            self._flush(timeout_millis)
+        with self._lock:
+            for session_id in list(self._sessions):
+                self._end_locked(session_id)
+            pending = bool(self._endings)
+        if pending:  # nothing to export otherwise: spare the backend an empty round trip
+            self._flush(timeout_millis)
 
     def end_session(self, session_id: str) -> bool:
         """End one session: its series report 0 once, then leave. False if not live."""
@@ -416,15 +429,10 @@ class ContextSpanProcessor(SpanProcessor):
         def shutdown(*args: Any, **kwargs: Any) -> Any:
             processor = this()
             if processor is not None:
-                try:
-                    with processor._lock:
-                        for session_id in list(processor._sessions):
-                            processor._end_locked(session_id)
-                except Exception:  # noqa: BLE001
-                    _log.warning("ctxscope: could not end the recording", exc_info=True)
                 # A reader without a periodic thread does no final collection
-                # of its own on shutdown: flush so the zeros go out regardless.
-                processor._flush(10000)
+                # of its own on shutdown: flush so the live values and the
+                # zeros go out regardless.
+                processor.stop()
             return original(*args, **kwargs)
 
         shutdown._ctxscope_hooked = True  # type: ignore[attr-defined]
