@@ -33,3 +33,6 @@ CTXSCOPE_DATA_DIR = "CTXSCOPE_DATA_DIR"
 
 CTXSCOPE_STORE = "CTXSCOPE_STORE"
 """``auto`` (default: keep the local store when no OTLP endpoint is configured), ``on`` or ``off``."""
+
+CTXSCOPE_SHUTDOWN_TIMEOUT_MS = "CTXSCOPE_SHUTDOWN_TIMEOUT_MS"
+"""At most this long (ms, default 3000) is spent on the final export at exit, on SIGTERM and in ``Telemetry.shutdown()``."""

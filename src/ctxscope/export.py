@@ -44,6 +44,7 @@ from opentelemetry.sdk.resources import SERVICE_NAME, Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
+from . import shutdown as _shutdown
 from .environment_variables import CTXSCOPE_MAX_SESSIONS, CTXSCOPE_STORE
 from .processor import DEFAULT_MAX_SESSIONS, ContextSpanProcessor, ensure_processor
 from .store import LocalStore
@@ -93,22 +94,24 @@ class Telemetry:
         return ok
 
     def shutdown(self) -> None:
-        """End the recording (every series reports 0 once), export it, shut down. Idempotent."""
+        """End the recording (live values, then zeros), export it, shut down. Idempotent.
+
+        Bounded by ctxscope's shutdown budget (``CTXSCOPE_SHUTDOWN_TIMEOUT_MS``,
+        :mod:`ctxscope.shutdown`): with the backend down, what is left past it is dropped.
+        """
         with self._lock:
             if self._done:
                 return
             self._done = True
         if self.store is not None:
             self.store.detach()
+        steps = []
         if self.processor is not None:
-            self.processor.stop()  # final zeros collected and exported before any shutdown
-        if not self.owns_providers:
-            return
-        for provider in (self.tracer_provider, self.meter_provider):
-            try:
-                provider.shutdown()
-            except Exception:  # noqa: BLE001
-                _log.warning("ctxscope: shutdown failed", exc_info=True)
+            steps.append(self.processor.stop)  # final values and zeros exported before any shutdown
+        if self.owns_providers:
+            steps += [self.tracer_provider.shutdown, self.meter_provider.shutdown]
+        if steps:
+            _shutdown.run_within(steps, _shutdown.budget_s(), "ctxscope.Telemetry.shutdown()")
 
 
 # ---------------------------------------------------------------------------

@@ -23,7 +23,6 @@ Semantics (docs/telemetry.md):
 
 from __future__ import annotations
 
-import atexit
 import logging
 import threading
 import weakref
@@ -34,10 +33,12 @@ from typing import Any, Callable, Iterable, Iterator, Mapping, TypeVar
 from opentelemetry import metrics as otel_metrics
 from opentelemetry import trace as otel_trace
 from opentelemetry.metrics import CallbackOptions, MeterProvider, Observation
+from opentelemetry.sdk.metrics import MeterProvider as SdkMeterProvider
 from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor
 from opentelemetry.sdk.trace import TracerProvider as SdkTracerProvider
 
 from . import metrics as ctx_metrics
+from . import shutdown as _shutdown
 from .calibration import calibrate, calibration_target
 from .schema import (
     CATEGORIES,
@@ -248,11 +249,11 @@ class ContextSpanProcessor(SpanProcessor):
         self._shutdown = False
         callbacks = {spec: self._callback(spec) for spec in Metric.ALL}
         self.instruments = ctx_metrics.create_instruments(ctx_metrics.get_meter(meter_provider), callbacks)
+        # The SDK tracer provider this processor is on (ensure_processor sets it).
+        self.tracer_provider: Any = None
         self._hook_meter_shutdown()
-        # atexit runs handlers last-registered first: registered after the SDK
-        # providers' own handlers, this ends the recording and flushes the final
-        # zeros before either provider shuts down, whichever order they go in.
-        atexit.register(_stop_at_exit, weakref.ref(self))
+        # At exit and on SIGTERM: the live values, then the zeros, within ctxscope's budget.
+        _shutdown.watch(self)
 
     # -- SpanProcessor -------------------------------------------------------
 
@@ -421,6 +422,10 @@ class ContextSpanProcessor(SpanProcessor):
         end the recording just before it.
         """
         provider = self._meter_provider
+        if provider is None:
+            resolved = otel_metrics.get_meter_provider()
+            # The global provider when it is already the SDK's (a proxy cannot be hooked).
+            provider = resolved if isinstance(resolved, SdkMeterProvider) else None
         original = getattr(provider, "shutdown", None)
         if provider is None or original is None or getattr(original, "_ctxscope_hooked", False):
             return
@@ -440,12 +445,6 @@ class ContextSpanProcessor(SpanProcessor):
             provider.shutdown = shutdown  # type: ignore[method-assign]
         except (AttributeError, TypeError):
             pass
-
-
-def _stop_at_exit(ref: "weakref.ref[ContextSpanProcessor]") -> None:
-    processor = ref()
-    if processor is not None and not processor._shutdown:  # noqa: SLF001
-        processor.stop()
 
 
 # ---------------------------------------------------------------------------
@@ -492,9 +491,12 @@ def ensure_processor(tracer_provider: Any = None, meter_provider: MeterProvider 
     None when the provider is not the SDK's (no-op or proxy: nothing to attach
     to yet) or the installation failed (logged).
     """
-    return install_once(tracer_provider, _installed,
-                        lambda _: ContextSpanProcessor(meter_provider, max_sessions=max_sessions),
-                        "context span processor", "no context metrics")
+    def make(provider: Any) -> ContextSpanProcessor:
+        processor = ContextSpanProcessor(meter_provider, max_sessions=max_sessions)
+        processor.tracer_provider = provider
+        return processor
+
+    return install_once(tracer_provider, _installed, make, "context span processor", "no context metrics")
 
 
 def installed_processor(tracer_provider: Any = None) -> ContextSpanProcessor | None:
