@@ -62,6 +62,10 @@ DEFAULT_MAX_SESSIONS = 64
 # other than ours, or a replay without one) is keyed by this id.
 UNKNOWN_SESSION = "unknown"
 
+# Recorded spans handed over by observe_call whose on_end has not come yet: a
+# span of another tracer provider (without this processor) never ends here.
+_MAX_DIRECT = 4096
+
 _Key = tuple[tuple[str, Any], ...]  # sorted attribute items: hashable series identity
 
 
@@ -246,6 +250,8 @@ class ContextSpanProcessor(SpanProcessor):
         self._lock = threading.RLock()
         self._sessions: OrderedDict[str, _Session] = OrderedDict()
         self._endings: list[_Ending] = []
+        # Span ids of recorded spans whose annotation observe_call already took (insertion order).
+        self._direct: dict[int, None] = {}
         self._shutdown = False
         callbacks = {spec: self._callback(spec) for spec in Metric.ALL}
         self.instruments = ctx_metrics.create_instruments(ctx_metrics.get_meter(meter_provider), callbacks)
@@ -319,8 +325,34 @@ class ContextSpanProcessor(SpanProcessor):
 
     # -- internals -------------------------------------------------------------
 
+    def observe_call(self, attributes: Mapping[str, Any], start_time_ns: int, span: Any = None) -> None:
+        """A call's (or marker's) annotation handed over by the instrumentation, whatever its span.
+
+        The metrics do not depend on sampling: ctxscope's instrumentors call
+        this with the attributes they give their span, recorded, sampled out
+        or not created at all. ``span``: when it is recording, its ``on_end``
+        is then skipped, so a call counts once.
+        """
+        try:
+            if span is not None and span.is_recording():
+                with self._lock:
+                    self._direct[span.get_span_context().span_id] = None
+                    if len(self._direct) > _MAX_DIRECT:  # spans of a provider without this processor
+                        del self._direct[next(iter(self._direct))]
+            self._observe_attributes(attributes, start_time_ns)
+        except Exception:  # noqa: BLE001 - never break the user's program
+            _log.warning("ctxscope: could not record the context of a call", exc_info=True)
+
     def _on_end(self, span: ReadableSpan) -> None:
-        attrs = _plain_attributes(span)
+        if self._direct:
+            context = span.context
+            if context is not None and context.span_id in self._direct:
+                with self._lock:
+                    self._direct.pop(context.span_id, None)
+                return  # counted when the instrumentation handed it over
+        self._observe_attributes(_plain_attributes(span), span.start_time or 0)
+
+    def _observe_attributes(self, attrs: Mapping[str, Any], start_time_ns: int) -> None:
         session_id = str(attrs.get(GenAI.CONVERSATION_ID) or UNKNOWN_SESSION)
         if attrs.get(Attr.SESSION_ENDED):
             self.end_session(session_id)
@@ -330,7 +362,7 @@ class ContextSpanProcessor(SpanProcessor):
             return
         model = attrs.get(GenAI.REQUEST_MODEL) or reading.model
         provider = attrs.get(GenAI.PROVIDER_NAME) or attrs.get(GenAI.SYSTEM)
-        observed = (span.start_time or 0) + reading.sample_offset_ns
+        observed = start_time_ns + reading.sample_offset_ns
         with self._lock:
             if self._shutdown:
                 return

@@ -190,7 +190,8 @@ class ProviderInstrumentor(BaseInstrumentor):  # type: ignore[misc,valid-type]
         # ``tracker``: a Tracker of one's own (tests, a tokenizer choice); default the process-wide one.
         # Content capture is decided here, once (SPEC section 7); ``logger_provider`` takes its events.
         telemetry = Telemetry(tracer_provider, kwargs.get("tracker"), content=content_mode_from_env(),
-                              logger_provider=kwargs.get("logger_provider"))
+                              logger_provider=kwargs.get("logger_provider"),
+                              meter_provider=kwargs.get("meter_provider"))
         type(self)._telemetry = telemetry
         wrappers = [(module, name, create_wrapper(telemetry, api, is_async))
                     for module, name, api, is_async in self._create_targets]
