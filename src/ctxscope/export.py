@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import logging
 import os
+import sys
 import threading
 from dataclasses import dataclass, field
 from typing import Any, Mapping
@@ -342,8 +343,49 @@ class CtxscopeConfigurator(_BaseConfigurator):
             tracer_provider = otel_trace.get_tracer_provider()
             meter_provider = otel_metrics.get_meter_provider()
             processor = ensure_processor(tracer_provider, meter_provider, max_sessions=_max_sessions(env))
-            local = _attach_store(None, exporting=True, data_dir=None, environ=env)
+            local = _attach_store(None, exporting=_endpoint_configured(env), data_dir=None, environ=env)
             _configured = Telemetry(MODE_OTLP, tracer_provider, meter_provider, processor, local,
                                     owns_providers=False)
             return
         _configured = setup(instrument=False)  # the instrumentors are loaded by opentelemetry-instrument
+
+
+def _endpoint_configured(environ: Mapping[str, str]) -> bool:
+    """The store's ``auto`` rule: an OTLP endpoint is configured for some signal."""
+    return bool(_env(environ, OTEL_EXPORTER_OTLP_ENDPOINT, OTEL_EXPORTER_OTLP_TRACES_ENDPOINT,
+                     OTEL_EXPORTER_OTLP_METRICS_ENDPOINT))
+
+
+_AUTO_INSTRUMENTATION = "opentelemetry.instrumentation.auto_instrumentation"
+_beside_lock = threading.Lock()
+
+
+def configure_beside_other_configurator() -> Telemetry | None:
+    """Under ``opentelemetry-instrument`` when another configurator won (opentelemetry-distro's): what ours adds.
+
+    ``opentelemetry-instrument`` runs one configurator, the first it finds,
+    then the instrumentors: when ctxscope's did not run, the instrumentors
+    call this, and the processor goes on the providers that configurator
+    built, the local store by the same rule as ours (``CTXSCOPE_STORE``;
+    ``auto``: on unless an OTLP endpoint is configured). Idempotent; None
+    when ours ran or this is not auto-instrumentation (an application's own
+    set-up decides for itself, or calls :func:`setup`).
+    """
+    global _configured
+    if _configured is not None or _AUTO_INSTRUMENTATION not in sys.modules:
+        return None
+    with _beside_lock:
+        if _configured is not None:
+            return None
+        env = os.environ
+        if (env.get(OTEL_SDK_DISABLED) or "").strip().lower() == "true":
+            return None
+        tracer_provider = otel_trace.get_tracer_provider()
+        meter_provider = otel_metrics.get_meter_provider()
+        processor = ensure_processor(tracer_provider, meter_provider, max_sessions=_max_sessions(env))
+        local = _attach_store(None, exporting=_endpoint_configured(env), data_dir=None, environ=env)
+        _configured = Telemetry(MODE_EXISTING, tracer_provider, meter_provider, processor, local,
+                                owns_providers=False)
+        _log.info("ctxscope: providers set up by another configurator (%s); ctxscope's processor added%s",
+                  type(tracer_provider).__name__, ", local store on" if local is not None else "")
+        return _configured
