@@ -116,7 +116,7 @@ def test_rules_use_schema_series_and_no_job():
         assert names and names <= allowed, (alert["alert"], names)
         labels = label_names(alert["expr"])
         assert "job" not in labels and "instance" not in labels
-        assert {"service_name", "gen_ai_conversation_id"} <= labels, alert["alert"]
+        assert {"service_name", "llm_context_session_id"} <= labels, alert["alert"]
 
 
 def test_thresholds_are_documented():

@@ -64,7 +64,7 @@ def tokens_in(request: Any, session: str) -> dict[str, float]:
                 if m.name == Metric.TOKENS.name:
                     for p in m.gauge.data_points:
                         a = attrs(p.attributes)
-                        if a.get(MetricAttr.CONVERSATION_ID) == session:
+                        if a.get(MetricAttr.SESSION_ID) == session:
                             out[a[MetricAttr.CATEGORY]] = p.as_int or p.as_double
     return out
 

@@ -82,11 +82,11 @@ def run(server: Any, sampler: Any) -> tuple[dict[tuple[str, tuple], float], int]
 
 def series(points: dict[tuple[str, tuple], float], name: str, session: str) -> dict[Any, float]:
     """One instrument's points of one session, keyed by the attribute that is not an identity."""
-    identity = {MetricAttr.CONVERSATION_ID, MetricAttr.REQUEST_MODEL, MetricAttr.PROVIDER_NAME}
+    identity = {MetricAttr.SESSION_ID, MetricAttr.CONVERSATION_ID, MetricAttr.REQUEST_MODEL, MetricAttr.PROVIDER_NAME}
     out = {}
     for (metric, attrs), value in points.items():
         attrs = dict(attrs)
-        if metric == name and attrs[MetricAttr.CONVERSATION_ID] == session:
+        if metric == name and attrs[MetricAttr.SESSION_ID] == session:
             rest = [v for k, v in attrs.items() if k not in identity]
             out[rest[0] if rest else None] = value
     return out
@@ -109,4 +109,4 @@ def test_sampled_out_calls_leave_the_gauges_as_recorded_ones(server):
     assert series(always_off, Metric.REPORTED_TOKENS.name, "s0") == {None: 101}
     assert series(always_off, Metric.COMPACTIONS.name, "s4") == {"manual": 1}
     assert series(always_off, Metric.COMPACTIONS.name, "s0") == {}
-    assert len({dict(attrs)[MetricAttr.CONVERSATION_ID] for _, attrs in always_off}) == SESSIONS
+    assert len({dict(attrs)[MetricAttr.SESSION_ID] for _, attrs in always_off}) == SESSIONS

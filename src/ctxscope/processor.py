@@ -58,8 +58,9 @@ _log = logging.getLogger(__name__)
 
 # As the tracker's default (CTXSCOPE_MAX_SESSIONS), so both hold the same sessions.
 DEFAULT_MAX_SESSIONS = 64
-# A session whose spans carry no gen_ai.conversation.id (an instrumentation
-# other than ours, or a replay without one) is keyed by this id.
+# A session whose spans carry neither llm.context.session.id nor
+# gen_ai.conversation.id (an instrumentation other than ours, or a replay
+# without one) is keyed by this id.
 UNKNOWN_SESSION = "unknown"
 
 # Recorded spans handed over by observe_call whose on_end has not come yet: a
@@ -154,6 +155,7 @@ class _Session:
     """The latest state of one live session."""
 
     session_id: str
+    conversation_id: str | None = None  # gen_ai.conversation.id where the application gave one
     model: str | None = None
     provider: str | None = None
     observed_ns: int = -1
@@ -167,7 +169,9 @@ class _Session:
     produced: dict[InstrumentSpec, set[_Key]] = field(default_factory=dict)
 
     def base(self) -> dict[str, Any]:
-        attrs: dict[str, Any] = {MetricAttr.CONVERSATION_ID: self.session_id}
+        attrs: dict[str, Any] = {MetricAttr.SESSION_ID: self.session_id}
+        if self.conversation_id:
+            attrs[MetricAttr.CONVERSATION_ID] = self.conversation_id
         if self.model:
             attrs[MetricAttr.REQUEST_MODEL] = self.model
         if self.provider:
@@ -353,7 +357,9 @@ class ContextSpanProcessor(SpanProcessor):
         self._observe_attributes(_plain_attributes(span), span.start_time or 0)
 
     def _observe_attributes(self, attrs: Mapping[str, Any], start_time_ns: int) -> None:
-        session_id = str(attrs.get(GenAI.CONVERSATION_ID) or UNKNOWN_SESSION)
+        conversation_id = attrs.get(GenAI.CONVERSATION_ID)
+        # ctxscope's own key first; a foreign or replayed span's conversation id, else "unknown".
+        session_id = str(attrs.get(Attr.SESSION_ID) or conversation_id or UNKNOWN_SESSION)
         if attrs.get(Attr.SESSION_ENDED):
             self.end_session(session_id)
             return
@@ -367,13 +373,14 @@ class ContextSpanProcessor(SpanProcessor):
             if self._shutdown:
                 return
             self._update(session_id, reading, str(model) if model else None,
-                         str(provider) if provider else None, observed)
+                         str(provider) if provider else None, observed,
+                         str(conversation_id) if conversation_id else None)
 
     def _update(self, session_id: str, reading: SpanReading, model: str | None,
-                provider: str | None, observed_ns: int) -> None:
+                provider: str | None, observed_ns: int, conversation_id: str | None = None) -> None:
         session = self._sessions.get(session_id)
         if session is None:
-            session = self._sessions[session_id] = _Session(session_id)
+            session = self._sessions[session_id] = _Session(session_id, conversation_id)
         self._sessions.move_to_end(session_id)
         if reading.stage is Stage.POST_COMPACTION:
             trigger = reading.trigger or CompactionTrigger.AUTO

@@ -162,7 +162,7 @@ class Telemetry:
         """A session left the tracker: a marker span (and the metrics directly) end its series."""
         if next((t for t in Telemetry._live if t.tracker is self.tracker), self) is not self:
             return
-        attributes = {GenAI.CONVERSATION_ID: session_id, Attr.SESSION_ENDED: True}
+        attributes = {Attr.SESSION_ID: session_id, Attr.SESSION_ENDED: True}
         span = self.tracer.start_span(SPAN_SESSION_END, kind=SpanKind.INTERNAL,
                                       context=otel_context.Context(), attributes=attributes)
         self.record(attributes, 0, span)
@@ -208,7 +208,9 @@ class ModelCall:
         annotation = self._observe_request(body, session_id, observed)
         if annotation is not None:
             # Given at start (one attribute set, and samplers see the session and the context).
-            attributes[GenAI.CONVERSATION_ID] = self.pending.session_id  # type: ignore[union-attr]
+            attributes.update(self._identity())
+            if self.pending.snapshot.compaction is not None:  # type: ignore[union-attr]
+                attributes[GenAI.CONVERSATION_COMPACTED] = True  # the first call after it; never false
             attributes.update(annotation.to_attributes())
         name = f"{OPERATION_CHAT} {self.model}" if self.model else OPERATION_CHAT
         # Kept for the metrics, which take the call's attributes whether or not the span is sampled.
@@ -219,6 +221,16 @@ class ModelCall:
             self._decorate(annotation, observed)
 
     # -- request -------------------------------------------------------------------
+
+    def _identity(self) -> dict[str, str]:
+        """The session key (ctxscope's attribute), and gen_ai.conversation.id only where one was given."""
+        pending = self.pending
+        if pending is None:
+            return {}
+        identity = {Attr.SESSION_ID: pending.session_id}
+        if pending.conversation_id:
+            identity[GenAI.CONVERSATION_ID] = pending.conversation_id
+        return identity
 
     @property
     def captures_content(self) -> bool:
@@ -264,11 +276,8 @@ class ModelCall:
     def _marker(self, name: str, annotation: Any) -> None:
         """A short span carrying an annotation of its own stage, child of the call's span."""
         parent = trace.set_span_in_context(self.span)
-        attributes = {
-            GenAI.CONVERSATION_ID: self.pending.session_id if self.pending else "",
-            GenAI.PROVIDER_NAME: self.provider,
-            GenAI.OPERATION_NAME: OPERATION_CHAT,
-        }
+        # No gen_ai.operation.name: a marker is not a model call (trace backends list those as requests).
+        attributes: dict[str, Any] = {**self._identity(), GenAI.PROVIDER_NAME: self.provider}
         if self.model:
             attributes[GenAI.REQUEST_MODEL] = self.model
         attributes.update(annotation.to_attributes())
@@ -359,8 +368,7 @@ class ModelCall:
             event: dict[str, Any] = {GenAI.OPERATION_NAME: OPERATION_CHAT, GenAI.PROVIDER_NAME: self.provider}
             if self.model:
                 event[GenAI.REQUEST_MODEL] = self.model
-            if self.pending is not None:
-                event[GenAI.CONVERSATION_ID] = self.pending.session_id
+            event.update(self._identity())
             event.update(attributes)
             # Structured, not JSON: log record attributes may hold lists of maps.
             event.update({k: v for k, v in self.content.items() if v})
