@@ -54,7 +54,7 @@ def prom_label(key: str) -> str:
 
 # Labels, translated exactly as the Collector and the SDK reader translate them.
 SERVICE = prom_label("service.name")  # a resource attribute, promoted to a label
-SESSION = prom_label(MetricAttr.CONVERSATION_ID)
+SESSION = prom_label(MetricAttr.SESSION_ID)
 MODEL = prom_label(MetricAttr.REQUEST_MODEL)
 CATEGORY = prom_label(MetricAttr.CATEGORY)
 LIMIT = prom_label(MetricAttr.LIMIT)
@@ -104,9 +104,9 @@ def S(metric: str, matchers: str = FM) -> str:
     """A dashboard selector: ``metric`` of the chosen services, filtered by ``matchers``."""
     return series(metric, matchers, service="$service")
 
-# Jaeger UI search for a session's traces: service plus the conversation id tag
+# Jaeger UI search for a session's traces: service plus the session id tag
 # (the ``tags`` parameter is a URL-encoded JSON object, as the Jaeger UI writes it).
-_TAG_OPEN = "%7B%22" + MetricAttr.CONVERSATION_ID + "%22%3A%22"
+_TAG_OPEN = "%7B%22" + MetricAttr.SESSION_ID + "%22%3A%22"
 _TAG_CLOSE = "%22%7D"
 
 

@@ -105,7 +105,7 @@ def metrics_json(reader: InMemoryMetricReader) -> list[dict[str, Any]]:
             for metric in scope.metrics:
                 for point in metric.data.data_points:
                     attrs = dict(point.attributes or {})
-                    out.append({"name": metric.name, "session": attrs.get(MetricAttr.CONVERSATION_ID),
+                    out.append({"name": metric.name, "session": attrs.get(MetricAttr.SESSION_ID),
                                 "detail": attrs.get(MetricAttr.CATEGORY) or attrs.get(MetricAttr.LIMIT),
                                 "value": point.value})
     return out

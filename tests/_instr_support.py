@@ -96,7 +96,7 @@ def token_gauges(reader: InMemoryMetricReader, session: str) -> dict[str, int]:
                     continue
                 for point in metric.data.data_points:
                     attrs = dict(point.attributes)
-                    if attrs[MetricAttr.CONVERSATION_ID] == session:
+                    if attrs[MetricAttr.SESSION_ID] == session:
                         out[attrs[MetricAttr.CATEGORY]] = int(point.value)
     return out
 
@@ -123,4 +123,4 @@ def no_content(span: ReadableSpan, *texts: str) -> bool:
     return not any(t in blob for t in texts)
 
 
-CONVERSATION = GenAI.CONVERSATION_ID
+SESSION = Attr.SESSION_ID  # the session key, on every span of ours (gen_ai.conversation.id only when given)

@@ -130,7 +130,7 @@ def test_rules_use_schema_series_and_no_job():
         assert all(selects_service_on_both_paths(alert["expr"], n) for n in names), alert["alert"]
         labels = label_names(without_target_info_join(alert["expr"]))
         assert "job" not in labels and "instance" not in labels
-        assert {"service_name", "gen_ai_conversation_id"} <= labels, alert["alert"]
+        assert {"service_name", "llm_context_session_id"} <= labels, alert["alert"]
 
 
 def test_committed_rules_are_what_the_generator_writes():

@@ -177,15 +177,15 @@ def test_layout_overview_expanded_and_context_row_collapsed():
         assert name in exprs, name
 
 
-def test_sessions_link_to_their_traces_in_jaeger_by_conversation_id():
-    """The dashboard and the live-sessions table link to Jaeger searching gen_ai.conversation.id."""
+def test_sessions_link_to_their_traces_in_jaeger_by_session_id():
+    """The dashboard and the live-sessions table link to Jaeger searching llm.context.session.id."""
     dashboard = _load(DASHBOARDS / "ctxscope-context.json")
     (link,) = dashboard["links"]
     assert link["url"].startswith("${jaeger_url}/search?service=${service}")
-    assert "gen_ai.conversation.id" in link["url"] and "${session}" in link["url"]
+    assert "llm.context.session.id" in link["url"] and "${session}" in link["url"]
     table_links = [v for k, v in _walk(dashboard["panels"]) if k == "value" and isinstance(v, list)
                    and v and isinstance(v[0], dict) and "url" in v[0]]
-    assert any("gen_ai.conversation.id" in link["url"] and "${__value.raw}" in link["url"]
+    assert any("llm.context.session.id" in link["url"] and "${__value.raw}" in link["url"]
                for links in table_links for link in links)
     jaeger = next(v for v in dashboard["templating"]["list"] if v["name"] == "jaeger_url")
     assert jaeger["type"] == "textbox" and jaeger["query"].startswith("http")

@@ -71,7 +71,7 @@ class Pipe:
                     for point in metric.data.data_points:
                         if point.value:
                             out[point.attributes[MetricAttr.CATEGORY]] = (
-                                point.attributes[MetricAttr.CONVERSATION_ID], point.value)
+                                point.attributes[MetricAttr.SESSION_ID], point.value)
         return out
 
 

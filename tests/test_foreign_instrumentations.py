@@ -201,7 +201,7 @@ def test_companion_span_is_a_child_of_the_original_and_carries_no_content():
 
 
 def test_openinference_session_id_keys_the_session():
-    """OpenInference's session.id (using_session) becomes gen_ai.conversation.id of the series."""
+    """OpenInference's session.id (using_session) keys the series (llm.context.session.id)."""
     result = scenario(("openinference",), session="conv-42")
     assert {session for session, _ in result.metrics.values()} == {"conv-42"}
     assert result.tokens() == OWN

@@ -19,7 +19,7 @@ from ctxscope.instrumentation.anthropic import AnthropicInstrumentor
 from ctxscope.schema import Attr, GenAI
 from ctxscope.testing import ProviderServer, Reply
 
-from _instr_support import CONVERSATION, attr, categories, changes, instrumented, no_content
+from _instr_support import SESSION, attr, categories, changes, instrumented, no_content
 
 MODEL = "claude-opus-4-1"
 SYSTEM = "You are terse."                                  # 14 chars -> 4 tokens
@@ -62,7 +62,7 @@ def test_messages_span_with_cache_usage_worked_out_by_hand(tel, server, client):
     assert attr(span, GenAI.USAGE_CACHE_READ_INPUT_TOKENS) == 5
     assert attr(span, GenAI.USAGE_CACHE_CREATION_INPUT_TOKENS) == 3
     assert attr(span, GenAI.USAGE_OUTPUT_TOKENS) == 1
-    assert attr(span, CONVERSATION) == "a-1"
+    assert attr(span, SESSION) == "a-1"
     assert categories(span) == {"system": 4, "prompts": 3}
     assert attr(span, Attr.ESTIMATED_TOKENS) == 7
     assert attr(span, Attr.REPORTED_TOKENS) == 18

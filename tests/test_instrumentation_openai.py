@@ -23,7 +23,7 @@ from ctxscope.schema import Attr, GenAI
 from ctxscope.testing import ProviderServer, Reply
 from ctxscope.tokens import CharsCounter
 
-from _instr_support import CONVERSATION, attr, categories, changes, instrumented, make_telemetry, no_content
+from _instr_support import SESSION, attr, categories, changes, instrumented, make_telemetry, no_content
 
 SYSTEM = {"role": "system", "content": "You are terse."}          # 14 chars -> 4 tokens
 HELLO = {"role": "user", "content": "hello there"}                 # 11 chars -> 3 tokens
@@ -77,7 +77,7 @@ def test_chat_span_carries_the_annotation_worked_out_by_hand(tel, client):
     assert attr(span, GenAI.USAGE_INPUT_TOKENS) == 20
     assert attr(span, GenAI.USAGE_OUTPUT_TOKENS) == 1
     assert attr(span, GenAI.USAGE_CACHE_READ_INPUT_TOKENS) == 0
-    assert attr(span, CONVERSATION) == "s-chat"
+    assert attr(span, SESSION) == "s-chat"
     assert attr(span, Attr.STAGE) == "request-input"
     assert attr(span, Attr.BASIS) == "chars/4"
     assert attr(span, Attr.COVERAGE) == "complete"
@@ -249,7 +249,7 @@ def test_responses_create_and_chaining(tel, client):
     assert attr(one, Attr.REPORTED_TOKENS) == 17
     assert categories(one) == {"system": 4, "prompts": 3}
     assert attr(one, GenAI.RESPONSE_ID) == first.id
-    assert attr(two, CONVERSATION) == attr(one, CONVERSATION)
+    assert attr(two, SESSION) == attr(one, SESSION)
     assert attr(two, Attr.COVERAGE) == "partial"
 
 
@@ -285,7 +285,7 @@ def test_declared_compaction_emits_a_post_compaction_span(tel, client):
     assert len(posts) == 1
     assert attr(posts[0], Attr.STAGE) == "post-compaction"
     assert attr(posts[0], Attr.COMPACTION_TRIGGER) == "manual"
-    assert attr(posts[0], CONVERSATION) == "s-compact"
+    assert attr(posts[0], SESSION) == "s-compact"
     assert attr(tel.calls()[1], Attr.BASELINE) is True
 
 
@@ -402,7 +402,7 @@ def test_evicted_session_gets_one_session_end_span(server):
         OpenAIInstrumentor().uninstrument()
         AnthropicInstrumentor().uninstrument()
     ends = t.spans("session-end")
-    assert [attr(s, CONVERSATION) for s in ends] == ["first"]
+    assert [attr(s, SESSION) for s in ends] == ["first"]
     assert attr(ends[0], Attr.SESSION_ENDED) is True
 
 
@@ -429,10 +429,10 @@ def test_demo_agent_records_capture_compaction_and_summary(tel):
         limits.reset()
     calls = tel.calls()
     assert len(calls) == 12
-    assert {attr(s, CONVERSATION) for s in calls} == {"demo-coding-agent", "demo-coding-agent/compaction"}
+    assert {attr(s, SESSION) for s in calls} == {"demo-coding-agent", "demo-coding-agent/compaction"}
     posts = tel.spans("post-compaction")
     assert [attr(s, Attr.COMPACTION_TRIGGER) for s in posts] == ["auto"]
-    after = [s for s in calls if attr(s, CONVERSATION) == "demo-coding-agent"][7]  # first call after it
+    after = [s for s in calls if attr(s, SESSION) == "demo-coding-agent"][7]  # first call after it
     assert attr(after, Attr.BASELINE) is True
     # The summary message: "<summary>\n" + the summariser's 168-char reply + "\n</summary>" = 189 chars -> 48.
     assert categories(after)["summaries"] == 48

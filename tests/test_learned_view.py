@@ -102,7 +102,7 @@ def test_context_report_agrees_with_the_gauges(live, tmp_path, capsys):
     for _ in stream:
         pass
     span = tel.calls()[-1]
-    session = attr(span, "gen_ai.conversation.id")
+    session = attr(span, Attr.SESSION_ID)
     # Estimate: system 4 + prompts 4 ("stream please") + overhead 12 = 20; no usage; correction 491.
     assert (attr(span, Attr.ESTIMATED_TOKENS), attr(span, Attr.LEARNED_CORRECTION_TOKENS)) == (20, 491)
     expected = {"system": 4, "prompts": 4, "overhead": 12, "unattributed": 491}

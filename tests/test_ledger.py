@@ -280,16 +280,56 @@ def test_inferred_compaction_summary_replaces_history() -> None:
     assert snap.annotation.baseline
 
 
-def test_inferred_compaction_history_halved() -> None:
-    """No summary, but 2+ conversation items removed and the conversation under half: compaction."""
+def test_inferred_compaction_oldest_turns_dropped_is_a_trim() -> None:
+    """No summary, the four oldest conversation items gone and the newest kept: a sliding window, ``trim``."""
     led = ledger()
     conv = [item(f"m{i}", 10) for i in range(6)]
     led.observe([item("sys", 50, SYS)] + conv, model="m")
     snap = led.observe([item("sys", 50, SYS)] + conv[4:], model="m")  # 60 -> 20 conversation tokens
     record = snap.compaction
-    assert record is not None and not record.declared and record.trigger is CompactionTrigger.AUTO
+    assert record is not None and not record.declared and record.trigger is CompactionTrigger.TRIM
+    assert not snap.restarted
     assert (record.tokens_before, record.tokens_after) == (50 + 60, 50 + 20)
     assert [i.id for i in record.removed] == ["m0", "m1", "m2", "m3"] and record.added == []
+
+
+def test_one_oldest_message_dropped_is_no_compaction() -> None:
+    """A trim takes a turn at least (two items): one message less is an edit."""
+    led = ledger()
+    conv = [item(f"m{i}", 10) for i in range(6)]
+    led.observe([item("sys", 50, SYS)] + conv, model="m")
+    snap = led.observe([item("sys", 50, SYS)] + conv[1:], model="m")
+    assert snap.compaction is None and not snap.restarted
+
+
+def test_history_cut_back_to_its_opening_is_a_restart_not_a_compaction() -> None:
+    """The first message kept, all after it gone (60 -> 10 tokens), no summary: a new conversation."""
+    led = ledger()
+    conv = [item(f"m{i}", 10) for i in range(6)]
+    led.observe([item("sys", 50, SYS)] + conv, model="m")
+    snap = led.observe([item("sys", 50, SYS), conv[0], item("other", 10)], model="m")
+    assert snap.compaction is None and snap.restarted
+    assert kinds(snap)["other"] == ("addition", 10) and kinds(snap)["m5"] == ("removal", -10)
+
+
+def test_a_short_cut_at_the_end_is_an_edit() -> None:
+    """The newest two of six items gone (kept 40 of 60 tokens, over half): neither a restart nor a compaction."""
+    led = ledger()
+    conv = [item(f"m{i}", 10) for i in range(6)]
+    led.observe([item("sys", 50, SYS)] + conv, model="m")
+    snap = led.observe([item("sys", 50, SYS)] + conv[:4], model="m")
+    assert snap.compaction is None and not snap.restarted
+
+
+def test_a_tool_call_and_its_result_taken_from_the_middle_is_no_compaction() -> None:
+    """Two items out of the middle, the first and the newest kept: an edit."""
+    led = ledger()
+    conv = [item("u1", 10), item("call", 10, ASSIST), item("result", 40, RESULTS), item("a1", 10, ASSIST),
+            item("u2", 10)]
+    led.observe([item("sys", 50, SYS)] + conv, model="m")
+    snap = led.observe([item("sys", 50, SYS), conv[0], conv[3], conv[4], item("u3", 5)], model="m")
+    assert snap.compaction is None and not snap.restarted
+    assert kinds(snap) == {"call": ("removal", -10), "result": ("removal", -40), "u3": ("addition", 5)}
 
 
 def test_partial_coverage_never_infers_compaction() -> None:

@@ -38,7 +38,7 @@ def tokens_in(request: Any, session: str) -> dict[str, float]:
                 assert sm.scope.name == "ctxscope" and m.unit == Metric.TOKENS.unit
                 for p in m.gauge.data_points:
                     a = attrs(p.attributes)
-                    if a[MetricAttr.CONVERSATION_ID] == session:
+                    if a[MetricAttr.SESSION_ID] == session:
                         out[a[MetricAttr.CATEGORY]] = p.as_int or p.as_double
     return out
 

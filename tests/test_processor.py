@@ -75,7 +75,7 @@ def tokens_of(pts: dict, session: str, model: str = "gpt-4o") -> dict[str, float
     out = {}
     for (name, attrs), value in pts.items():
         a = dict(attrs)
-        if name == Metric.TOKENS.name and a[MetricAttr.CONVERSATION_ID] == session \
+        if name == Metric.TOKENS.name and a[MetricAttr.SESSION_ID] == session \
                 and a.get(MetricAttr.REQUEST_MODEL) == model:
             out[a[MetricAttr.CATEGORY]] = value
     return out
@@ -83,7 +83,7 @@ def tokens_of(pts: dict, session: str, model: str = "gpt-4o") -> dict[str, float
 
 def series(pts: dict, name: str, session: str) -> dict[frozenset, float]:
     return {attrs: v for (n, attrs), v in pts.items()
-            if n == name and dict(attrs)[MetricAttr.CONVERSATION_ID] == session}
+            if n == name and dict(attrs)[MetricAttr.SESSION_ID] == session}
 
 
 @pytest.fixture
@@ -110,7 +110,9 @@ def test_calibrated_tokens_limits_reported_utilization(env):
     assert list(series(pts, Metric.REPORTED_TOKENS.name, "s1").values()) == [4000]
     assert list(series(pts, Metric.UTILIZATION.name, "s1").values()) == [pytest.approx(0.04)]
     attrs = dict(next(iter(series(pts, Metric.REPORTED_TOKENS.name, "s1"))))
-    assert attrs == {GenAI.CONVERSATION_ID: "s1", GenAI.REQUEST_MODEL: "gpt-4o", GenAI.PROVIDER_NAME: "openai"}
+    # A span keyed by gen_ai.conversation.id alone (another instrumentation): both keys carry it.
+    assert attrs == {MetricAttr.SESSION_ID: "s1", GenAI.CONVERSATION_ID: "s1", GenAI.REQUEST_MODEL: "gpt-4o",
+                     GenAI.PROVIDER_NAME: "openai"}
 
 
 def test_estimates_above_reported_are_scaled_and_missing_category_reports_zero(env):
@@ -149,12 +151,12 @@ def test_end_session_reports_zero_once_then_leaves(env):
     reader.get_metrics_data()
     assert processor.end_session("s1") is True
     pts = points(reader.get_metrics_data())
-    ended = {k: v for k, v in pts.items() if dict(k[1])[MetricAttr.CONVERSATION_ID] == "s1"}
+    ended = {k: v for k, v in pts.items() if dict(k[1])[MetricAttr.SESSION_ID] == "s1"}
     assert len(ended) == 3 + 1 + 1 + 1 + 1  # 3 categories, window, reported, utilization, bloat
     assert set(ended.values()) == {0}
     assert tokens_of(pts, "s2") == {"system": 5}
     pts = points(reader.get_metrics_data())
-    assert not any(dict(k[1])[MetricAttr.CONVERSATION_ID] == "s1" for k in pts)
+    assert not any(dict(k[1])[MetricAttr.SESSION_ID] == "s1" for k in pts)
     assert tokens_of(pts, "s2") == {"system": 5}
     assert processor.end_session("s1") is False
 

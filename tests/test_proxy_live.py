@@ -81,7 +81,7 @@ def test_live_span_has_the_proxy_item(live):
     # The overhead category equals fidelity's framed estimate (counted_items + proxy_encoding_items).
     assert categories(first)["overhead"] == expected_overhead(request(MESSAGES))
     assert categories(second)["overhead"] == expected_overhead(request(MORE))
-    ledger = tel.tracker.ledger(attr(second, "gen_ai.conversation.id"))
+    ledger = tel.tracker.ledger(attr(second, Attr.SESSION_ID))
     assert [(i.id, i.tokens) for i in ledger.latest.items if i.id == PROXY_ID] == [(PROXY_ID, 10)]
 
 

@@ -96,7 +96,7 @@ def test_replay_metrics_show_the_last_call_then_end_at_zero(otlp_env):
     assert main(["replay", "--tokenizer", "chars", str(COMPACTION)]) == 0
 
     def session_points(request, name):
-        return [(a, v) for a, v in gauge_points(request, name) if a.get(MetricAttr.CONVERSATION_ID) == SESSION]
+        return [(a, v) for a, v in gauge_points(request, name) if a.get(MetricAttr.SESSION_ID) == SESSION]
 
     wait_for(lambda: sum(1 for r in otlp_env.handler.metrics if session_points(r, Metric.TOKENS.name)) >= 2)
     exports = [r for r in otlp_env.handler.metrics if session_points(r, Metric.TOKENS.name)]

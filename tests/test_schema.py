@@ -24,7 +24,7 @@ def test_attributes_round_trip_exactly():
     attrs = ann.to_attributes()
     assert attrs["llm.context.categories.system"] == 120
     assert attrs["llm.context.stage"] == "request-input"
-    assert attrs["llm.context.version"] == 1
+    assert attrs["llm.context.version"] == 2
     assert "llm.context.categories.tools" not in attrs
     events = ann.change_events()
     assert events[0][0] == CHANGE_EVENT_NAME == "llm.context.change"

@@ -75,7 +75,7 @@ def test_live_span_has_overhead_worked_out_by_hand(live):
     assert attr(span, Attr.REPORTED_TOKENS) == 510
     # Nothing learned before the first call: no correction on its span.
     assert attr(span, Attr.LEARNED_CORRECTION_TOKENS) is None
-    session = attr(span, "gen_ai.conversation.id")
+    session = attr(span, Attr.SESSION_ID)
     assert token_gauges(reader, session) == {"system": 4, "prompts": 3, "overhead": 12, "unattributed": 491}
 
 
@@ -108,7 +108,7 @@ def test_stream_without_usage_gets_the_learned_correction(live):
     assert attr(span, Attr.LEARNED_CORRECTION_TOKENS) == RESIDUAL
     # The raw annotation stays unscaled; the calibrated view (metrics) adds the correction:
     # 20 + 491 = 511, what the server would have reported (500 + 2 + 4 + 1 + 4).
-    session = attr(span, "gen_ai.conversation.id")
+    session = attr(span, Attr.SESSION_ID)
     assert token_gauges(reader, session) == {"system": 4, "prompts": 4, "overhead": 12, "unattributed": 491}
 
 

@@ -56,7 +56,7 @@ class Sinks:
         data = self.reader.get_metrics_data()
         return [p.value for rm in data.resource_metrics for sm in rm.scope_metrics for m in sm.metrics
                 if m.name == Metric.TOKENS.name for p in m.data.data_points
-                if p.attributes.get(MetricAttr.CONVERSATION_ID) == SESSION] if data else []
+                if p.attributes.get(MetricAttr.SESSION_ID) == SESSION] if data else []
 
 
 def watcher(folder: Path, sinks: Sinks, state: Path, **kwargs) -> Watcher:
@@ -264,14 +264,14 @@ def test_watch_subprocess_killed_and_restarted_loses_and_repeats_nothing(tmp_pat
             wait_for(lambda: len(reported()) >= 7, what="".join(log))
             # The periodic export (every 0.5 s) shows the last call: the gauges add up to its reported input.
             wait_for(lambda: any(sum(v for a, v in gauge_points(r, Metric.TOKENS.name)
-                                     if a[MetricAttr.CONVERSATION_ID] == SESSION) == REPORTED[-1]
+                                     if a[MetricAttr.SESSION_ID] == SESSION) == REPORTED[-1]
                                  for r in list(receiver.handler.metrics)), what="no export of the last call")
         finally:
             proc.send_signal(signal.SIGTERM)
             assert proc.wait(20) == 0, "".join(log)
         assert reported() == REPORTED
         wait_for(lambda: any(gauge_points(r, Metric.TOKENS.name) for r in receiver.handler.metrics))
-        exports = [[v for a, v in gauge_points(r, Metric.TOKENS.name) if a[MetricAttr.CONVERSATION_ID] == SESSION]
+        exports = [[v for a, v in gauge_points(r, Metric.TOKENS.name) if a[MetricAttr.SESSION_ID] == SESSION]
                    for r in receiver.handler.metrics]
         exports = [e for e in exports if e]
         assert exports[-1] == [0] * len(exports[-1])  # the stop ended the recording

@@ -23,6 +23,7 @@ import fnmatch
 import hashlib
 import logging
 import os
+import tempfile
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -39,10 +40,12 @@ __all__ = [
     "CTXSCOPE_EFFECTIVE_WINDOW_TOKENS",
     "CTXSCOPE_HASH_KEY",
     "CTXSCOPE_MAX_SESSIONS",
+    "CTXSCOPE_SHUTDOWN_TIMEOUT_MS",
     "CTXSCOPE_STORE",
     "CTXSCOPE_TOKENIZER",
     "CTXSCOPE_WINDOW_TOKENS",
     "DEFAULT_MAX_SESSIONS",
+    "DEFAULT_SHUTDOWN_TIMEOUT_MS",
     "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT",
     "Settings",
     "TOKENIZERS",
@@ -53,6 +56,7 @@ __all__ = [
     "read",
     "set_default",
     "settings",
+    "tiktoken_cache_dir",
 ]
 
 _log = logging.getLogger(__name__)
@@ -93,6 +97,10 @@ CTXSCOPE_DATA_DIR = "CTXSCOPE_DATA_DIR"
 CTXSCOPE_STORE = "CTXSCOPE_STORE"
 """``auto`` (default: keep the local store when no OTLP endpoint is configured), ``on`` or ``off``."""
 
+CTXSCOPE_SHUTDOWN_TIMEOUT_MS = "CTXSCOPE_SHUTDOWN_TIMEOUT_MS"
+"""At most this long (ms, default 3000) is spent on the final export at exit, on SIGTERM and in
+``Telemetry.shutdown()``."""
+
 CLAUDE_CONFIG_DIR = "CLAUDE_CONFIG_DIR"
 """Claude Code's configuration directory (default ``~/.claude``), as Claude Code reads it: sessions in ``projects/``."""
 
@@ -103,10 +111,11 @@ _OURS = (
     OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT, CTXSCOPE_TOKENIZER, CTXSCOPE_HASH_KEY,
     CTXSCOPE_CAPTURE_LABELS, CTXSCOPE_WINDOW_TOKENS, CTXSCOPE_EFFECTIVE_WINDOW_TOKENS,
     CTXSCOPE_COMPACT_THRESHOLD_TOKENS, CTXSCOPE_MAX_SESSIONS, CTXSCOPE_DATA_DIR, CTXSCOPE_STORE,
-    "XDG_DATA_HOME",
+    CTXSCOPE_SHUTDOWN_TIMEOUT_MS, "XDG_DATA_HOME",
 )
 
 DEFAULT_MAX_SESSIONS = 64
+DEFAULT_SHUTDOWN_TIMEOUT_MS = 3000
 TOKENIZERS = ("auto", "tiktoken", "chars", "bytes")
 CAPTURE_CONTENT_VALUES = ("NO_CONTENT", "SPAN_ONLY", "EVENT_ONLY", "SPAN_AND_EVENT")
 STORE_VALUES = ("auto", "on", "off")
@@ -146,6 +155,7 @@ class Settings:
     max_sessions: int = DEFAULT_MAX_SESSIONS
     data_dir: Path = Path("~/.local/share/ctxscope")
     store: str = "auto"  # one of STORE_VALUES
+    shutdown_timeout_ms: int = DEFAULT_SHUTDOWN_TIMEOUT_MS
 
 
 def read(environ: Mapping[str, str] | None = None) -> Settings:
@@ -162,6 +172,7 @@ def read(environ: Mapping[str, str] | None = None) -> Settings:
         max_sessions=_positive(env, CTXSCOPE_MAX_SESSIONS, DEFAULT_MAX_SESSIONS),
         data_dir=_data_dir(env),
         store=_store(env),
+        shutdown_timeout_ms=_milliseconds(env, CTXSCOPE_SHUTDOWN_TIMEOUT_MS, DEFAULT_SHUTDOWN_TIMEOUT_MS),
     )
 
 
@@ -202,6 +213,18 @@ def agent_session_dirs(environ: Mapping[str, str] | None = None) -> list[Path]:
     claude = Path(env.get(CLAUDE_CONFIG_DIR) or Path.home() / ".claude").expanduser()
     codex = Path(env.get(CODEX_HOME) or Path.home() / ".codex").expanduser()
     return [claude / "projects", codex / "sessions"]
+
+
+def tiktoken_cache_dir() -> str:
+    """Where tiktoken keeps downloaded encodings, by tiktoken's own rule (``tiktoken/load.py``); "" is off.
+
+    ``TIKTOKEN_CACHE_DIR``, else ``DATA_GYM_CACHE_DIR``, else ``<tmp>/data-gym-cache``. Read when
+    asked (tests and the CLI point it at an offline copy before the first load).
+    """
+    for name in ("TIKTOKEN_CACHE_DIR", "DATA_GYM_CACHE_DIR"):
+        if name in os.environ:
+            return os.environ[name]
+    return os.path.join(tempfile.gettempdir(), "data-gym-cache")
 
 
 def set_default(name: str, value: str) -> None:
@@ -257,6 +280,20 @@ def _positive(env: Mapping[str, str], name: str, default: int) -> int:
     if value > 0:
         return value
     _warn(name, raw, f"a positive whole number is needed; using {default}")
+    return default
+
+
+def _milliseconds(env: Mapping[str, str], name: str, default: int) -> int:
+    raw = env.get(name)
+    if raw is None or not raw.strip():
+        return default
+    try:
+        value = float(raw.strip())
+    except ValueError:
+        value = -1.0
+    if value >= 0 and value == value and value != float("inf"):
+        return int(value)
+    _warn(name, raw, f"milliseconds (0 or more) are needed; using {default}")
     return default
 
 

@@ -151,10 +151,20 @@ def conversation_id_from_context() -> str | None:
 
 def resolve(body: Mapping[str, Any], api: str, session_id: str | None = None) -> str:
     """The session key of a request, by the order in the module docstring."""
-    key = session_id or _session_id.get() or conversation_id_from_context() or fingerprint(body, api)
+    return resolve_identity(body, api, session_id)[0]
+
+
+def resolve_identity(body: Mapping[str, Any], api: str, session_id: str | None = None) -> tuple[str, bool]:
+    """(the session key of a request, whether the application gave it) - False: the fingerprint.
+
+    Only an id the application gave may become ``gen_ai.conversation.id``
+    (the GenAI conventions: never one made up from a content hash).
+    """
+    given = session_id or _session_id.get() or conversation_id_from_context()
+    key = given or fingerprint(body, api)
     if _compacting.get():
         key += COMPACTION_SUFFIX
-    return key
+    return key, bool(given)
 
 
 # ---------------------------------------------------------------------------

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import logging
 import os
+import sys
 import threading
 from dataclasses import dataclass, field
 from typing import Any, Mapping
@@ -44,6 +45,7 @@ from opentelemetry.sdk.resources import SERVICE_NAME, Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
+from . import shutdown as _shutdown
 from .config import otel, set_default, settings
 from .config import read as read_settings
 from .processor import ContextSpanProcessor, ensure_processor
@@ -92,22 +94,24 @@ class Telemetry:
         return ok
 
     def shutdown(self) -> None:
-        """End the recording (every series reports 0 once), export it, shut down. Idempotent."""
+        """End the recording (live values, then zeros), export it, shut down. Idempotent.
+
+        Bounded by ctxscope's shutdown budget (``CTXSCOPE_SHUTDOWN_TIMEOUT_MS``,
+        :mod:`ctxscope.shutdown`): with the backend down, what is left past it is dropped.
+        """
         with self._lock:
             if self._done:
                 return
             self._done = True
         if self.store is not None:
             self.store.detach()
+        steps = []
         if self.processor is not None:
-            self.processor.stop()  # final zeros collected and exported before any shutdown
-        if not self.owns_providers:
-            return
-        for provider in (self.tracer_provider, self.meter_provider):
-            try:
-                provider.shutdown()
-            except Exception:  # noqa: BLE001
-                _log.warning("ctxscope: shutdown failed", exc_info=True)
+            steps.append(self.processor.stop)  # final values and zeros exported before any shutdown
+        if self.owns_providers:
+            steps += [self.tracer_provider.shutdown, self.meter_provider.shutdown]
+        if steps:
+            _shutdown.run_within(steps, _shutdown.budget_s(), "ctxscope.Telemetry.shutdown()")
 
 
 # ---------------------------------------------------------------------------
@@ -320,8 +324,49 @@ class CtxscopeConfigurator(_BaseConfigurator):
             tracer_provider = otel_trace.get_tracer_provider()
             meter_provider = otel_metrics.get_meter_provider()
             processor = ensure_processor(tracer_provider, meter_provider, max_sessions=_max_sessions(env))
-            local = _attach_store(None, exporting=True, data_dir=None, environ=env)
+            local = _attach_store(None, exporting=_endpoint_configured(env), data_dir=None, environ=env)
             _configured = Telemetry(MODE_OTLP, tracer_provider, meter_provider, processor, local,
                                     owns_providers=False)
             return
         _configured = setup(instrument=False)  # the instrumentors are loaded by opentelemetry-instrument
+
+
+def _endpoint_configured(environ: Mapping[str, str] | None) -> bool:
+    """The store's ``auto`` rule: an OTLP endpoint is configured for some signal."""
+    return bool(otel(environ, OTEL_EXPORTER_OTLP_ENDPOINT, OTEL_EXPORTER_OTLP_TRACES_ENDPOINT,
+                     OTEL_EXPORTER_OTLP_METRICS_ENDPOINT))
+
+
+_AUTO_INSTRUMENTATION = "opentelemetry.instrumentation.auto_instrumentation"
+_beside_lock = threading.Lock()
+
+
+def configure_beside_other_configurator() -> Telemetry | None:
+    """Under ``opentelemetry-instrument`` when another configurator won (opentelemetry-distro's): what ours adds.
+
+    ``opentelemetry-instrument`` runs one configurator, the first it finds,
+    then the instrumentors: when ctxscope's did not run, the instrumentors
+    call this, and the processor goes on the providers that configurator
+    built, the local store by the same rule as ours (``CTXSCOPE_STORE``;
+    ``auto``: on unless an OTLP endpoint is configured). Idempotent; None
+    when ours ran or this is not auto-instrumentation (an application's own
+    set-up decides for itself, or calls :func:`setup`).
+    """
+    global _configured
+    if _configured is not None or _AUTO_INSTRUMENTATION not in sys.modules:
+        return None
+    with _beside_lock:
+        if _configured is not None:
+            return None
+        env = None  # the process environment, read through ctxscope.config
+        if (otel(env, OTEL_SDK_DISABLED) or "").lower() == "true":
+            return None
+        tracer_provider = otel_trace.get_tracer_provider()
+        meter_provider = otel_metrics.get_meter_provider()
+        processor = ensure_processor(tracer_provider, meter_provider, max_sessions=_max_sessions(env))
+        local = _attach_store(None, exporting=_endpoint_configured(env), data_dir=None, environ=env)
+        _configured = Telemetry(MODE_EXISTING, tracer_provider, meter_provider, processor, local,
+                                owns_providers=False)
+        _log.info("ctxscope: providers set up by another configurator (%s); ctxscope's processor added%s",
+                  type(tracer_provider).__name__, ", local store on" if local is not None else "")
+        return _configured

@@ -24,8 +24,9 @@ from __future__ import annotations
 
 import heapq
 import threading
+from collections import Counter as Multiset
 from dataclasses import dataclass, replace
-from typing import Callable, Iterable
+from typing import Callable, Final, Iterable, Literal, Union
 
 from . import framing as _framing
 from .calibration import apportion, calibrate, calibration_target, free_tokens
@@ -59,6 +60,11 @@ __all__ = [
 # in the apportioned view), so a session never shows more than 256 parts.
 NAMED_PARTS_CAP = MAX_PARTS_PER_SESSION - len(CATEGORIES)
 
+# What :meth:`SessionLedger._history_change` finds: a compaction's trigger, a
+# restart (a new conversation from the same opening), or nothing.
+RESTART: Final = "restart"
+HistoryChange = Union[CompactionTrigger, Literal["restart"], None]
+
 # Categories that make up the conversation history, the part a compaction rewrites.
 CONVERSATION_CATEGORIES = frozenset({
     Category.PROMPTS, Category.ASSISTANT, Category.RESULTS, Category.MESSAGES, Category.SUMMARIES,
@@ -89,6 +95,9 @@ class Snapshot:
     timestamp_ns: int | None = None
     first: bool = False  # the session's first observation: emit a capture-start span
     session_id: str = ""
+    # The history was cut back to its opening (docs/accounting.md): a new
+    # conversation from the same start; the tracker gives a fingerprint session a new key.
+    restarted: bool = False
 
     @property
     def measured(self) -> bool:
@@ -298,13 +307,16 @@ class SessionLedger:
         if model is not None:
             self._model = model
 
-        trigger, inferred = declared, False
+        trigger, inferred, restarted = declared, False, False
         # Inferred only where the whole request was seen: a partial view (a
         # Responses chain, a transcript branch after a rewind) can lose history
         # without any compaction, and transcript formats declare theirs.
-        if (declared is None and not first and coverage is Coverage.COMPLETE
-                and self._looks_compacted(diff, conversation_before)):
-            trigger, inferred = CompactionTrigger.AUTO, True
+        if declared is None and not first and coverage is Coverage.COMPLETE:
+            change = self._history_change(self._items, diff, conversation_before)
+            if change is RESTART:
+                restarted = True
+            elif change is not None:
+                trigger, inferred = change, True
         baseline = first or model_changed or basis_changed or trigger is not None
 
         categories = {c: self._cat_tokens[c] for c in CATEGORIES if self._cat_items.get(c)}
@@ -341,7 +353,7 @@ class SessionLedger:
         self._items = items
         snapshot = Snapshot(annotation=annotation, parts=dict(self._part_tokens), items=items,
                             compaction=record, timestamp_ns=timestamp_ns, first=first,
-                            session_id=self.session_id)
+                            session_id=self.session_id, restarted=restarted)
         self._latest = snapshot
         return snapshot
 
@@ -502,23 +514,43 @@ class SessionLedger:
 
     # -- compaction --------------------------------------------------------------
 
-    def _looks_compacted(self, diff: ItemDiff, conversation_before: int) -> bool:
-        """The inference rule of docs/accounting.md: a rewritten conversation history."""
+    def _history_change(self, prev: list[Item], diff: ItemDiff, conversation_before: int) -> HistoryChange:
+        """The inference rule of docs/accounting.md: what a rewritten conversation history is.
+
+        - a ``summaries`` item appeared while history went: a compaction (``auto``);
+        - the oldest turns went (at least two items) and the newest stayed: a
+          sliding window, a compaction with trigger ``trim``;
+        - the history was cut back to its opening (the first message kept, all
+          from some point on gone, at most half of the conversation kept): a
+          new conversation from the same start (an eval loop, a retry), never
+          a compaction;
+        - anything else (a tool call and its result taken out of the middle,
+          a history emptied outright): an edit, no compaction.
+        """
         cache = self._cache
-        rewritten = sum(1 for i in diff.removed if i.category in CONVERSATION_CATEGORIES)
-        rewritten += sum(1 for old, new in diff.replaced
-                         if old.category in CONVERSATION_CATEGORIES
-                         and new.tokens < cache.get((old.id, old.digest), old.tokens))
-        if not rewritten:
-            return False
+        removed = [i for i in diff.removed if i.category in CONVERSATION_CATEGORIES]
+        shrunk = any(old.category in CONVERSATION_CATEGORIES and new.tokens < cache.get((old.id, old.digest), old.tokens)
+                     for old, new in diff.replaced)
+        if not removed and not shrunk:
+            return None
         summary_added = any(i.category is Category.SUMMARIES for i in diff.added) or any(
             new.category is Category.SUMMARIES for _, new in diff.replaced)
         if summary_added:
-            return True
-        # A history emptied outright is a new start (a cleared session), not a
-        # compaction: a compaction leaves a summary or the recent turns.
-        after = self._conversation_tokens()
-        return rewritten >= 2 and 0 < after and 2 * after < conversation_before
+            return CompactionTrigger.AUTO
+        if not removed:
+            return None
+        history = [(i.id, i.digest) for i in prev if i.category in CONVERSATION_CATEGORIES]
+        gone = Multiset((i.id, i.digest) for i in removed)
+        cut = len(removed)
+        if cut >= len(history):
+            return None  # emptied: a new start with nothing kept, no compaction
+        if Multiset(history[-cut:]) == gone:
+            kept = conversation_before - sum(cache.get((i.id, i.digest), i.tokens) for i in removed)
+            if 2 * kept <= conversation_before:
+                return RESTART
+        if cut >= 2 and Multiset(history[:cut]) == gone:
+            return CompactionTrigger.TRIM
+        return None
 
     # -- changes ---------------------------------------------------------------
 

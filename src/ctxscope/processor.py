@@ -23,7 +23,6 @@ Semantics (docs/telemetry.md):
 
 from __future__ import annotations
 
-import atexit
 import logging
 import threading
 import weakref
@@ -34,11 +33,13 @@ from typing import Any, Callable, Iterable, Iterator, Mapping, TypeVar
 from opentelemetry import metrics as otel_metrics
 from opentelemetry import trace as otel_trace
 from opentelemetry.metrics import CallbackOptions, MeterProvider, Observation
+from opentelemetry.sdk.metrics import MeterProvider as SdkMeterProvider
 from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor
 from opentelemetry.sdk.trace import TracerProvider as SdkTracerProvider
 
 from .config import DEFAULT_MAX_SESSIONS
 from . import metrics as ctx_metrics
+from . import shutdown as _shutdown
 from .calibration import calibrate, calibration_target
 from .schema import (
     CATEGORIES,
@@ -56,9 +57,14 @@ from .schema import (
 
 _log = logging.getLogger(__name__)
 
-# A session whose spans carry no gen_ai.conversation.id (an instrumentation
-# other than ours, or a replay without one) is keyed by this id.
+# A session whose spans carry neither llm.context.session.id nor
+# gen_ai.conversation.id (an instrumentation other than ours, or a replay
+# without one) is keyed by this id.
 UNKNOWN_SESSION = "unknown"
+
+# Recorded spans handed over by observe_call whose on_end has not come yet: a
+# span of another tracer provider (without this processor) never ends here.
+_MAX_DIRECT = 4096
 
 _Key = tuple[tuple[str, Any], ...]  # sorted attribute items: hashable series identity
 
@@ -148,6 +154,7 @@ class _Session:
     """The latest state of one live session."""
 
     session_id: str
+    conversation_id: str | None = None  # gen_ai.conversation.id where the application gave one
     model: str | None = None
     provider: str | None = None
     observed_ns: int = -1
@@ -161,7 +168,9 @@ class _Session:
     produced: dict[InstrumentSpec, set[_Key]] = field(default_factory=dict)
 
     def base(self) -> dict[str, Any]:
-        attrs: dict[str, Any] = {MetricAttr.CONVERSATION_ID: self.session_id}
+        attrs: dict[str, Any] = {MetricAttr.SESSION_ID: self.session_id}
+        if self.conversation_id:
+            attrs[MetricAttr.CONVERSATION_ID] = self.conversation_id
         if self.model:
             attrs[MetricAttr.REQUEST_MODEL] = self.model
         if self.provider:
@@ -244,14 +253,16 @@ class ContextSpanProcessor(SpanProcessor):
         self._lock = threading.RLock()
         self._sessions: OrderedDict[str, _Session] = OrderedDict()
         self._endings: list[_Ending] = []
+        # Span ids of recorded spans whose annotation observe_call already took (insertion order).
+        self._direct: dict[int, None] = {}
         self._shutdown = False
         callbacks = {spec: self._callback(spec) for spec in Metric.ALL}
         self.instruments = ctx_metrics.create_instruments(ctx_metrics.get_meter(meter_provider), callbacks)
+        # The SDK tracer provider this processor is on (ensure_processor sets it).
+        self.tracer_provider: Any = None
         self._hook_meter_shutdown()
-        # atexit runs handlers last-registered first: registered after the SDK
-        # providers' own handlers, this ends the recording and flushes the final
-        # zeros before either provider shuts down, whichever order they go in.
-        atexit.register(_stop_at_exit, weakref.ref(self))
+        # At exit and on SIGTERM: the live values, then the zeros, within ctxscope's budget.
+        _shutdown.watch(self)
 
     # -- SpanProcessor -------------------------------------------------------
 
@@ -277,16 +288,29 @@ class ContextSpanProcessor(SpanProcessor):
     # -- recording control -----------------------------------------------------
 
     def stop(self, timeout_millis: int = 10000) -> None:
-        """End every live session (a recording's end) and flush the final series."""
+        """End every live session (a recording's end): export the live values, then the zeros."""
         try:
-            with self._lock:
-                for session_id in list(self._sessions):
-                    self._end_locked(session_id)
-                pending = bool(self._endings)
-            if pending:  # nothing to export otherwise: spare the backend an empty round trip
-                self._flush(timeout_millis)
+            self._final_export(timeout_millis)
         except Exception:  # noqa: BLE001
             _log.warning("ctxscope: could not end the recording", exc_info=True)
+
+    def _final_export(self, timeout_millis: int) -> None:
+        """The latest state reaches every push reader once, then the zeros (docs/telemetry.md).
+
+        A process shorter than the export interval has never been collected:
+        ending first would export only the zeros. So collect and export the
+        live sessions, then end them, then collect and export their zeros.
+        """
+        with self._lock:
+            live = bool(self._sessions)
+        if live:
+            self._flush(timeout_millis)
+        with self._lock:
+            for session_id in list(self._sessions):
+                self._end_locked(session_id)
+            pending = bool(self._endings)
+        if pending:  # nothing to export otherwise: spare the backend an empty round trip
+            self._flush(timeout_millis)
 
     def end_session(self, session_id: str) -> bool:
         """End one session: its series report 0 once, then leave. False if not live."""
@@ -304,9 +328,37 @@ class ContextSpanProcessor(SpanProcessor):
 
     # -- internals -------------------------------------------------------------
 
+    def observe_call(self, attributes: Mapping[str, Any], start_time_ns: int, span: Any = None) -> None:
+        """A call's (or marker's) annotation handed over by the instrumentation, whatever its span.
+
+        The metrics do not depend on sampling: ctxscope's instrumentors call
+        this with the attributes they give their span, recorded, sampled out
+        or not created at all. ``span``: when it is recording, its ``on_end``
+        is then skipped, so a call counts once.
+        """
+        try:
+            if span is not None and span.is_recording():
+                with self._lock:
+                    self._direct[span.get_span_context().span_id] = None
+                    if len(self._direct) > _MAX_DIRECT:  # spans of a provider without this processor
+                        del self._direct[next(iter(self._direct))]
+            self._observe_attributes(attributes, start_time_ns)
+        except Exception:  # noqa: BLE001 - never break the user's program
+            _log.warning("ctxscope: could not record the context of a call", exc_info=True)
+
     def _on_end(self, span: ReadableSpan) -> None:
-        attrs = _plain_attributes(span)
-        session_id = str(attrs.get(GenAI.CONVERSATION_ID) or UNKNOWN_SESSION)
+        if self._direct:
+            context = span.context
+            if context is not None and context.span_id in self._direct:
+                with self._lock:
+                    self._direct.pop(context.span_id, None)
+                return  # counted when the instrumentation handed it over
+        self._observe_attributes(_plain_attributes(span), span.start_time or 0)
+
+    def _observe_attributes(self, attrs: Mapping[str, Any], start_time_ns: int) -> None:
+        conversation_id = attrs.get(GenAI.CONVERSATION_ID)
+        # ctxscope's own key first; a foreign or replayed span's conversation id, else "unknown".
+        session_id = str(attrs.get(Attr.SESSION_ID) or conversation_id or UNKNOWN_SESSION)
         if attrs.get(Attr.SESSION_ENDED):
             self.end_session(session_id)
             return
@@ -315,18 +367,19 @@ class ContextSpanProcessor(SpanProcessor):
             return
         model = attrs.get(GenAI.REQUEST_MODEL) or reading.model
         provider = attrs.get(GenAI.PROVIDER_NAME) or attrs.get(GenAI.SYSTEM)
-        observed = (span.start_time or 0) + reading.sample_offset_ns
+        observed = start_time_ns + reading.sample_offset_ns
         with self._lock:
             if self._shutdown:
                 return
             self._update(session_id, reading, str(model) if model else None,
-                         str(provider) if provider else None, observed)
+                         str(provider) if provider else None, observed,
+                         str(conversation_id) if conversation_id else None)
 
     def _update(self, session_id: str, reading: SpanReading, model: str | None,
-                provider: str | None, observed_ns: int) -> None:
+                provider: str | None, observed_ns: int, conversation_id: str | None = None) -> None:
         session = self._sessions.get(session_id)
         if session is None:
-            session = self._sessions[session_id] = _Session(session_id)
+            session = self._sessions[session_id] = _Session(session_id, conversation_id)
         self._sessions.move_to_end(session_id)
         if reading.stage is Stage.POST_COMPACTION:
             trigger = reading.trigger or CompactionTrigger.AUTO
@@ -407,6 +460,10 @@ class ContextSpanProcessor(SpanProcessor):
         end the recording just before it.
         """
         provider = self._meter_provider
+        if provider is None:
+            resolved = otel_metrics.get_meter_provider()
+            # The global provider when it is already the SDK's (a proxy cannot be hooked).
+            provider = resolved if isinstance(resolved, SdkMeterProvider) else None
         original = getattr(provider, "shutdown", None)
         if provider is None or original is None or getattr(original, "_ctxscope_hooked", False):
             return
@@ -415,15 +472,10 @@ class ContextSpanProcessor(SpanProcessor):
         def shutdown(*args: Any, **kwargs: Any) -> Any:
             processor = this()
             if processor is not None:
-                try:
-                    with processor._lock:
-                        for session_id in list(processor._sessions):
-                            processor._end_locked(session_id)
-                except Exception:  # noqa: BLE001
-                    _log.warning("ctxscope: could not end the recording", exc_info=True)
                 # A reader without a periodic thread does no final collection
-                # of its own on shutdown: flush so the zeros go out regardless.
-                processor._flush(10000)
+                # of its own on shutdown: flush so the live values and the
+                # zeros go out regardless.
+                processor.stop()
             return original(*args, **kwargs)
 
         shutdown._ctxscope_hooked = True  # type: ignore[attr-defined]
@@ -431,12 +483,6 @@ class ContextSpanProcessor(SpanProcessor):
             provider.shutdown = shutdown  # type: ignore[method-assign]
         except (AttributeError, TypeError):
             pass
-
-
-def _stop_at_exit(ref: "weakref.ref[ContextSpanProcessor]") -> None:
-    processor = ref()
-    if processor is not None and not processor._shutdown:  # noqa: SLF001
-        processor.stop()
 
 
 # ---------------------------------------------------------------------------
@@ -483,9 +529,12 @@ def ensure_processor(tracer_provider: Any = None, meter_provider: MeterProvider 
     None when the provider is not the SDK's (no-op or proxy: nothing to attach
     to yet) or the installation failed (logged).
     """
-    return install_once(tracer_provider, _installed,
-                        lambda _: ContextSpanProcessor(meter_provider, max_sessions=max_sessions),
-                        "context span processor", "no context metrics")
+    def make(provider: Any) -> ContextSpanProcessor:
+        processor = ContextSpanProcessor(meter_provider, max_sessions=max_sessions)
+        processor.tracer_provider = provider
+        return processor
+
+    return install_once(tracer_provider, _installed, make, "context span processor", "no context metrics")
 
 
 def installed_processor(tracer_provider: Any = None) -> ContextSpanProcessor | None:

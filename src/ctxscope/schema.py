@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
-SPEC_VERSION = 1
+SPEC_VERSION = 2  # docs/spec.md, changelog at its end
 PREFIX = "llm.context."
 
 
@@ -75,6 +75,8 @@ class WasteKind(_StrEnum):
 class CompactionTrigger(_StrEnum):
     AUTO = "auto"
     MANUAL = "manual"
+    # SPEC version 2: inferred when the oldest turns went and the newest stayed (a sliding window).
+    TRIM = "trim"
 
 
 class LimitKind(_StrEnum):
@@ -155,6 +157,9 @@ class Attr:
     WASTE_PREFIX = PREFIX + "waste."
     COMPACTION_TRIGGER = PREFIX + "compaction.trigger"
     SESSION_ENDED = PREFIX + "session_ended"
+    # SPEC version 2: the session key, always (a fingerprint session's too). gen_ai.conversation.id
+    # is set only when the application (or the provider) gave the conversation an id.
+    SESSION_ID = PREFIX + "session.id"
     # Self-calibration (docs/fidelity.md): tokens the correction learned for this
     # model and tool set adds to estimated_tokens (signed). Raw estimates stay raw;
     # only the calibrated view of a request without reported usage applies it.
@@ -200,6 +205,8 @@ class GenAI:
     RESPONSE_ID = "gen_ai.response.id"
     RESPONSE_FINISH_REASONS = "gen_ai.response.finish_reasons"
     CONVERSATION_ID = "gen_ai.conversation.id"
+    # On the first call span after a compaction, true only (never false).
+    CONVERSATION_COMPACTED = "gen_ai.conversation.compacted"
     USAGE_INPUT_TOKENS = "gen_ai.usage.input_tokens"
     USAGE_OUTPUT_TOKENS = "gen_ai.usage.output_tokens"
     USAGE_CACHE_READ_INPUT_TOKENS = "gen_ai.usage.cache_read.input_tokens"
@@ -224,7 +231,8 @@ class MetricAttr:
     LIMIT = PREFIX + "limit"
     WASTE_KIND = PREFIX + "waste.kind"
     COMPACTION_TRIGGER = PREFIX + "compaction.trigger"
-    CONVERSATION_ID = GenAI.CONVERSATION_ID
+    SESSION_ID = Attr.SESSION_ID
+    CONVERSATION_ID = GenAI.CONVERSATION_ID  # only where the application gave one
     REQUEST_MODEL = GenAI.REQUEST_MODEL
     PROVIDER_NAME = GenAI.PROVIDER_NAME
 

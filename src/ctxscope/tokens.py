@@ -31,6 +31,7 @@ import tempfile
 import threading
 from typing import Callable, Iterable, Protocol, Sequence
 
+from .config import tiktoken_cache_dir
 from .errors import UserError
 from .schema import BASIS_BYTES, BASIS_CHARS, tiktoken_basis
 
@@ -149,12 +150,7 @@ def encoding_cached(name: str) -> bool:
     blob = _BLOB_NAMES.get(name)
     if blob is None:
         return False
-    if "TIKTOKEN_CACHE_DIR" in os.environ:
-        folder = os.environ["TIKTOKEN_CACHE_DIR"]
-    elif "DATA_GYM_CACHE_DIR" in os.environ:
-        folder = os.environ["DATA_GYM_CACHE_DIR"]
-    else:
-        folder = os.path.join(tempfile.gettempdir(), "data-gym-cache")
+    folder = tiktoken_cache_dir()
     if not folder:
         return False  # caching off: every load downloads
     key = hashlib.sha1(_BLOB.format(blob).encode()).hexdigest()

@@ -139,6 +139,9 @@ class PendingCall:
     calibration_key: str | None = None
     tools_key: str = "-"
     server_tools: bool = False
+    # The id the application (or the provider) gave the conversation: gen_ai.conversation.id.
+    # None for a fingerprint session, whose key is ctxscope's own (llm.context.session.id).
+    conversation_id: str | None = None
 
 
 def capture_labels_from_env() -> bool:
@@ -171,7 +174,10 @@ class Tracker:
         self._lock = threading.Lock()
         self._listeners: list[Listener] = []
         self._eviction_listeners: list[EvictionListener] = []
-        self._response_sessions: "OrderedDict[str, str]" = OrderedDict()
+        # Response id -> (session key, conversation id) of the call that produced it.
+        self._response_sessions: "OrderedDict[str, tuple[str, str | None]]" = OrderedDict()
+        # Fingerprint key -> (its current conversation's session key, how many it had).
+        self._generations: "OrderedDict[str, tuple[str, int]]" = OrderedDict()
 
     # -- listeners ---------------------------------------------------------------
 
@@ -220,6 +226,7 @@ class Tracker:
         with self._lock:
             self._sessions.clear()
             self._response_sessions.clear()
+            self._generations.clear()
 
     def _session(self, session_id: str) -> tuple[_Session, bool]:
         evicted: list[str] = []
@@ -268,20 +275,46 @@ class Tracker:
 
     def session_for(self, body: Mapping[str, Any], api: str, session_id: str | None = None) -> str:
         """The session key of a request (``ctxscope.session`` rules, plus Responses chaining)."""
+        return self._identity(body, api, session_id)[0]
+
+    def _identity(self, body: Mapping[str, Any], api: str,
+                  session_id: str | None) -> tuple[str, str | None, str | None]:
+        """(session key, the conversation id the application or provider gave, the fingerprint key).
+
+        The fingerprint key (None for a given id) is what the request hashes
+        to; the session key is its current conversation (:meth:`_restart`).
+        """
         if session_id is None and api == "openai.responses" and _session.current_session_id() is None:
             # The provider's own conversation object is the natural key.
             conversation = body.get("conversation")
             if isinstance(conversation, Mapping):
                 conversation = conversation.get("id")
             if isinstance(conversation, str) and conversation:
-                return conversation
+                return conversation, conversation, None
             previous = body.get("previous_response_id")
             if isinstance(previous, str):
                 with self._lock:
                     chained = self._response_sessions.get(previous)
-                if chained is not None and _session.current_session_id() is None:
-                    return chained
-        return _session.resolve(body, api, session_id)
+                if chained is not None:
+                    return chained[0], chained[1], None
+        key, given = _session.resolve_identity(body, api, session_id)
+        if given:
+            return key, key, None
+        with self._lock:
+            current = self._generations.get(key)
+        return (current[0] if current is not None else key), None, key
+
+    def _restart(self, fingerprint_key: str, old_key: str) -> str:
+        """A new conversation from the same opening: its own session key; the old session ends."""
+        with self._lock:
+            _, n = self._generations.get(fingerprint_key, (fingerprint_key, 1))
+            key = f"{fingerprint_key}.{n + 1}"
+            self._generations[fingerprint_key] = (key, n + 1)
+            self._generations.move_to_end(fingerprint_key)
+            while len(self._generations) > _MAX_RESPONSE_IDS:
+                self._generations.popitem(last=False)
+        self.end_session(old_key)
+        return key
 
     def observe_request(self, body: Mapping[str, Any], api: str, *, provider: str,
                         session_id: str | None = None, model: str | None = None,
@@ -292,9 +325,8 @@ class Tracker:
         request (ctxscope.foreign: a chained request seen through another instrumentation).
         """
         started = timestamp_ns if timestamp_ns is not None else time.time_ns()
-        key = self.session_for(body, api, session_id)
+        key, conversation_id, fingerprint_key = self._identity(body, api, session_id)
         model = model or (body.get("model") if isinstance(body.get("model"), str) else None)
-        state, _ = self._session(key)
         limits = _limits.limits_for(model, provider)
         if coverage is None:
             coverage = Coverage.COMPLETE
@@ -302,6 +334,21 @@ class Tracker:
             # The provider prepends context this request does not show.
             coverage = Coverage.PARTIAL
         compaction: CompactionTrigger | None = _session.take_compaction(key)
+        snapshot, tools = self._observe_in(key, body, api, model, coverage, compaction, limits, started)
+        if snapshot.restarted and fingerprint_key is not None:
+            # The history went back to its opening: the same fingerprint, another conversation.
+            key = self._restart(fingerprint_key, key)
+            snapshot, tools = self._observe_in(key, body, api, model, coverage, compaction, limits, started)
+        call = PendingCall(session_id=key, provider=provider, api=api, request_model=model,
+                           snapshot=snapshot, started_ns=started, first=bool(getattr(snapshot, "first", False)),
+                           conversation_id=conversation_id)
+        self._apply_calibration(call, tools, coverage)
+        return call
+
+    def _observe_in(self, key: str, body: Mapping[str, Any], api: str, model: str | None, coverage: Coverage,
+                    compaction: CompactionTrigger | None, limits: Any, started: int) -> tuple[Any, Any]:
+        """One request into a session's extractor, framing, ledger and waste: (snapshot, tool-set info)."""
+        state, _ = self._session(key)
         with state.lock:
             # The extractor reads SDK objects (pydantic messages) as they are.
             items = state.extractor.extract(body, api)
@@ -314,13 +361,10 @@ class Tracker:
                 compact_threshold_tokens=limits.compact_threshold_tokens,
                 timestamp_ns=started)
             state.observations += 1
-            if state.waste is not None:
+            if state.waste is not None and not snapshot.restarted:
                 self._add_waste(state, snapshot)
             tools = self._tools_info(state, body, api)
-        call = PendingCall(session_id=key, provider=provider, api=api, request_model=model,
-                           snapshot=snapshot, started_ns=started, first=bool(getattr(snapshot, "first", False)))
-        self._apply_calibration(call, tools, coverage)
-        return call
+        return snapshot, tools
 
     @staticmethod
     def _tools_info(state: _Session, body: Mapping[str, Any], api: str) -> tuple[str, bool] | None:
@@ -476,7 +520,7 @@ class Tracker:
         self._learn(call, usage, error)
         if response_id and call.api == "openai.responses":
             with self._lock:
-                self._response_sessions[response_id] = call.session_id
+                self._response_sessions[response_id] = (call.session_id, call.conversation_id)
                 while len(self._response_sessions) > _MAX_RESPONSE_IDS:
                     self._response_sessions.popitem(last=False)
         observation = Observation(

@@ -35,8 +35,8 @@ from opentelemetry.trace import NonRecordingSpan, SpanKind
 from ..instrumentation._wrappers import OPERATION_CHAT, SPAN_CAPTURE_START, SPAN_POST_COMPACTION, Telemetry
 from ..items import API_OPENAI_CHAT
 from ..processor import UNKNOWN_SESSION, ensure_processor, install_once
-from ..schema import INSTRUMENTATION_SCOPE, Annotation, Coverage, GenAI, Stage
 from ..conversation import current_session_id
+from ..schema import INSTRUMENTATION_SCOPE, Annotation, Attr, Coverage, GenAI, Stage
 from ..tracker import Tracker
 from .formats import ForeignCall, parse_attributes
 
@@ -195,9 +195,11 @@ class ForeignSpanProcessor(SpanProcessor):
                                  response_id=call.response_id, ended_ns=span.end_time)
         identity: dict[str, Any] = {
             GenAI.OPERATION_NAME: OPERATION_CHAT,
-            GenAI.CONVERSATION_ID: pending.session_id,
+            Attr.SESSION_ID: pending.session_id,
             GenAI.PROVIDER_NAME: pending.provider,
         }
+        if pending.conversation_id:  # never a fingerprint (GenAI conventions)
+            identity[GenAI.CONVERSATION_ID] = pending.conversation_id
         if model:
             identity[GenAI.REQUEST_MODEL] = model
         if call.response_model:

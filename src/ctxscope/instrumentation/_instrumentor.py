@@ -169,6 +169,15 @@ def helper_targets(module: str, resource: str, method: str = "stream") -> tuple[
     return tuple((module, f"{prefix}{resource}.{method}", bool(prefix)) for prefix in ("", "Async"))
 
 
+def _beside_other_configurator() -> None:
+    try:
+        from ..export import configure_beside_other_configurator
+
+        configure_beside_other_configurator()
+    except Exception:  # noqa: BLE001 - the calls are still instrumented
+        _log.warning("ctxscope: could not set up beside the configured providers", exc_info=True)
+
+
 class ProviderInstrumentor(BaseInstrumentor):  # type: ignore[misc,valid-type]
     """Context spans for one provider SDK's model calls."""
 
@@ -187,11 +196,14 @@ class ProviderInstrumentor(BaseInstrumentor):  # type: ignore[misc,valid-type]
         from wrapt import wrap_function_wrapper
 
         tracer_provider = kwargs.get("tracer_provider")
+        if kwargs.get("tracker") is None:  # the process-wide tracker, which the local store records
+            _beside_other_configurator()
         install_processor(tracer_provider, kwargs.get("meter_provider"))
         # ``tracker``: a Tracker of one's own (tests, a tokenizer choice); default the process-wide one.
         # Content capture is decided here, once (SPEC section 7); ``logger_provider`` takes its events.
         telemetry = Telemetry(tracer_provider, kwargs.get("tracker"), content=content_mode_from_env(),
-                              logger_provider=kwargs.get("logger_provider"))
+                              logger_provider=kwargs.get("logger_provider"),
+                              meter_provider=kwargs.get("meter_provider"))
         type(self)._telemetry = telemetry
         if telemetry.tracker.tokenizer in ("auto", "tiktoken"):
             # The encoding loads in the background from now on: never on the first call's thread,

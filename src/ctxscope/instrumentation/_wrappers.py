@@ -111,8 +111,13 @@ class Telemetry:
     _live: list["Telemetry"] = []
 
     def __init__(self, tracer_provider: Any = None, tracker: Tracker | None = None, *,
-                 content: ContentMode = ContentMode.NO_CONTENT, logger_provider: Any = None) -> None:
+                 content: ContentMode = ContentMode.NO_CONTENT, logger_provider: Any = None,
+                 meter_provider: Any = None) -> None:
         self.tracer: Tracer = trace.get_tracer(INSTRUMENTATION_SCOPE, _version(), tracer_provider=tracer_provider)
+        self._tracer_provider = tracer_provider
+        self._meter_provider = meter_provider
+        self._processor: Any = None
+        self._warned_no_sdk = False
         self.tracker = tracker or get_tracker()
         # Decided once, when the instrumentor is turned on (SPEC section 7: off by default).
         self.content = content
@@ -128,13 +133,40 @@ class Telemetry:
         self.tracker.remove_eviction_listener(self.session_ended)
         Telemetry._live = [t for t in Telemetry._live if t is not self]
 
+    def processor(self) -> Any:
+        """The context span processor the metrics go to, installed on the SDK tracer provider once it exists.
+
+        Resolved at the call, not when instrumenting: an application may set
+        its providers up after ``instrument()``. None (said once) while only
+        no-op providers exist.
+        """
+        processor = self._processor
+        if processor is None:
+            from ..processor import ensure_processor
+
+            processor = self._processor = ensure_processor(self._tracer_provider, self._meter_provider)
+            if processor is None and not self._warned_no_sdk:
+                self._warned_no_sdk = True
+                _log.warning("ctxscope: no OpenTelemetry SDK TracerProvider is set up, so no spans and no "
+                             "llm.context metrics leave this process (set one up, run under "
+                             "opentelemetry-instrument, or call ctxscope.setup()); the local store, when on, "
+                             "still records every call")
+        return processor
+
+    def record(self, attributes: Mapping[str, Any], start_time_ns: int, span: Any) -> None:
+        """Hand a span's annotation to the metrics whether or not the span is recorded (sampling)."""
+        processor = self.processor()
+        if processor is not None:
+            processor.observe_call(attributes, start_time_ns, span)
+
     def session_ended(self, session_id: str) -> None:
-        """A session left the tracker: a marker span lets the span processor end its series."""
+        """A session left the tracker: a marker span (and the metrics directly) end its series."""
         if next((t for t in Telemetry._live if t.tracker is self.tracker), self) is not self:
             return
+        attributes = {Attr.SESSION_ID: session_id, Attr.SESSION_ENDED: True}
         span = self.tracer.start_span(SPAN_SESSION_END, kind=SpanKind.INTERNAL,
-                                      context=otel_context.Context(),
-                                      attributes={GenAI.CONVERSATION_ID: session_id, Attr.SESSION_ENDED: True})
+                                      context=otel_context.Context(), attributes=attributes)
+        self.record(attributes, 0, span)
         span.end()
 
 
@@ -177,15 +209,29 @@ class ModelCall:
         annotation = self._observe_request(body, session_id, observed)
         if annotation is not None:
             # Given at start (one attribute set, and samplers see the session and the context).
-            attributes[GenAI.CONVERSATION_ID] = self.pending.session_id  # type: ignore[union-attr]
+            attributes.update(self._identity())
+            if self.pending.snapshot.compaction is not None:  # type: ignore[union-attr]
+                attributes[GenAI.CONVERSATION_COMPACTED] = True  # the first call after it; never false
             attributes.update(annotation.to_attributes())
         name = f"{OPERATION_CHAT} {self.model}" if self.model else OPERATION_CHAT
+        # Kept for the metrics, which take the call's attributes whether or not the span is sampled.
+        self._attributes = attributes if annotation is not None else None
         self.span: Span = telemetry.tracer.start_span(name, kind=SpanKind.CLIENT, attributes=attributes,
                                                       start_time=started)
         if annotation is not None:
             self._decorate(annotation, observed)
 
     # -- request -------------------------------------------------------------------
+
+    def _identity(self) -> dict[str, str]:
+        """The session key (ctxscope's attribute), and gen_ai.conversation.id only where one was given."""
+        pending = self.pending
+        if pending is None:
+            return {}
+        identity = {Attr.SESSION_ID: pending.session_id}
+        if pending.conversation_id:
+            identity[GenAI.CONVERSATION_ID] = pending.conversation_id
+        return identity
 
     @property
     def captures_content(self) -> bool:
@@ -222,27 +268,27 @@ class ModelCall:
                 post = snapshot.compaction.annotation
                 post.sample_offset_ns = 0
                 self._marker(SPAN_POST_COMPACTION, post)
-            for event_name, event_attributes in annotation.change_events():
-                self.span.add_event(event_name, event_attributes, timestamp=observed)
+            if self.span.is_recording():  # a sampled-out call builds no events
+                for event_name, event_attributes in annotation.change_events():
+                    self.span.add_event(event_name, event_attributes, timestamp=observed)
         except Exception:  # noqa: BLE001
             log_failure(_log, "ctxscope: could not annotate the %s call", self.api)
 
     def _marker(self, name: str, annotation: Any) -> None:
         """A short span carrying an annotation of its own stage, child of the call's span."""
         parent = trace.set_span_in_context(self.span)
-        attributes = {
-            GenAI.CONVERSATION_ID: self.pending.session_id if self.pending else "",
-            GenAI.PROVIDER_NAME: self.provider,
-            GenAI.OPERATION_NAME: OPERATION_CHAT,
-        }
+        # No gen_ai.operation.name: a marker is not a model call (trace backends list those as requests).
+        attributes: dict[str, Any] = {**self._identity(), GenAI.PROVIDER_NAME: self.provider}
         if self.model:
             attributes[GenAI.REQUEST_MODEL] = self.model
         attributes.update(annotation.to_attributes())
         now = time.time_ns()
         span = self.telemetry.tracer.start_span(name, context=parent, kind=SpanKind.INTERNAL,
                                                 attributes=attributes, start_time=self._started)
-        for event_name, event_attributes in annotation.change_events():
-            span.add_event(event_name, event_attributes, timestamp=now)
+        if span.is_recording():  # events are built for a recorded span only
+            for event_name, event_attributes in annotation.change_events():
+                span.add_event(event_name, event_attributes, timestamp=now)
+        self.telemetry.record(attributes, self._started, span)
         span.end(end_time=now)
 
     # -- response --------------------------------------------------------------------
@@ -272,6 +318,7 @@ class ModelCall:
             if self.captures_content:
                 self._output_attributes(info, attributes)
             self.span.set_attributes(attributes)  # one call: each takes the span's lock
+            self._record(attributes)
             if self.telemetry.logger is not None:
                 self._emit_details(info, attributes)
         except Exception:  # noqa: BLE001
@@ -296,12 +343,18 @@ class ModelCall:
             if self.captures_content:
                 self._output_attributes(info or ResponseInfo(), attributes)
             self.span.set_attributes(attributes)
+            self._record(attributes)
             if self.telemetry.logger is not None:
                 self._emit_details(info or ResponseInfo(), attributes)
         except Exception:  # noqa: BLE001
             log_failure(_log, "ctxscope: could not record the %s error", self.api)
         finally:
             self._end()
+
+    def _record(self, attributes: Mapping[str, Any]) -> None:
+        """The call's annotation, usage included, to the metrics (sampled or not)."""
+        if self._attributes is not None:
+            self.telemetry.record({**self._attributes, **attributes}, self._started, self.span)
 
     def _output_attributes(self, info: ResponseInfo, attributes: dict[str, Any]) -> None:
         """The output messages on the span, as JSON, when content goes to spans."""
@@ -316,8 +369,7 @@ class ModelCall:
             event: dict[str, Any] = {GenAI.OPERATION_NAME: OPERATION_CHAT, GenAI.PROVIDER_NAME: self.provider}
             if self.model:
                 event[GenAI.REQUEST_MODEL] = self.model
-            if self.pending is not None:
-                event[GenAI.CONVERSATION_ID] = self.pending.session_id
+            event.update(self._identity())
             event.update(attributes)
             # Structured, not JSON: log record attributes may hold lists of maps.
             event.update({k: v for k, v in self.content.items() if v})
