@@ -33,3 +33,6 @@ CTXSCOPE_DATA_DIR = "CTXSCOPE_DATA_DIR"
 
 CTXSCOPE_STORE = "CTXSCOPE_STORE"
 """``auto`` (default: keep the local store when no OTLP endpoint is configured), ``on`` or ``off``."""
+
+CTXSCOPE_HTTP_EXCLUDE_HOSTS = "CTXSCOPE_HTTP_EXCLUDE_HOSTS"
+"""Comma-separated host names whose requests the HTTP transport layer leaves unread (docs/instrumentation.md)."""
