@@ -132,6 +132,10 @@ class Reply:
     delay_s: float = 0.0
     server_tool_use: Mapping[str, int] | None = None  # Anthropic usage.server_tool_use
     server_calls: tuple[str, ...] = ()  # Responses: server tool output item types
+    # Transport tests: the connection drops after this many bytes of the body (a reset mid-stream),
+    # and a streamed answer's events are sent this far apart (the whole stream is never one write).
+    reset_after_bytes: int | None = None
+    stream_interval_s: float = 0.0
 
     @classmethod
     def text(cls, content: str, **options: Any) -> "Reply":
@@ -398,6 +402,10 @@ class _Answer:
 
     # -- dispatch --------------------------------------------------------------
 
+    @property
+    def stream_content_type(self) -> str:
+        return "text/event-stream"
+
     def json(self) -> dict[str, Any]:
         return {API_OPENAI_CHAT: self.chat_json, API_OPENAI_RESPONSES: self.responses_json,
                 API_ANTHROPIC: self.anthropic_json}[self.api]()
@@ -571,14 +579,40 @@ class _Handler(BaseHTTPRequestHandler):
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
         pass  # quiet: tests read the records, not a log
 
-    def _send(self, status: int, body: bytes, content_type: str, headers: Mapping[str, str] = {}) -> None:
+    def _send(self, status: int, body: bytes | list[bytes], content_type: str, headers: Mapping[str, str] = {},
+              reply: Reply | None = None) -> None:
+        pieces = body if isinstance(body, list) else [body]
+        total = sum(len(p) for p in pieces)
         self.send_response(status)
         self.send_header("content-type", content_type)
-        self.send_header("content-length", str(len(body)))
+        self.send_header("content-length", str(total))
         for key, value in headers.items():
             self.send_header(key, value)
         self.end_headers()
-        self.wfile.write(body)
+        cut = reply.reset_after_bytes if reply is not None else None
+        interval = reply.stream_interval_s if reply is not None else 0.0
+        sent = 0
+        for index, piece in enumerate(pieces):
+            if cut is not None and sent + len(piece) >= cut:
+                self.wfile.write(piece[:max(0, cut - sent)])
+                self._reset()
+                return
+            if interval and index:
+                self.wfile.flush()
+                time.sleep(interval)
+            self.wfile.write(piece)
+            sent += len(piece)
+
+    def _reset(self) -> None:
+        """Drop the connection mid-body: the client sees fewer bytes than content-length said."""
+        import socket
+
+        self.wfile.flush()
+        self.close_connection = True
+        try:
+            self.connection.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
 
     def do_POST(self) -> None:  # noqa: N802 - stdlib name
         length = int(self.headers.get("content-length") or 0)
@@ -603,9 +637,9 @@ class _Handler(BaseHTTPRequestHandler):
             return
         answer = _Answer(body, api, reply, self.owner._ids, self.owner.overhead_tokens)
         if body.get("stream"):
-            # The whole event stream is sent with a length: the SDKs still parse it event by event.
-            self._send(200, b"".join(answer.stream()), "text/event-stream",
-                       {"x-request-id": request_id, "request-id": request_id})
+            # The event stream is sent with a length: the SDKs still parse it event by event.
+            self._send(200, list(answer.stream()), answer.stream_content_type,
+                       {"x-request-id": request_id, "request-id": request_id}, reply)
         else:
             self._send(200, json.dumps(answer.json()).encode(), "application/json",
-                       {"x-request-id": request_id, "request-id": request_id})
+                       {"x-request-id": request_id, "request-id": request_id}, reply)
