@@ -218,7 +218,7 @@ class RequestExtractor:
             raise ValueError(f"unknown api {api!r}: one of {', '.join(APIS)}")
         messages = messages_of(body, api)
         head_values = (_get(body, "system"), _get(body, "instructions"), _get(body, "tools"),
-                       _get(body, "mcp_servers"))
+                       _get(body, "mcp_servers"), _get(body, "systemInstruction"))  # the last: Gemini
         if api != self._api or head_values != self._head_key:
             return self._rebuild(body, api, _snapshot(head_values), messages)
         n = len(self._msgs)

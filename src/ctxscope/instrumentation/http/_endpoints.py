@@ -32,6 +32,8 @@ class Endpoint:
     api: str  # items.API_*: the request format the tracker reads
     default_provider: str  # gen_ai.provider.name when the host is not a known provider's
     streamed_always: bool = False  # the path itself asks for a stream (Gemini streamGenerateContent)
+    stream_default: bool = False  # a body without "stream" is answered with a stream (Ollama)
+    model_in_path: bool = False  # the model is named in the URL, not the body (Gemini)
 
 
 CHAT = Endpoint(API_OPENAI_CHAT, "openai")
@@ -131,7 +133,8 @@ def streamed(endpoint: Endpoint, body: Mapping[str, Any]) -> bool:
     """Whether the answer is a stream: the body's ``stream`` flag, or the path (Gemini)."""
     if endpoint.streamed_always:
         return True
-    return body.get("stream") is True
+    flag = body.get("stream")
+    return endpoint.stream_default if flag is None else flag is True
 
 
 def framing(endpoint: Endpoint, is_stream: bool, content_type: str) -> str:
@@ -152,3 +155,40 @@ _STREAM_FRAMINGS: dict[str, str] = {}
 def register_stream_framing(api: str, kind: str) -> None:
     """A wire format whose stream is not server-sent events (Ollama: NDJSON; Gemini: a JSON array)."""
     _STREAM_FRAMINGS[api] = kind
+
+
+# ---------------------------------------------------------------------------
+# The wire formats of ctxscope.apis (Gemini, Ollama)
+# ---------------------------------------------------------------------------
+
+def _register_wire_formats() -> None:
+    from ...apis import FORMATS, gemini, ollama
+
+    generate = Endpoint(gemini.API, gemini.PROVIDER, model_in_path=True)
+    stream_generate = Endpoint(gemini.API, gemini.PROVIDER, streamed_always=True, model_in_path=True)
+
+    def gemini_endpoint(path: str) -> Endpoint | None:
+        # models/{model}:generateContent, or :streamGenerateContent (tunedModels too).
+        if not path.endswith("enerateContent"):
+            return None
+        found = gemini.model_and_stream(path)
+        if found is None:
+            return None
+        return stream_generate if found[1] else generate
+
+    register(ollama.PATH, Endpoint(ollama.API, ollama.PROVIDER, stream_default=True))
+    register(None, generate, gemini_endpoint)
+    for wire in FORMATS.values():
+        register_shape(wire.api, wire.body_fits)
+        register_stream_framing(wire.api, wire.stream_framing)
+
+
+def model_from_path(path: str) -> str | None:
+    """The model a Gemini path names (``.../models/gemini-2.0-flash:generateContent``)."""
+    from ...apis import gemini
+
+    found = gemini.model_and_stream(path)
+    return found[0] if found else None
+
+
+_register_wire_formats()

@@ -28,7 +28,7 @@ from typing import Any, Callable
 
 from .._wrappers import ModelCall, Telemetry, active_call, start_call
 from . import _frames
-from ._endpoints import MAX_BODY_BYTES, Endpoint, body_fits, endpoint_for_path, provider_for, streamed
+from ._endpoints import MAX_BODY_BYTES, Endpoint, body_fits, endpoint_for_path, model_from_path, provider_for, streamed
 from ._measure import Measure
 
 _log = logging.getLogger("ctxscope.instrumentation")
@@ -164,6 +164,9 @@ def plan(request: Any, excluded_hosts: frozenset[str]) -> Plan | None:
         return None
     if not body_fits(endpoint, body):
         return None
+    if endpoint.model_in_path and "model" not in body:
+        # Our parsed copy only (it is never sent): the tracker and the span name the model.
+        body["model"] = model_from_path(url.path)
     return Plan(endpoint, None, body, provider_for(host, endpoint))
 
 
