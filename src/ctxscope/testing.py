@@ -38,6 +38,8 @@ Usage rule (deterministic, so tests can work values out by hand):
   reports the read part as ``cached_tokens`` inside the prompt total; Anthropic
   splits the total into ``input_tokens`` + ``cache_creation_input_tokens`` +
   ``cache_read_input_tokens``, as the providers do.
+* Groq (requests under ``/openai/v1``, its SDK's base path): a chat stream
+  carries the usage in its last chunk's ``x_groq``, as Groq's API does.
 * Server tools: a reply may declare ``server_tool_use`` (Anthropic: the usage's
   ``server_tool_use`` counters, zeros in ``message_start`` and the values in the
   final ``message_delta`` of a stream, as the API sends them) and
@@ -267,6 +269,11 @@ class _Answer:
             yield chunk({"tool_calls": [{"index": index, "id": call_id, "type": "function",
                                          "function": {"name": call.name, "arguments": ""}}]})
             yield chunk({"tool_calls": [{"index": index, "function": {"arguments": call.arguments_json()}}]})
+        if self.groq:  # Groq: the usage rides on the last chunk, under x_groq
+            yield chunk({}, "tool_calls" if self.calls else "stop",
+                        x_groq={"id": "req_" + cid, "usage": self._chat_usage()})
+            yield b"data: [DONE]\n\n"
+            return
         yield chunk({}, "tool_calls" if self.calls else "stop")
         if (self.body.get("stream_options") or {}).get("include_usage"):
             yield _sse({"id": cid, "object": "chat.completion.chunk", "created": CREATED, "model": self.model,
@@ -414,6 +421,7 @@ class _Answer:
     # -- Gemini ----------------------------------------------------------------
 
     sse = True  # Gemini streams: server-sent events (alt=sse), else a JSON array
+    groq = False  # Groq's base path (/openai/v1): chat stream usage under x_groq
 
     def _gemini_usage(self, output: int) -> dict[str, Any]:
         usage = {"promptTokenCount": self.input_tokens, "candidatesTokenCount": output,
@@ -768,6 +776,7 @@ class _Handler(BaseHTTPRequestHandler):
             streamed = body.get("stream") is not False  # Ollama streams unless told not to
         answer = _Answer(answer_body, api, reply, self.owner._ids, self.owner.overhead_tokens)
         answer.sse = "alt=sse" in self.path
+        answer.groq = self.path.startswith("/openai/v1/")
         if streamed:
             # The event stream is sent with a length: the SDKs still parse it event by event.
             self._send(200, list(answer.stream()), answer.stream_content_type,
