@@ -34,10 +34,11 @@ class Endpoint:
     streamed_always: bool = False  # the path itself asks for a stream (Gemini streamGenerateContent)
     stream_default: bool = False  # a body without "stream" is answered with a stream (Ollama)
     model_in_path: bool = False  # the model is named in the URL, not the body (Gemini)
+    conversation: str = "messages"  # the body's field holding the conversation (a JSON array)
 
 
 CHAT = Endpoint(API_OPENAI_CHAT, "openai")
-RESPONSES = Endpoint(API_OPENAI_RESPONSES, "openai")
+RESPONSES = Endpoint(API_OPENAI_RESPONSES, "openai", conversation="input")
 MESSAGES = Endpoint(API_ANTHROPIC, "anthropic")
 
 # Path endings, tested in order. OpenAI-compatible servers (Azure, Groq, Together,
@@ -69,16 +70,24 @@ _extra_endpoints: list[tuple[str, Endpoint]] = []
 _extra_matchers: list[Any] = []
 
 
-def register(suffix: str | None, endpoint: Endpoint, matcher: Any = None) -> None:
-    """Add an endpoint: by path ending, or by ``matcher(path) -> Endpoint | None`` (wire-format modules)."""
+def register(suffix: str | None, endpoint: Endpoint, matcher: Any = None, ending: str | None = None) -> None:
+    """Add an endpoint: by path ending, or by ``matcher(path) -> Endpoint | None`` for paths with ``ending``."""
+    global _ENDINGS
     if suffix is not None:
         _extra_endpoints.append((suffix, endpoint))
     if matcher is not None:
         _extra_matchers.append(matcher)
+    _ENDINGS = _ENDINGS + tuple(e for e in (suffix, ending) if e is not None)
+
+
+# Every ending a model endpoint's path can have: one C-level test turns all other paths away.
+_ENDINGS: tuple[str, ...] = tuple(suffix for suffix, _ in _SUFFIXES)
 
 
 def endpoint_for_path(path: str) -> Endpoint | None:
     """The model endpoint a POST to ``path`` (no query) is, or None: the test every request pays."""
+    if not path.endswith(_ENDINGS):
+        return None
     for suffix, endpoint in _SUFFIXES:
         if path.endswith(suffix):
             return endpoint
@@ -164,8 +173,9 @@ def register_stream_framing(api: str, kind: str) -> None:
 def _register_wire_formats() -> None:
     from ...apis import FORMATS, gemini, ollama
 
-    generate = Endpoint(gemini.API, gemini.PROVIDER, model_in_path=True)
-    stream_generate = Endpoint(gemini.API, gemini.PROVIDER, streamed_always=True, model_in_path=True)
+    generate = Endpoint(gemini.API, gemini.PROVIDER, model_in_path=True, conversation="contents")
+    stream_generate = Endpoint(gemini.API, gemini.PROVIDER, streamed_always=True, model_in_path=True,
+                               conversation="contents")
 
     def gemini_endpoint(path: str) -> Endpoint | None:
         # models/{model}:generateContent, or :streamGenerateContent (tunedModels too).
@@ -177,7 +187,7 @@ def _register_wire_formats() -> None:
         return stream_generate if found[1] else generate
 
     register(ollama.PATH, Endpoint(ollama.API, ollama.PROVIDER, stream_default=True))
-    register(None, generate, gemini_endpoint)
+    register(None, generate, gemini_endpoint, ending="enerateContent")
     for wire in FORMATS.values():
         register_shape(wire.api, wire.body_fits)
         register_stream_framing(wire.api, wire.stream_framing)

@@ -29,6 +29,7 @@ from typing import Any, Callable
 from .._wrappers import ModelCall, Telemetry, active_call, start_call
 from . import _frames
 from ._endpoints import MAX_BODY_BYTES, Endpoint, body_fits, endpoint_for_path, model_from_path, provider_for, streamed
+from ._bodies import BodyCache
 from ._measure import Measure
 
 _log = logging.getLogger("ctxscope.instrumentation")
@@ -39,6 +40,7 @@ _log = logging.getLogger("ctxscope.instrumentation")
 # ---------------------------------------------------------------------------
 
 _tee_classes: dict[str, tuple[type, type]] = {}
+_BODIES = BodyCache()  # the last bodies of a few conversations: the next is parsed from where it grew
 
 
 def tee_classes(library: Any) -> tuple[type, type]:
@@ -159,7 +161,7 @@ def plan(request: Any, excluded_hosts: frozenset[str]) -> Plan | None:
     if len(content) > MAX_BODY_BYTES:
         return None
     try:
-        body = _frames.loads(content)
+        body = _BODIES.parse(content, endpoint.conversation)
     except ValueError:
         return None
     if not body_fits(endpoint, body):
