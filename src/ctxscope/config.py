@@ -33,12 +33,14 @@ __all__ = [
     "CLAUDE_CONFIG_DIR",
     "CODEX_HOME",
     "agent_session_dirs",
+    "excluded_hosts",
     "CAPTURE_CONTENT_VALUES",
     "CTXSCOPE_CAPTURE_LABELS",
     "CTXSCOPE_COMPACT_THRESHOLD_TOKENS",
     "CTXSCOPE_DATA_DIR",
     "CTXSCOPE_EFFECTIVE_WINDOW_TOKENS",
     "CTXSCOPE_HASH_KEY",
+    "CTXSCOPE_HTTP_EXCLUDE_HOSTS",
     "CTXSCOPE_MAX_SESSIONS",
     "CTXSCOPE_SHUTDOWN_TIMEOUT_MS",
     "CTXSCOPE_STORE",
@@ -101,6 +103,9 @@ CTXSCOPE_SHUTDOWN_TIMEOUT_MS = "CTXSCOPE_SHUTDOWN_TIMEOUT_MS"
 """At most this long (ms, default 3000) is spent on the final export at exit, on SIGTERM and in
 ``Telemetry.shutdown()``."""
 
+CTXSCOPE_HTTP_EXCLUDE_HOSTS = "CTXSCOPE_HTTP_EXCLUDE_HOSTS"
+"""Comma-separated host names whose requests the HTTP transport layer leaves unread (docs/instrumentation.md)."""
+
 CLAUDE_CONFIG_DIR = "CLAUDE_CONFIG_DIR"
 """Claude Code's configuration directory (default ``~/.claude``), as Claude Code reads it: sessions in ``projects/``."""
 
@@ -111,7 +116,7 @@ _OURS = (
     OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT, CTXSCOPE_TOKENIZER, CTXSCOPE_HASH_KEY,
     CTXSCOPE_CAPTURE_LABELS, CTXSCOPE_WINDOW_TOKENS, CTXSCOPE_EFFECTIVE_WINDOW_TOKENS,
     CTXSCOPE_COMPACT_THRESHOLD_TOKENS, CTXSCOPE_MAX_SESSIONS, CTXSCOPE_DATA_DIR, CTXSCOPE_STORE,
-    CTXSCOPE_SHUTDOWN_TIMEOUT_MS, "XDG_DATA_HOME",
+    CTXSCOPE_SHUTDOWN_TIMEOUT_MS, CTXSCOPE_HTTP_EXCLUDE_HOSTS, "XDG_DATA_HOME",
 )
 
 DEFAULT_MAX_SESSIONS = 64
@@ -156,6 +161,7 @@ class Settings:
     data_dir: Path = Path("~/.local/share/ctxscope")
     store: str = "auto"  # one of STORE_VALUES
     shutdown_timeout_ms: int = DEFAULT_SHUTDOWN_TIMEOUT_MS
+    http_exclude_hosts: frozenset[str] = frozenset()
 
 
 def read(environ: Mapping[str, str] | None = None) -> Settings:
@@ -173,6 +179,7 @@ def read(environ: Mapping[str, str] | None = None) -> Settings:
         data_dir=_data_dir(env),
         store=_store(env),
         shutdown_timeout_ms=_milliseconds(env, CTXSCOPE_SHUTDOWN_TIMEOUT_MS, DEFAULT_SHUTDOWN_TIMEOUT_MS),
+        http_exclude_hosts=excluded_hosts(env.get(CTXSCOPE_HTTP_EXCLUDE_HOSTS)),
     )
 
 
@@ -281,6 +288,11 @@ def _positive(env: Mapping[str, str], name: str, default: int) -> int:
         return value
     _warn(name, raw, f"a positive whole number is needed; using {default}")
     return default
+
+
+def excluded_hosts(value: str | None) -> frozenset[str]:
+    """Host names of a comma-separated list, case-insensitive (``CTXSCOPE_HTTP_EXCLUDE_HOSTS``)."""
+    return frozenset(h.strip().lower() for h in (value or "").split(",") if h.strip())
 
 
 def _milliseconds(env: Mapping[str, str], name: str, default: int) -> int:

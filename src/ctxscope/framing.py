@@ -740,6 +740,9 @@ def _memo(count: CountFn) -> CountFn:
 def framing_parts(body: Mapping[str, Any], api: str, count: CountFn, *, model: str | None = None) -> list[FramingPart]:
     """The framing of a request under a provider API."""
     count = _memo(count)
+    wire = _wire_format(api)
+    if wire is not None:  # ctxscope.apis: the format's own framing model
+        return [FramingPart(key, tokens) for key, tokens in wire.framing(body, count)]
     if api == API_ANTHROPIC:
         return anthropic_framing(body, count, model=model)
     return openai_framing(body, count, model=model, api=api)
@@ -792,6 +795,9 @@ def tools_key(body: Mapping[str, Any]) -> str:
 
 def has_server_tools(body: Mapping[str, Any], api: str) -> bool:
     """Whether a request offers a tool that runs at the provider (its hidden part is unknown)."""
+    wire = _wire_format(api)
+    if wire is not None:
+        return wire.server_tools(body)
     for tool in _tools_of(body):
         if api == API_ANTHROPIC:
             if is_anthropic_server_tool(tool):
@@ -799,3 +805,10 @@ def has_server_tools(body: Mapping[str, Any], api: str) -> bool:
         elif openai_function_of(tool) is None:
             return True
     return False
+
+
+def _wire_format(api: str) -> Any:
+    """The ctxscope.apis module of an API that has one (Gemini, Ollama), else None."""
+    from .apis import format_of
+
+    return format_of(api)

@@ -183,7 +183,7 @@ class RequestExtractor:
             raise ValueError(f"unknown api {api!r}: one of {', '.join(APIS)}")
         messages = messages_of(body, api)
         head_values = (_get(body, "system"), _get(body, "instructions"), _get(body, "tools"),
-                       _get(body, "mcp_servers"))
+                       _get(body, "mcp_servers"), _get(body, "systemInstruction"))  # the last: Gemini
         model = _get(body, "model")
         model = model if isinstance(model, str) else None
         if api != self._api or model != self._model or head_values != self._head_key:

@@ -102,6 +102,8 @@ class FramingCache:
         if not isinstance(model, str):
             named = body.get("model")
             model = named if isinstance(named, str) else None
+        if _framing._wire_format(api) is not None:  # ctxscope.apis formats: whole-request framing
+            return _framing.parts_to_items(_framing.framing_parts(body, api, count_fn, model=model))
         if counter_key != self._counter_key or api != self._api or model != self._model:
             self._reset()
             self._counter_key, self._api, self._model = counter_key, api, model

@@ -15,7 +15,14 @@ server-sent-event streams included) with no network and no key::
 Endpoints: ``POST /v1/chat/completions`` and ``POST /v1/responses`` (OpenAI),
 ``POST /v1/messages`` (Anthropic); ``"stream": true`` answers with the
 provider's event stream (OpenAI chat chunks end with a usage chunk only when
-``stream_options.include_usage`` is set, as the real API does).
+``stream_options.include_usage`` is set, as the real API does). Gemini:
+``POST /v1beta/models/{model}:generateContent`` and ``:streamGenerateContent``
+(server-sent events with ``?alt=sse``, as ``google-genai`` asks, else a
+streamed JSON array), ``usageMetadata`` on every chunk. Ollama: ``POST
+/api/chat``, streamed as JSON lines unless ``"stream": false``, the counts
+(``prompt_eval_count``, ``eval_count``) on the last (``"done": true``).
+For ``google-genai`` use ``base_url`` :attr:`ProviderServer.base_url`; for
+``ollama``, ``host`` the same.
 
 Usage rule (deterministic, so tests can work values out by hand):
 
@@ -31,6 +38,8 @@ Usage rule (deterministic, so tests can work values out by hand):
   reports the read part as ``cached_tokens`` inside the prompt total; Anthropic
   splits the total into ``input_tokens`` + ``cache_creation_input_tokens`` +
   ``cache_read_input_tokens``, as the providers do.
+* Groq (requests under ``/openai/v1``, its SDK's base path): a chat stream
+  carries the usage in its last chunk's ``x_groq``, as Groq's API does.
 * Server tools: a reply may declare ``server_tool_use`` (Anthropic: the usage's
   ``server_tool_use`` counters, zeros in ``message_start`` and the values in the
   final ``message_delta`` of a stream, as the API sends them) and
@@ -51,7 +60,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Callable, Iterable, Mapping
-from .apis import API_ANTHROPIC, API_OPENAI_CHAT, API_OPENAI_RESPONSES
+from .apis import API_ANTHROPIC, API_GEMINI, API_OLLAMA, API_OPENAI_CHAT, API_OPENAI_RESPONSES
 
 __all__ = [
     "HIDDEN_OVERHEAD_TOKENS",
@@ -72,6 +81,8 @@ _CONTEXT_FIELDS = {
     API_OPENAI_CHAT: ("messages", "tools"),
     API_OPENAI_RESPONSES: ("instructions", "input", "tools"),
     API_ANTHROPIC: ("system", "messages", "tools"),
+    API_GEMINI: ("systemInstruction", "contents", "tools"),
+    API_OLLAMA: ("messages", "tools"),
 }
 
 
@@ -129,6 +140,10 @@ class Reply:
     delay_s: float = 0.0
     server_tool_use: Mapping[str, int] | None = None  # Anthropic usage.server_tool_use
     server_calls: tuple[str, ...] = ()  # Responses: server tool output item types
+    # Transport tests: the connection drops after this many bytes of the body (a reset mid-stream),
+    # and a streamed answer's events are sent this far apart (the whole stream is never one write).
+    reset_after_bytes: int | None = None
+    stream_interval_s: float = 0.0
 
     @classmethod
     def text(cls, content: str, **options: Any) -> "Reply":
@@ -249,6 +264,11 @@ class _Answer:
             yield chunk({"tool_calls": [{"index": index, "id": call_id, "type": "function",
                                          "function": {"name": call.name, "arguments": ""}}]})
             yield chunk({"tool_calls": [{"index": index, "function": {"arguments": call.arguments_json()}}]})
+        if self.groq:  # Groq: the usage rides on the last chunk, under x_groq
+            yield chunk({}, "tool_calls" if self.calls else "stop",
+                        x_groq={"id": "req_" + cid, "usage": self._chat_usage()})
+            yield b"data: [DONE]\n\n"
+            return
         yield chunk({}, "tool_calls" if self.calls else "stop")
         if (self.body.get("stream_options") or {}).get("include_usage"):
             yield _sse({"id": cid, "object": "chat.completion.chunk", "created": CREATED, "model": self.model,
@@ -393,18 +413,113 @@ class _Answer:
         yield event("message_delta", delta={"stop_reason": stop, "stop_sequence": None}, usage=delta_usage)
         yield event("message_stop")
 
+    # -- Gemini ----------------------------------------------------------------
+
+    sse = True  # Gemini streams: server-sent events (alt=sse), else a JSON array
+    groq = False  # Groq's base path (/openai/v1): chat stream usage under x_groq
+
+    def _gemini_usage(self, output: int) -> dict[str, Any]:
+        usage = {"promptTokenCount": self.input_tokens, "candidatesTokenCount": output,
+                 "totalTokenCount": self.input_tokens + output}
+        if self.reply.cache_read_tokens:
+            usage["cachedContentTokenCount"] = self.reply.cache_read_tokens
+        return usage
+
+    def _gemini_chunk(self, parts: list[dict[str, Any]], finish: str | None, output: int, rid: str) -> dict[str, Any]:
+        candidate: dict[str, Any] = {"content": {"role": "model", "parts": parts}, "index": 0}
+        if finish:
+            candidate["finishReason"] = finish
+        return {"candidates": [candidate], "usageMetadata": self._gemini_usage(output),
+                "modelVersion": self.model, "responseId": rid}
+
+    def _gemini_calls(self) -> list[dict[str, Any]]:
+        return [{"functionCall": {"name": c.name, "args": dict(c.arguments)}} for c, _ in self.calls]
+
+    def gemini_json(self) -> dict[str, Any]:
+        parts = ([{"text": self.reply.content}] if self.reply.content or not self.calls else []) + self._gemini_calls()
+        return self._gemini_chunk(parts, "STOP", self.output_tokens, self.ids.next("gemresp-"))
+
+    def gemini_stream(self) -> Iterable[bytes]:
+        rid = self.ids.next("gemresp-")
+        chunks = [self._gemini_chunk([{"text": piece}], None, 0, rid) for piece in _pieces(self.reply.content)]
+        if self.reply.stream_error:
+            chunks.append({"error": {"code": 500, "message": self.reply.error_message or "stream broke off",
+                                     "status": "INTERNAL"}})
+        else:
+            last = self._gemini_calls()
+            chunks.append(self._gemini_chunk(last, "STOP", self.output_tokens, rid))
+        if self.sse:
+            for chunk in chunks:
+                yield ("data: " + json.dumps(chunk, separators=(",", ":")) + "\r\n\r\n").encode()
+            return
+        # The REST stream without alt=sse: one JSON array, an element at a time.
+        for index, chunk in enumerate(chunks):
+            yield (("[" if index == 0 else ",\r\n") + json.dumps(chunk)).encode()
+        yield b"]"
+
+    # -- Ollama ----------------------------------------------------------------
+
+    def _ollama_final(self, message: dict[str, Any]) -> dict[str, Any]:
+        return {"model": self.model, "created_at": "2023-11-14T22:13:20Z", "message": message,
+                "done_reason": "stop", "done": True, "total_duration": 1000, "load_duration": 10,
+                "prompt_eval_count": self.input_tokens, "prompt_eval_duration": 100,
+                "eval_count": self.output_tokens, "eval_duration": 200}
+
+    def _ollama_calls(self) -> list[dict[str, Any]]:
+        return [{"function": {"name": c.name, "arguments": dict(c.arguments)}} for c, _ in self.calls]
+
+    def ollama_json(self) -> dict[str, Any]:
+        message: dict[str, Any] = {"role": "assistant", "content": self.reply.content}
+        if self.calls:
+            message["tool_calls"] = self._ollama_calls()
+        return self._ollama_final(message)
+
+    def ollama_stream(self) -> Iterable[bytes]:
+        def line(data: Mapping[str, Any]) -> bytes:
+            return (json.dumps(data, separators=(",", ":")) + "\n").encode()
+
+        for piece in _pieces(self.reply.content):
+            yield line({"model": self.model, "created_at": "2023-11-14T22:13:20Z",
+                        "message": {"role": "assistant", "content": piece}, "done": False})
+        if self.reply.stream_error:
+            yield line({"error": self.reply.error_message or "stream broke off"})
+            return
+        final: dict[str, Any] = {"role": "assistant", "content": ""}
+        if self.calls:
+            final["tool_calls"] = self._ollama_calls()
+        yield line(self._ollama_final(final))
+
     # -- dispatch --------------------------------------------------------------
+
+    @property
+    def stream_content_type(self) -> str:
+        if self.api == API_OLLAMA:
+            return "application/x-ndjson"
+        if self.api == API_GEMINI and not self.sse:
+            return "application/json"
+        return "text/event-stream"
 
     def json(self) -> dict[str, Any]:
         return {API_OPENAI_CHAT: self.chat_json, API_OPENAI_RESPONSES: self.responses_json,
-                API_ANTHROPIC: self.anthropic_json}[self.api]()
+                API_ANTHROPIC: self.anthropic_json, API_GEMINI: self.gemini_json,
+                API_OLLAMA: self.ollama_json}[self.api]()
 
     def stream(self) -> Iterable[bytes]:
         return {API_OPENAI_CHAT: self.chat_stream, API_OPENAI_RESPONSES: self.responses_stream,
-                API_ANTHROPIC: self.anthropic_stream}[self.api]()
+                API_ANTHROPIC: self.anthropic_stream, API_GEMINI: self.gemini_stream,
+                API_OLLAMA: self.ollama_stream}[self.api]()
+
+
+_GEMINI_STATUS = {400: "INVALID_ARGUMENT", 401: "UNAUTHENTICATED", 403: "PERMISSION_DENIED", 404: "NOT_FOUND",
+                  429: "RESOURCE_EXHAUSTED", 500: "INTERNAL", 503: "UNAVAILABLE"}
 
 
 def _error_body(api: str, reply: Reply) -> dict[str, Any]:
+    if api == API_GEMINI:
+        return {"error": {"code": reply.status, "message": reply.error_message,
+                          "status": reply.error_type or _GEMINI_STATUS.get(reply.status, "UNKNOWN")}}
+    if api == API_OLLAMA:
+        return {"error": reply.error_message}
     if api == API_ANTHROPIC:
         kind = reply.error_type or _ANTHROPIC_ERROR_TYPES.get(reply.status, "api_error")
         return {"type": "error", "error": {"type": kind, "message": reply.error_message}}
@@ -413,8 +528,15 @@ def _error_body(api: str, reply: Reply) -> dict[str, Any]:
                       "code": kind if reply.status == 429 else None}}
 
 
+_GEMINI_PATH = re.compile(r"/models/([^/:]+):(generateContent|streamGenerateContent)$")
+
+
 def _api_for(path: str) -> str | None:
     path = path.split("?", 1)[0].rstrip("/")
+    if _GEMINI_PATH.search(path):
+        return API_GEMINI
+    if path.endswith("/api/chat"):
+        return API_OLLAMA
     if path.endswith("/chat/completions"):
         return API_OPENAI_CHAT
     if path.endswith("/responses"):
@@ -561,6 +683,21 @@ class ProviderServer:
         return cls(base_url=self.anthropic_base_url, **options)
 
 
+    def gemini_client(self, **options: Any) -> Any:
+        """A ``google-genai`` client of this server (``client.models`` / ``client.aio.models``)."""
+        from google import genai
+        from google.genai import types
+
+        options.setdefault("api_key", "test-key")
+        return genai.Client(http_options=types.HttpOptions(base_url=self.base_url), **options)
+
+    def ollama_client(self, *, async_: bool = False, **options: Any) -> Any:
+        import ollama
+
+        cls = ollama.AsyncClient if async_ else ollama.Client
+        return cls(host=self.base_url, **options)
+
+
 class _Handler(BaseHTTPRequestHandler):
     owner: ProviderServer
     protocol_version = "HTTP/1.1"  # keep-alive: the SDKs reuse connections, as with the real API
@@ -568,14 +705,40 @@ class _Handler(BaseHTTPRequestHandler):
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
         pass  # quiet: tests read the records, not a log
 
-    def _send(self, status: int, body: bytes, content_type: str, headers: Mapping[str, str] = {}) -> None:
+    def _send(self, status: int, body: bytes | list[bytes], content_type: str, headers: Mapping[str, str] = {},
+              reply: Reply | None = None) -> None:
+        pieces = body if isinstance(body, list) else [body]
+        total = sum(len(p) for p in pieces)
         self.send_response(status)
         self.send_header("content-type", content_type)
-        self.send_header("content-length", str(len(body)))
+        self.send_header("content-length", str(total))
         for key, value in headers.items():
             self.send_header(key, value)
         self.end_headers()
-        self.wfile.write(body)
+        cut = reply.reset_after_bytes if reply is not None else None
+        interval = reply.stream_interval_s if reply is not None else 0.0
+        sent = 0
+        for index, piece in enumerate(pieces):
+            if cut is not None and sent + len(piece) >= cut:
+                self.wfile.write(piece[:max(0, cut - sent)])
+                self._reset()
+                return
+            if interval and index:
+                self.wfile.flush()
+                time.sleep(interval)
+            self.wfile.write(piece)
+            sent += len(piece)
+
+    def _reset(self) -> None:
+        """Drop the connection mid-body: the client sees fewer bytes than content-length said."""
+        import socket
+
+        self.wfile.flush()
+        self.close_connection = True
+        try:
+            self.connection.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
 
     def do_POST(self) -> None:  # noqa: N802 - stdlib name
         length = int(self.headers.get("content-length") or 0)
@@ -598,11 +761,21 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(reply.status, json.dumps(_error_body(api, reply)).encode(), "application/json",
                        {"x-should-retry": "false", "x-request-id": request_id, "request-id": request_id})
             return
-        answer = _Answer(body, api, reply, self.owner._ids, self.owner.overhead_tokens)
-        if body.get("stream"):
-            # The whole event stream is sent with a length: the SDKs still parse it event by event.
-            self._send(200, b"".join(answer.stream()), "text/event-stream",
-                       {"x-request-id": request_id, "request-id": request_id})
+        answer_body = body
+        streamed = bool(body.get("stream"))
+        if api == API_GEMINI:
+            match = _GEMINI_PATH.search(self.path.split("?", 1)[0])
+            answer_body = {**body, "model": match.group(1)} if match else body
+            streamed = bool(match and match.group(2) == "streamGenerateContent")
+        elif api == API_OLLAMA:
+            streamed = body.get("stream") is not False  # Ollama streams unless told not to
+        answer = _Answer(answer_body, api, reply, self.owner._ids, self.owner.overhead_tokens)
+        answer.sse = "alt=sse" in self.path
+        answer.groq = self.path.startswith("/openai/v1/")
+        if streamed:
+            # The event stream is sent with a length: the SDKs still parse it event by event.
+            self._send(200, list(answer.stream()), answer.stream_content_type,
+                       {"x-request-id": request_id, "request-id": request_id}, reply)
         else:
             self._send(200, json.dumps(answer.json()).encode(), "application/json",
-                       {"x-request-id": request_id, "request-id": request_id})
+                       {"x-request-id": request_id, "request-id": request_id}, reply)

@@ -1,27 +1,32 @@
 """The provider APIs ctxscope reads, one module each; the only place that knows their ids.
 
-:data:`FORMATS` lists them; :func:`get` finds one by id, :func:`detect` by a
+:data:`WIRE_FORMATS` lists them; :func:`get` finds one by id, :func:`detect` by a
 request body's shape, :func:`for_path` by a request URL's path. A new API is
 one module here (its :class:`~ctxscope.apis.WireFormat`) plus its entry in
-:data:`FORMATS`, and the conformance suite (``tests/core/test_wire_formats.py``)
+:data:`WIRE_FORMATS`, and the conformance suite (``tests/core/test_wire_formats.py``)
 runs over it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping
 
 from ..observation import Usage
-from . import anthropic_messages, openai_chat, openai_responses
+from . import anthropic_messages, gemini, ollama, openai_chat, openai_responses
 from ._base import WireFormat, count, field
 
 __all__ = [
     "API_ANTHROPIC",
+    "API_GEMINI",
+    "API_OLLAMA",
     "API_OPENAI_CHAT",
     "API_OPENAI_RESPONSES",
     "APIS",
     "FORMATS",
+    "ModuleFormat",
+    "WIRE_FORMATS",
+    "format_of",
     "WireFormat",
     "count",
     "detect",
@@ -36,11 +41,13 @@ __all__ = [
 API_OPENAI_CHAT = openai_chat.ID
 API_OPENAI_RESPONSES = openai_responses.ID
 API_ANTHROPIC = anthropic_messages.ID
+API_GEMINI = gemini.API
+API_OLLAMA = ollama.API
 
 # Detection asks the formats in this order; the last is the default.
-FORMATS: tuple[WireFormat, ...] = (openai_responses.FORMAT, anthropic_messages.FORMAT, openai_chat.FORMAT)
+WIRE_FORMATS: tuple[WireFormat, ...] = (openai_responses.FORMAT, anthropic_messages.FORMAT, openai_chat.FORMAT)
 APIS = (API_OPENAI_CHAT, API_OPENAI_RESPONSES, API_ANTHROPIC)
-_BY_ID = {f.id: f for f in FORMATS}
+_BY_ID = {f.id: f for f in WIRE_FORMATS}
 
 
 def get(api: str) -> WireFormat:
@@ -54,7 +61,7 @@ def detect(body: Mapping[str, Any]) -> str:
         raise ValueError("a request body must be a JSON object")
     if "messages" not in body and not openai_responses.FORMAT.looks_like(body):
         raise ValueError("not a request body: no 'messages' (chat, Anthropic) or 'input' (Responses)")
-    for wire in FORMATS:
+    for wire in WIRE_FORMATS:
         verdict = wire.looks_like(body)
         if verdict:
             return wire.id
@@ -64,7 +71,7 @@ def detect(body: Mapping[str, Any]) -> str:
 def for_path(path: str) -> str | None:
     """The API a request path is for (``/v1/chat/completions``), else None."""
     path = path.rstrip("/")
-    for wire in FORMATS:
+    for wire in WIRE_FORMATS:
         if any(path.endswith(suffix) for suffix in wire.url_suffixes):
             return wire.id
     return None
@@ -88,3 +95,48 @@ def reported_input(api: str, response: Any) -> int | None:
     """SPEC section 4 reported input of a response (dict or SDK object); None when it has no usage."""
     found = usage(api, field(response, "usage"))
     return found.reported_input if found is not None else None
+
+
+# ---------------------------------------------------------------------------
+# Formats whose items and framing live in their module
+# ---------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class ModuleFormat:
+    """A format whose items, framing and stream live in its own module (Gemini, Ollama).
+
+    The three older formats are walked by :mod:`ctxscope.request_formats` and
+    :mod:`ctxscope.framing` until they move here too; :func:`format_of` is None for them.
+    """
+
+    api: str  # the API name (as items.API_*)
+    provider: str  # gen_ai.provider.name by default
+    body_fits: Callable[[Mapping[str, Any]], bool]  # a body of this API's shape
+    messages_of: Callable[[Mapping[str, Any]], list[Any]]  # the conversation
+    message: Callable[[Any, Any], None]  # (Builder, one message) -> items
+    head: Callable[[Any, Mapping[str, Any]], None]  # (Builder, body) -> system and tool items
+    framing: Callable[[Mapping[str, Any], Callable[[str], int]], list[tuple[str, int]]]  # (key, tokens)
+    usage: Callable[[Any], "dict[str, int | None] | None"]  # a response document -> counts
+    response_fields: Callable[[Any], tuple[Any, Any, list[str]]]  # -> (model, id, finish reasons)
+    output_parts: Callable[[Any], list[dict[str, Any]]]  # content capture only
+    stream_framing: str  # how its stream is framed when the content type does not say: "sse", "ndjson", "json-array"
+    server_tools: Callable[[Mapping[str, Any]], bool]  # a tool that runs at the provider is offered
+
+
+def _gemini_server_tools(body: Mapping[str, Any]) -> bool:
+    return any(gemini.field(t, "functionDeclarations", "function_declarations") is None
+               for t in body.get("tools") or ())
+
+
+GEMINI = ModuleFormat(gemini.API, gemini.PROVIDER, gemini.body_fits, gemini.contents_of, gemini.message,
+                    gemini.head, gemini.framing, gemini.usage, gemini.response_fields, gemini.output_parts,
+                    "json-array", _gemini_server_tools)
+OLLAMA = ModuleFormat(ollama.API, ollama.PROVIDER, ollama.body_fits,
+                    lambda body: list(body.get("messages") or ()), ollama.message, ollama.head, ollama.framing,
+                    ollama.usage, ollama.response_fields, ollama.output_parts, "ndjson", lambda body: False)
+
+FORMATS: dict[str, ModuleFormat] = {f.api: f for f in (GEMINI, OLLAMA)}
+
+
+def format_of(api: str) -> ModuleFormat | None:
+    return FORMATS.get(api)

@@ -85,6 +85,24 @@ async def _raw_parsed_async(result: Any) -> Any:
     return result
 
 
+def _handed_to_transport(call: ModelCall, result: Any) -> bool:
+    """A raw response whose body is still to be read goes to the HTTP tee, which ends the call as it is read.
+
+    ``with_streaming_response`` and streamed ``with_raw_response`` results:
+    the transport layer (instrumentation/http), when on, reads their usage
+    and ids from the bytes the caller reads. Without it the call ends now,
+    with estimates but no usage.
+    """
+    if type(result).__name__ not in _RAW_RESPONSES + ("AsyncAPIResponse",) or _raw_body_read(result):
+        return False
+    try:
+        from .http import adopt
+
+        return adopt(getattr(result, "http_response", None), call)
+    except Exception:  # noqa: BLE001 - not instrumented, or an unexpected shape
+        return False
+
+
 def finish_result(call: ModelCall, api: Api, result: Any, response: Any = None) -> Any:
     """Wrap a stream in a proxy bound to the call, or end the call with the response; return what the caller gets.
 
@@ -98,6 +116,8 @@ def finish_result(call: ModelCall, api: Api, result: Any, response: Any = None) 
             return SyncStream(result, call, api.stream_state(call.captures_content))
         if isinstance(result, async_class):
             return AsyncStream(result, call, api.stream_state(call.captures_content))
+        if _handed_to_transport(call, result):
+            return result
         info = None
         try:
             response = _raw_parsed(result) if response is None else response

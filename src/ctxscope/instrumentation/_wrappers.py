@@ -52,6 +52,8 @@ SPAN_POST_COMPACTION = Stage.POST_COMPACTION.value
 SPAN_SESSION_END = "session-end"
 # The GenAI conventions' event that carries a call's content structured (util-genai's name).
 EVENT_OPERATION_DETAILS = "gen_ai.client.inference.operation.details"
+# Context key of the model call being sent (see ModelCall.activate; read by active_call()).
+ACTIVE_CALL_KEY = otel_context.create_key("ctxscope-model-call")
 
 # Request options that are not part of the request body.
 _NOT_BODY = frozenset({"extra_headers", "extra_query", "extra_body", "timeout"})
@@ -419,7 +421,10 @@ class ModelCall:
 
     def activate(self) -> object:
         """Make the call's span current while the SDK sends the request (its own spans nest under it)."""
-        return otel_context.attach(trace.set_span_in_context(self.span))
+        # The call rides in the context too: a transport below it (instrumentation/http) then knows
+        # the request is measured already, whether or not the span is sampled.
+        return otel_context.attach(otel_context.set_value(ACTIVE_CALL_KEY, self,
+                                                          trace.set_span_in_context(self.span)))
 
     @staticmethod
     def deactivate(token: object) -> None:
@@ -427,6 +432,12 @@ class ModelCall:
             otel_context.detach(token)  # type: ignore[arg-type]
         except Exception:  # noqa: BLE001
             pass
+
+
+def active_call() -> "ModelCall | None":
+    """The model call whose request is being sent in this context (SDK or transport level), if any."""
+    call = otel_context.get_value(ACTIVE_CALL_KEY)
+    return call if isinstance(call, ModelCall) else None
 
 
 def start_call(telemetry: Telemetry, *, provider: str, api: str, body: Mapping[str, Any]) -> ModelCall | None:

@@ -80,7 +80,8 @@ class ChatStreamState:
             reason = _get(choice, "finish_reason")
             if reason:
                 self._reasons[int(_get(choice, "index") or 0)] = str(reason)
-        usage = _get(chunk, "usage")
+        # Groq sends a stream's usage under x_groq in the last chunk (the OpenAI SDK keeps the extra field).
+        usage = _get(chunk, "usage") or _get(_get(chunk, "x_groq"), "usage")
         if usage is not None:
             info.usage = chat_usage(usage)
 

@@ -1,0 +1,167 @@
+"""The HTTP transport layer's cost: per model call at 2,000 items, and per request to an unrelated URL.
+
+**Model call.** The 2,000-item conversation of ``bench_overhead.py`` is
+posted as JSON bytes with a real ``httpx.Client`` to ``ctxscope.testing``'s
+local server, growing by one user message a call. A timer wrapped around
+``Client.send`` before ctxscope's wrapper (so ctxscope's wraps it) splits
+each call into the HTTP exchange and what ctxscope adds around it: reading
+the request body, the tracker, the span, reading the response. Each round
+sends the request bare (straight to the timer) and instrumented, in
+alternating order; the figure is the median over rounds of (added,
+instrumented) minus (the same, bare). Target: under 1 ms.
+
+**Unrelated URL.** Requests to a path that is not a model endpoint through
+a client with an in-memory transport (``httpx.MockTransport``: no socket, so
+the few microseconds are not lost in network noise), in alternating blocks
+with the layer on and off; the figure is the median per-request difference
+of the blocks. Target: under 5 us.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+if str(HERE) not in sys.path:
+    sys.path.insert(0, str(HERE))
+
+ROUNDS = 30
+WARMUP = 3
+BLOCKS = 40
+PER_BLOCK = 2000
+
+
+class _InnerTimer:
+    """Times the library's own ``send`` from inside ctxscope's wrapper."""
+
+    def __init__(self) -> None:
+        self.last = 0.0
+
+    def __call__(self, wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
+        started = time.perf_counter()
+        try:
+            return wrapped(*args, **kwargs)
+        finally:
+            self.last = time.perf_counter() - started
+
+
+def model_call() -> dict[str, float]:
+    import httpx
+    import wrapt
+    from opentelemetry.instrumentation.utils import unwrap
+    from opentelemetry.sdk.trace import TracerProvider
+
+    from bench_overhead import ITEMS, MODEL, conversation
+    from ctxscope.instrumentation.http import HTTPInstrumentor
+    from ctxscope.testing import ProviderServer
+    from ctxscope.tracker import Tracker
+
+    logging.getLogger("opentelemetry.instrumentation.instrumentor").setLevel(logging.ERROR)
+    messages, tools = conversation()
+    provider = TracerProvider()
+    tracker = Tracker()
+    instrumentor = HTTPInstrumentor()
+    instrumentor.uninstrument()
+    inner = _InnerTimer()
+    wrapt.wrap_function_wrapper(httpx, "Client.send", inner)
+    try:
+        with ProviderServer() as server, httpx.Client(timeout=60) as client:
+            server.record_requests = False
+            instrumentor.instrument(tracer_provider=provider, tracker=tracker)
+            bare_send = vars(httpx.Client)["send"].__wrapped__  # the timer, under ctxscope's wrapper
+            url = server.openai_base_url + "/chat/completions"
+
+            def call(instrumented: bool) -> tuple[float, float]:
+                content = json.dumps({"model": MODEL, "messages": messages, "tools": tools}).encode()
+                request = client.build_request("POST", url, content=content,
+                                               headers={"content-type": "application/json"})
+                started = time.perf_counter()
+                response = client.send(request) if instrumented else bare_send(client, request)
+                total = time.perf_counter() - started
+                response.close()
+                return total, inner.last
+
+            call(True)  # the baseline: every item counted once
+            bare, instrumented, added = [], [], []
+            for r in range(WARMUP + ROUNDS):
+                messages.append({"role": "user", "content": f"One more thing, number {r}."})
+                outside = {}
+                for flag in ((False, True) if r % 2 == 0 else (True, False)):
+                    total, sent = call(flag)
+                    outside[flag] = (total, total - sent)
+                if r >= WARMUP:
+                    bare.append(outside[False][0])
+                    instrumented.append(outside[True][0])
+                    added.append(outside[True][1] - outside[False][1])
+    finally:
+        instrumentor.uninstrument()
+        unwrap(httpx.Client, "send")
+    return {
+        "items": ITEMS,
+        "rounds": ROUNDS,
+        "bare_median_ms": statistics.median(bare) * 1e3,
+        "instrumented_median_ms": statistics.median(instrumented) * 1e3,
+        "added_median_ms": statistics.median(added) * 1e3,
+        "added_p90_ms": sorted(added)[int(len(added) * 0.9)] * 1e3,
+    }
+
+
+def unrelated_url() -> dict[str, float]:
+    import httpx
+    from opentelemetry.sdk.trace import TracerProvider
+
+    from ctxscope.instrumentation.http import HTTPInstrumentor
+    from ctxscope.tracker import Tracker
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(200, content=b"{}")
+
+    instrumentor = HTTPInstrumentor()
+    instrumentor.uninstrument()
+    client = httpx.Client(transport=httpx.MockTransport(answer))
+    request = client.build_request("POST", "http://127.0.0.1:1/v1/embeddings", content=b'{"input": "x"}')
+    per_request = {False: [], True: []}
+    try:
+        for block in range(BLOCKS):
+            for flag in ((False, True) if block % 2 == 0 else (True, False)):
+                if flag:
+                    instrumentor.instrument(tracer_provider=TracerProvider(), tracker=Tracker())
+                started = time.perf_counter()
+                for _ in range(PER_BLOCK):
+                    client.send(request)
+                per_request[flag].append((time.perf_counter() - started) / PER_BLOCK)
+                if flag:
+                    instrumentor.uninstrument()
+    finally:
+        instrumentor.uninstrument()
+        client.close()
+    diffs = [on - off for on, off in zip(per_request[True], per_request[False])]
+    return {
+        "bare_median_us": statistics.median(per_request[False]) * 1e6,
+        "instrumented_median_us": statistics.median(per_request[True]) * 1e6,
+        "added_median_us": statistics.median(diffs) * 1e6,
+    }
+
+
+def main() -> dict[str, float]:
+    figures: dict[str, float] = {}
+    call = model_call()
+    print(f"model call, {call['items']} items: bare {call['bare_median_ms']:.2f} ms, instrumented "
+          f"{call['instrumented_median_ms']:.2f} ms; added by ctxscope median {call['added_median_ms']:.3f} ms, "
+          f"p90 {call['added_p90_ms']:.3f} ms (target < 1 ms)")
+    figures.update({f"call_{k}": v for k, v in call.items()})
+    other = unrelated_url()
+    print(f"unrelated URL: bare {other['bare_median_us']:.1f} us, instrumented {other['instrumented_median_us']:.1f} us; "
+          f"added median {other['added_median_us']:.2f} us (target < 5 us)")
+    figures.update({f"unrelated_{k}": v for k, v in other.items()})
+    return figures
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,273 @@
+"""The wrappers of ``Client.send`` / ``AsyncClient.send`` (httpx and httpx2), and the response tee.
+
+``send`` is where every request of a client passes, whatever its transport
+(LiteLLM's aiohttp transport included) and whether or not the body is
+streamed. A request is looked at in three steps, each only if the one before
+said "maybe": POST to a model endpoint's path (:func:`._endpoints.endpoint_for_path`),
+host not excluded, then a JSON body of the API's shape. Everything else goes
+to the library unread.
+
+Who measures a call (one span per call):
+
+* a ctxscope model call already active in the context (the SDK instrumentor
+  sends this request): that call. The response is still teed, unread, so the
+  SDK level can hand a raw or streamed-raw response's call over to it
+  (:func:`adopt`) and get usage and ids as the caller reads the body;
+* otherwise the transport opens the call itself, makes it current while the
+  request is sent, and the tee ends it when the body ends.
+
+The tee yields each piece of the body the moment the library gives it, the
+very same ``bytes`` object, and re-raises the library's exceptions
+unchanged; reading is a side effect that cannot fail the caller.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, Callable
+
+from .._wrappers import ModelCall, Telemetry, active_call, start_call
+from . import _frames
+from ._endpoints import MAX_BODY_BYTES, Endpoint, body_fits, endpoint_for_path, model_from_path, provider_for, streamed
+from ._bodies import BodyCache
+from ._measure import Measure
+
+_log = logging.getLogger("ctxscope.instrumentation")
+
+
+# ---------------------------------------------------------------------------
+# The tee: a byte stream of the library's own kind around the response's stream
+# ---------------------------------------------------------------------------
+
+_tee_classes: dict[str, tuple[type, type]] = {}
+_BODIES = BodyCache()  # the last bodies of a few conversations: the next is parsed from where it grew
+
+
+def tee_classes(library: Any) -> tuple[type, type]:
+    """(sync, async) tee stream classes subclassing ``library``'s byte streams (its clients check the type)."""
+    cached = _tee_classes.get(library.__name__)
+    if cached is not None:
+        return cached
+
+    class SyncTee(library.SyncByteStream):  # type: ignore[misc,name-defined]
+        def __init__(self, inner: Any, measure: Measure) -> None:
+            self.inner = inner
+            self.measure = measure
+
+        def __iter__(self) -> Any:
+            measure = self.measure
+            try:
+                for chunk in self.inner:
+                    measure.feed(chunk)
+                    yield chunk
+            except GeneratorExit:
+                raise
+            except BaseException as error:
+                measure.fail(error)
+                raise
+            measure.done()
+
+        def close(self) -> None:
+            try:
+                self.inner.close()
+            finally:
+                self.measure.done()
+
+    class AsyncTee(library.AsyncByteStream):  # type: ignore[misc,name-defined]
+        def __init__(self, inner: Any, measure: Measure) -> None:
+            self.inner = inner
+            self.measure = measure
+
+        async def __aiter__(self) -> Any:
+            measure = self.measure
+            try:
+                async for chunk in self.inner:
+                    measure.feed(chunk)
+                    yield chunk
+            except GeneratorExit:
+                raise
+            except BaseException as error:
+                measure.fail(error)
+                raise
+            measure.done()
+
+        async def aclose(self) -> None:
+            try:
+                await self.inner.aclose()
+            finally:
+                self.measure.done()
+
+    _tee_classes[library.__name__] = (SyncTee, AsyncTee)
+    return SyncTee, AsyncTee
+
+
+def adopt(http_response: Any, call: ModelCall) -> bool:
+    """Hand an SDK-level call to the tee of its response, unread as yet (raw and streaming-raw responses).
+
+    True when the tee takes it: the call then ends when the body is read or
+    closed, with the usage and ids it held.
+    """
+    measure = getattr(getattr(http_response, "stream", None), "measure", None)
+    return isinstance(measure, Measure) and measure.adopt(call)
+
+
+# ---------------------------------------------------------------------------
+# Looking at a request
+# ---------------------------------------------------------------------------
+
+class Plan:
+    """A request to a model endpoint: who measures it, and the body when the transport does."""
+
+    __slots__ = ("endpoint", "owner", "body", "provider")
+
+    def __init__(self, endpoint: Endpoint, owner: ModelCall | None, body: Any, provider: str) -> None:
+        self.endpoint = endpoint
+        self.owner = owner
+        self.body = body
+        self.provider = provider
+
+
+def _too_large(request: Any) -> bool:
+    length = request.headers.get("content-length")
+    return length is not None and length.isdigit() and int(length) > MAX_BODY_BYTES
+
+
+def plan(request: Any, excluded_hosts: frozenset[str]) -> Plan | None:
+    """The plan for a request, or None: not a model call (or not one we may read); pass it on."""
+    if request.method != "POST":
+        return None
+    url = request.url
+    endpoint = endpoint_for_path(url.path)
+    if endpoint is None:
+        return None
+    host = url.host
+    if host in excluded_hosts:
+        return None
+    owner = active_call()
+    if owner is not None:
+        return Plan(endpoint, owner, None, "")  # measured above: its body is not read again
+    if _too_large(request):
+        _frames._warn_once("request-size", "ctxscope: a model request over %d bytes is not read",
+                           MAX_BODY_BYTES)
+        return None
+    if request.headers.get("content-encoding"):
+        _frames._warn_once("request-encoding", "ctxscope: a content-encoded model request is not read")
+        return None
+    try:
+        content = request.content
+    except Exception:  # noqa: BLE001 - a streamed upload (RequestNotRead): not read
+        _frames._warn_once("request-stream", "ctxscope: a model request with a streamed body is not read")
+        return None
+    if len(content) > MAX_BODY_BYTES:
+        return None
+    try:
+        body = _BODIES.parse(content, endpoint.conversation)
+    except ValueError:
+        return None
+    if not body_fits(endpoint, body):
+        return None
+    if endpoint.model_in_path and "model" not in body:
+        # Our parsed copy only (it is never sent): the tracker and the span name the model.
+        body["model"] = model_from_path(url.path)
+    return Plan(endpoint, None, body, provider_for(host, endpoint))
+
+
+def _measure(plan_: Plan, response: Any, call: ModelCall | None) -> Measure | None:
+    """A measure for the response, or None when its body must pass unread (too large)."""
+    headers = response.headers
+    length = headers.get("content-length")
+    if length is not None and length.isdigit() and int(length) > MAX_BODY_BYTES:
+        _frames._warn_once("response-size", "ctxscope: a model response over %d bytes is not read",
+                           MAX_BODY_BYTES)
+        return None
+    body = plan_.body
+    is_stream = plan_.endpoint.streamed_always or (isinstance(body, dict) and streamed(plan_.endpoint, body))
+    return Measure(plan_.endpoint, status=response.status_code, content_type=headers.get("content-type", ""),
+                   content_encoding=headers.get("content-encoding", ""), is_stream=is_stream, call=call)
+
+
+def _attach(plan_: Plan, response: Any, call: ModelCall | None, library: Any, is_async: bool) -> None:
+    """Tee the response's body (or read it now, when the client has read it already)."""
+    measure = _measure(plan_, response, call)
+    if measure is None:
+        if call is not None:
+            call.finish(None)
+        return
+    if response.is_closed:  # send(stream=False): the client has the whole, decoded body
+        if call is not None:
+            try:
+                measure.feed_decoded(response.content)
+            except Exception:  # noqa: BLE001 - closed without being read
+                pass
+            measure.done()
+        return
+    sync_tee, async_tee = tee_classes(library)
+    response.stream = (async_tee if is_async else sync_tee)(response.stream, measure)
+
+
+def _begin(telemetry: Telemetry, plan_: Plan) -> ModelCall | None:
+    if plan_.owner is not None:
+        return None
+    return start_call(telemetry, provider=plan_.provider, api=plan_.endpoint.api, body=plan_.body)
+
+
+def _plan_safely(request: Any, excluded: frozenset[str]) -> Plan | None:
+    try:
+        return plan(request, excluded)
+    except Exception:  # noqa: BLE001 - ours: the request goes on unmeasured
+        _log.warning("ctxscope: could not look at a request", exc_info=True)
+        return None
+
+
+def _attach_safely(plan_: Plan, response: Any, call: ModelCall | None, library: Any, is_async: bool) -> None:
+    try:
+        _attach(plan_, response, call, library, is_async)
+    except Exception:  # noqa: BLE001
+        _log.warning("ctxscope: could not read a model response", exc_info=True)
+        if call is not None and not call.ended:
+            call.finish(None)
+
+
+def send_wrapper(telemetry: Telemetry, library: Any, excluded: frozenset[str],
+                 is_async: bool) -> Callable[..., Any]:
+    """The ``wrapt`` wrapper of ``library``'s ``Client.send`` (or ``AsyncClient.send``)."""
+    if is_async:
+        async def async_send(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
+            plan_ = _plan_safely(args[0] if args else kwargs.get("request"), excluded)
+            if plan_ is None:
+                return await wrapped(*args, **kwargs)
+            call = _begin(telemetry, plan_)
+            token = call.activate() if call is not None else None
+            try:
+                response = await wrapped(*args, **kwargs)
+            except BaseException as error:
+                if call is not None:
+                    call.fail(error)
+                raise
+            finally:
+                if call is not None:
+                    call.deactivate(token)
+            _attach_safely(plan_, response, call, library, is_async=True)
+            return response
+
+        return async_send
+
+    def send(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
+        plan_ = _plan_safely(args[0] if args else kwargs.get("request"), excluded)
+        if plan_ is None:
+            return wrapped(*args, **kwargs)
+        call = _begin(telemetry, plan_)
+        token = call.activate() if call is not None else None
+        try:
+            response = wrapped(*args, **kwargs)
+        except BaseException as error:
+            if call is not None:
+                call.fail(error)
+            raise
+        finally:
+            if call is not None:
+                call.deactivate(token)
+        _attach_safely(plan_, response, call, library, is_async=False)
+        return response
+
+    return send
