@@ -365,3 +365,18 @@ def test_live_path_inspect_and_fidelity_count_media_alike(monkeypatch, tmp_path,
     assert main(["inspect", str(path), "--tokenizer", "chars", "--no-framing"]) == 0
     estimated = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("estimated"))
     assert estimated.split() == ["estimated", f"{MEDIA_TOKENS_GPT_4_1_MINI:,}"]
+
+
+def test_inspect_model_flag_picks_the_media_rule(tmp_path, capsys):
+    """`inspect --model gpt-4o` on a gpt-4.1-mini body counts the image by gpt-4o's tiles: 765 for 1659,
+    1 + 765 + 30 + 416 + 7 = 1,219."""
+    import json
+
+    from ctxscope.cli import main
+
+    path = tmp_path / "body.json"
+    path.write_text(json.dumps(_media_body("gpt-4.1-mini")), encoding="utf-8")
+    capsys.readouterr()
+    assert main(["inspect", str(path), "--tokenizer", "chars", "--no-framing", "--model", "gpt-4o"]) == 0
+    estimated = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("estimated"))
+    assert estimated.split() == ["estimated", "1,219"]

@@ -143,7 +143,9 @@ def inspect(loaded: Loaded, *, tokenizer: str = "auto", model: str | None = None
         model = loaded.body.get("model") if isinstance(loaded.body.get("model"), str) else None
     try:
         api = detect_api(loaded.body)
-        items = items_from_request(loaded.body, api)
+        # --model picks the media rules too (an image's tokens depend on the model family).
+        body = {**loaded.body, "model": model} if model and model != loaded.body.get("model") else loaded.body
+        items = items_from_request(body, api)
         if framing:
             # The ledger's counter for this model, so framing is counted on the same basis.
             items += _framing.framing_items(loaded.body, api, counter_for(model, tokenizer).count, model=model)
