@@ -19,7 +19,7 @@ from ctxscope import config
 from ctxscope.cli import main
 from ctxscope.export import setup
 from ctxscope.instrumentation.openai import OpenAIInstrumentor
-from ctxscope.schema import GenAI
+from ctxscope.schema import Attr
 from ctxscope.testing import ProviderServer
 from ctxscope.tracker import Tracker
 
@@ -37,7 +37,7 @@ def test_a_body_has_one_session_id_live_and_as_a_transcript(server, monkeypatch,
     messages = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": QUESTION}]
     with instrumented(server, monkeypatch, OpenAIInstrumentor) as tel:
         server.openai_client().chat.completions.create(model="gpt-4o", messages=messages)
-        live = attr(tel.one_call(), GenAI.CONVERSATION_ID)
+        live = attr(tel.one_call(), Attr.SESSION_ID)
     assert isinstance(live, str) and live.startswith("fp-")
 
     body = tmp_path / "body.json"
