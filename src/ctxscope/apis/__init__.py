@@ -3,7 +3,7 @@
 :data:`WIRE_FORMATS` lists them; :func:`get` finds one by id, :func:`detect` by a
 request body's shape, :func:`for_path` by a request URL's path. A new API is
 one module here (its :class:`~ctxscope.apis.WireFormat`) plus its entry in
-:data:`WIRE_FORMATS`, and the conformance suite (``tests/core/test_wire_formats.py``)
+:data:`WIRE_FORMATS`, and the conformance suite (``tests/conformance/test_wire_formats.py``)
 runs over it.
 """
 
@@ -44,9 +44,12 @@ API_ANTHROPIC = anthropic_messages.ID
 API_GEMINI = gemini.API
 API_OLLAMA = ollama.API
 
-# Detection asks the formats in this order; the last is the default.
-WIRE_FORMATS: tuple[WireFormat, ...] = (openai_responses.FORMAT, anthropic_messages.FORMAT, openai_chat.FORMAT)
-APIS = (API_OPENAI_CHAT, API_OPENAI_RESPONSES, API_ANTHROPIC)
+# Detection by body shape asks the formats in this order (Ollama's native body looks like a chat
+# body: it is told apart by its URL, :func:`for_path`); a body with messages that no format
+# claims is chat completions, the shape every OpenAI-compatible server takes.
+WIRE_FORMATS: tuple[WireFormat, ...] = (gemini.FORMAT, openai_responses.FORMAT, anthropic_messages.FORMAT,
+                                        ollama.FORMAT, openai_chat.FORMAT)
+APIS = (API_OPENAI_CHAT, API_OPENAI_RESPONSES, API_ANTHROPIC)  # the formats walked by ctxscope.request_formats
 _BY_ID = {f.id: f for f in WIRE_FORMATS}
 
 
@@ -59,18 +62,18 @@ def detect(body: Mapping[str, Any]) -> str:
     """Which API a request body is for; ``ValueError`` when it is a body of none of them."""
     if not isinstance(body, Mapping):
         raise ValueError("a request body must be a JSON object")
-    if "messages" not in body and not openai_responses.FORMAT.looks_like(body):
-        raise ValueError("not a request body: no 'messages' (chat, Anthropic) or 'input' (Responses)")
     for wire in WIRE_FORMATS:
-        verdict = wire.looks_like(body)
-        if verdict:
+        if wire.looks_like(body):
             return wire.id
-    return API_OPENAI_CHAT  # plain-text conversations of the OpenAI shape and every compatible server
+    if "messages" in body:
+        return API_OPENAI_CHAT  # plain-text conversations of the OpenAI shape and every compatible server
+    raise ValueError("not a request body: no 'messages' (chat, Anthropic), 'input' (Responses) "
+                     "or 'contents' (Gemini)")
 
 
 def for_path(path: str) -> str | None:
-    """The API a request path is for (``/v1/chat/completions``), else None."""
-    path = path.rstrip("/")
+    """The API a request path is for (``/v1/chat/completions``, ``/v1beta/models/m:generateContent``), else None."""
+    path = path.split("?", 1)[0].rstrip("/")
     for wire in WIRE_FORMATS:
         if any(path.endswith(suffix) for suffix in wire.url_suffixes):
             return wire.id
@@ -93,7 +96,8 @@ def usage_by_shape(value: Any) -> Usage | None:
 
 def reported_input(api: str, response: Any) -> int | None:
     """SPEC section 4 reported input of a response (dict or SDK object); None when it has no usage."""
-    found = usage(api, field(response, "usage"))
+    wire = get(api)
+    found = wire.usage(wire.response_usage(response))
     return found.reported_input if found is not None else None
 
 

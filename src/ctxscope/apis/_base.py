@@ -51,3 +51,6 @@ class WireFormat:
     messages: Callable[[Mapping[str, Any]], Sequence[Any]]  # the conversation of a body
     session_seed: Callable[[Mapping[str, Any]], tuple[str, str]]  # (system text, first user text)
     usage: Callable[[Any], Usage | None]  # a response's usage object or dict -> Usage (None: no usage)
+    # Where a response document keeps that usage: its ``usage`` field, or the document itself
+    # (Gemini's usageMetadata, Ollama's counts sit on the document).
+    response_usage: Callable[[Any], Any] = lambda response: field(response, "usage")

@@ -38,7 +38,10 @@ from typing import Any, Mapping
 
 from ..payload import b64_len_tokens, b64_prefix_bytes, compact_json
 from ..payload import get as _get
+from ..observation import Usage
 from ..tokens import image_size
+from ._base import WireFormat
+from ._text import content_text
 
 API = "gemini.generate_content"
 PROVIDER = "gcp.gemini"
@@ -280,3 +283,38 @@ def output_parts(document: Any) -> list[dict[str, Any]]:
                 out.append({"type": "tool_call", "id": _get(call, "id"), "name": _get(call, "name"),
                             "arguments": _get(call, "args")})
     return out
+
+
+# ---------------------------------------------------------------------------
+# The registry's view (ctxscope.apis.WireFormat): detection, session seed, usage
+# ---------------------------------------------------------------------------
+
+def _looks_like(body: Mapping[str, Any]) -> bool | None:
+    return True if body_fits(body) else None
+
+
+def _seed(body: Mapping[str, Any]) -> tuple[str, str]:
+    """System instruction text and the first user turn's text (SPEC section 1)."""
+    system = content_text(_get(head_key(body), "parts"))
+    first_user = ""
+    for content in contents_of(body):
+        if (_get(content, "role") or "user") == "user":
+            first_user = content_text(_get(content, "parts"))
+            break
+    return system, first_user
+
+
+def _usage(document: Any) -> Usage | None:
+    """``usageMetadata`` of a response document, or of a usage object handed over alone."""
+    counts = usage(document) if field(document, "usageMetadata", "usage_metadata") is not None else \
+        usage({"usageMetadata": document}) if field(document, "promptTokenCount", "prompt_token_count") is not None \
+        else None
+    if counts is None:
+        return None
+    return Usage(input_tokens=counts["input_tokens"], output_tokens=counts["output_tokens"],
+                 cache_read_input_tokens=counts["cache_read"], reported_input=counts["reported_input"])
+
+
+FORMAT = WireFormat(API, PROVIDER, (":generateContent", ":streamGenerateContent"), _looks_like, contents_of,
+                    _seed, _usage,
+                    response_usage=lambda document: document)

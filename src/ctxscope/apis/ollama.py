@@ -33,7 +33,10 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from ..payload import compact_json
+from ..observation import Usage
 from ..payload import get as _get
+from ._base import WireFormat
+from ._text import system_and_first_user
 
 API = "ollama.chat"
 PROVIDER = "ollama"
@@ -134,3 +137,32 @@ def output_parts(document: Any) -> list[dict[str, Any]]:
         out.append({"type": "tool_call", "id": _get(call, "id"), "name": _get(function, "name"),
                     "arguments": _get(function, "arguments")})
     return out
+
+
+# ---------------------------------------------------------------------------
+# The registry's view (ctxscope.apis.WireFormat): detection, session seed, usage
+# ---------------------------------------------------------------------------
+
+def _looks_like(body: Mapping[str, Any]) -> bool | None:
+    return None  # a chat-shaped body: Ollama's native API is known by its URL (/api/chat)
+
+
+def _messages(body: Mapping[str, Any]) -> list[Any]:
+    value = body.get("messages")
+    return list(value) if isinstance(value, (list, tuple)) else []
+
+
+def _seed(body: Mapping[str, Any]) -> tuple[str, str]:
+    return system_and_first_user([], _messages(body))
+
+
+def _usage(document: Any) -> Usage | None:
+    counts = usage(document)
+    if counts is None:
+        return None
+    return Usage(input_tokens=counts.get("input_tokens"), output_tokens=counts.get("output_tokens"),
+                 cache_read_input_tokens=counts.get("cache_read"), reported_input=counts.get("reported_input"))
+
+
+FORMAT = WireFormat(API, PROVIDER, (PATH,), _looks_like, _messages, _seed, _usage,
+                    response_usage=lambda document: document)
