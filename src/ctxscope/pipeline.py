@@ -24,6 +24,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from . import limits as _limits
 from .ledger import SessionLedger, Snapshot
@@ -31,7 +32,10 @@ from .schema import CompactionTrigger, Coverage, Item, Stage, WasteKind
 from .tokens import Counter
 from .waste import WasteOptions, WasteTracker
 
-__all__ = ["CallFacts", "SessionAccount"]
+if TYPE_CHECKING:  # pragma: no cover
+    from .transcripts.model import TranscriptCall
+
+__all__ = ["CallFacts", "SessionAccount", "TranscriptAccount"]
 
 _log = logging.getLogger(__name__)
 
@@ -110,3 +114,47 @@ class SessionAccount:
         except Exception:  # noqa: BLE001 - waste is an extra: the annotation stands without it
             _log.warning("waste tracking failed; off for session %s", self.session_id, exc_info=True)
             self.waste = None
+
+
+class TranscriptAccount:
+    """A transcript session's calls through the hidden-prefix inference and :class:`SessionAccount`.
+
+    ``analyze``, ``replay`` and ``watch`` share it, so a session has the same
+    estimate on every path: Claude content through the proxy encoding the live
+    path uses, the system prompt and tools the transcript never holds as the
+    inferred prefix (:class:`ctxscope.transcripts.prefix.PrefixLearner`),
+    the model's window where the transcript does not state one.
+    """
+
+    def __init__(self, session_id: str, *, tokenizer: str = "auto", counter: Counter | None = None,
+                 capture_labels: bool = False, waste_options: WasteOptions | None = None) -> None:
+        from .transcripts.prefix import PrefixLearner
+
+        self.account = SessionAccount(session_id, tokenizer=tokenizer, counter=counter,
+                                      capture_labels=capture_labels, proxy_encoding=True,
+                                      waste_options=waste_options)
+        self.prefix = PrefixLearner()
+
+    @property
+    def latest(self) -> Snapshot | None:
+        return self.account.latest
+
+    def observe(self, call: "TranscriptCall", *, timestamp_ns: int | None = None,
+                sample_offset_ns: int | None = None) -> tuple[Snapshot, int]:
+        """The call's snapshot (reported input attached) and the inferred prefix's tokens in it."""
+        prefix = self.prefix.item_for(call.index, call.model, call.compaction is not None)
+        # A new list: a reader may keep the one it handed over.
+        items = [*call.items, prefix] if prefix is not None else call.items
+        facts = CallFacts(
+            items, model=call.model, provider=call.provider, stage=Stage.TRANSCRIPT_OBSERVED,
+            coverage=Coverage.PARTIAL, compaction=call.compaction.trigger if call.compaction is not None else None,
+            window_tokens=call.window_tokens,
+            timestamp_ns=call.timestamp_ns if timestamp_ns is None else timestamp_ns,
+            sample_offset_ns=sample_offset_ns,
+            # The reader says what is new: waste need not compare the whole context again.
+            added=None if call.reset else call.added, reported=call.reported_tokens)
+        snapshot = self.account.observe(facts)
+        inferred = (prefix.fixed_tokens or 0) if prefix is not None else 0
+        self.prefix.learn(call.index, call.model, snapshot.annotation.estimated_tokens - inferred,
+                          call.reported_tokens)
+        return snapshot, inferred

@@ -31,11 +31,11 @@ from typing import Any, Callable, Iterable
 from opentelemetry import trace
 from opentelemetry.trace import SpanKind, Tracer
 
-from . import limits as _limits
 from .follow import FollowedFile, TimedCall
-from .ledger import SessionLedger, Snapshot
+from .ledger import Snapshot
 from .observation import Observation, Usage
-from .schema import INSTRUMENTATION_SCOPE, Attr, Coverage, GenAI, Stage, WasteKind
+from .pipeline import TranscriptAccount
+from .schema import INSTRUMENTATION_SCOPE, Attr, GenAI, Stage
 from .transcripts import Problem
 
 __all__ = ["CallEmitter", "ReplayResult", "replay_files"]
@@ -48,8 +48,7 @@ SPAN_SESSION_END = "session-end"
 
 @dataclass
 class _Session:
-    ledger: SessionLedger
-    waste: Any | None
+    account: TranscriptAccount  # the accounting analyze uses too
     emitted: int = 0  # calls emitted in this recording
 
 
@@ -119,38 +118,13 @@ class CallEmitter:
     def _state(self, session_id: str) -> _Session:
         state = self._sessions.get(session_id)
         if state is None:
-            waste = None
-            try:
-                from .waste import WasteTracker
-
-                waste = WasteTracker()
-            except Exception:  # noqa: BLE001 - waste is an extra: the annotation stands without it
-                _log.debug("ctxscope: waste tracking unavailable", exc_info=True)
-            state = self._sessions[session_id] = _Session(SessionLedger(session_id, tokenizer=self.tokenizer,
-                                                                        capture_labels=self.capture_labels),
-                                                          waste)
+            account = TranscriptAccount(session_id, tokenizer=self.tokenizer, capture_labels=self.capture_labels)
+            state = self._sessions[session_id] = _Session(account)
         return state
 
     def _observe(self, timed: TimedCall) -> tuple[_Session, Snapshot]:
-        call = timed.call
-        state = self._state(call.session_id)
-        limits = _limits.limits_for(call.model, call.provider)
-        snapshot = state.ledger.observe(
-            call.items, model=call.model, stage=Stage.TRANSCRIPT_OBSERVED, coverage=Coverage.PARTIAL,
-            compaction=call.compaction.trigger if call.compaction is not None else None,
-            window_tokens=call.window_tokens or limits.window_tokens,
-            effective_window_tokens=limits.effective_window_tokens,
-            compact_threshold_tokens=limits.compact_threshold_tokens,
-            timestamp_ns=timed.start_ns, sample_offset_ns=0)
-        if call.reported_tokens is not None:
-            snapshot = state.ledger.report(snapshot, call.reported_tokens)
-        if state.waste is not None:
-            try:
-                totals = state.waste.observe(snapshot)
-                snapshot.annotation.waste = {WasteKind(k): int(v) for k, v in totals.items()}
-            except Exception:  # noqa: BLE001
-                _log.warning("ctxscope: waste tracking failed for %s; off for it", call.session_id, exc_info=True)
-                state.waste = None
+        state = self._state(timed.call.session_id)
+        snapshot, _ = state.account.observe(timed.call, timestamp_ns=timed.start_ns, sample_offset_ns=0)
         return state, snapshot
 
     def _emit(self, timed: TimedCall) -> Snapshot:

@@ -1,9 +1,10 @@
 """One pass over transcript files: per session, the composition of every call and the waste.
 
 Each :class:`~ctxscope.transcripts.TranscriptCall` goes through the session's
-:class:`~ctxscope.ledger.SessionLedger` (a ``transcript-observed`` snapshot
-with ``partial`` coverage, its reported input attached) and a
-:class:`~ctxscope.waste.WasteTracker`. Only one row of numbers per call is
+:class:`~ctxscope.pipeline.TranscriptAccount` (the accounting ``replay`` and
+``watch`` use too: inferred prefix, ledger, limits, waste; a
+``transcript-observed`` snapshot with ``partial`` coverage, its reported input
+attached). Only one row of numbers per call is
 kept, never the snapshots, so memory follows the live context, not the file.
 Item texts are released once counted (their count is kept as
 ``fixed_tokens``) unless ``keep_text``.
@@ -15,12 +16,12 @@ import gc
 from dataclasses import dataclass, field
 from typing import Callable
 
-from ..ledger import SessionLedger
 from ..schema import Category
 from ..tokens import counter_for
-from ..transcripts import Problem, TranscriptCall, TranscriptFile, observe_call
-from ..transcripts.prefix import INFERENCE, PrefixLearner, PrefixMove
-from ..waste import Report, WasteOptions, WasteTracker
+from ..pipeline import TranscriptAccount
+from ..transcripts import Problem, TranscriptCall, TranscriptFile
+from ..transcripts.prefix import INFERENCE, PrefixMove
+from ..waste import Report, WasteOptions
 
 
 @dataclass(slots=True)
@@ -97,11 +98,10 @@ class FileResult:
 
 
 class _Live:
-    __slots__ = ("ledger", "tracker", "result", "prefix")
+    __slots__ = ("account", "result")
 
-    def __init__(self, ledger: SessionLedger, tracker: WasteTracker, result: SessionResult) -> None:
-        self.ledger, self.tracker, self.result = ledger, tracker, result
-        self.prefix = PrefixLearner()
+    def __init__(self, account: TranscriptAccount, result: SessionResult) -> None:
+        self.account, self.result = account, result
 
 
 def analyze_file(path: str, *, format: str | None = None, tokenizer: str = "auto",
@@ -130,20 +130,20 @@ def _analyze_file(path: str, format: str | None, tokenizer: str, options: WasteO
             counter = counter_for(call.model, tokenizer)
             result = SessionResult(call.session_id, path, source.format or "", call.provider,
                                    call.parent_session_id)
-            # Claude content through the live path's proxy (o200k_base times the
-            # published ratio per kind of content): framing:proxy-encoding.
             state = live[call.session_id] = _Live(
-                SessionLedger(call.session_id, counter=counter, proxy_encoding=True), WasteTracker(options), result)
+                TranscriptAccount(call.session_id, counter=counter, waste_options=options), result)
         _account(state, call, keep_text)
     sessions = []
     for state in live.values():
         result = state.result
-        latest = state.ledger.latest
+        latest = state.account.latest
+        waste = state.account.account.waste
         if latest is not None:
             result.parts = latest.apportioned()
-            result.waste = state.tracker.report(result.used)
+            if waste is not None:
+                result.waste = waste.report(result.used)
             result.basis = latest.annotation.basis
-        result.prefix_moves = state.prefix.moves
+        result.prefix_moves = state.account.prefix.moves
         sessions.append(result)
     # Parents first, then their subagents, each in order of appearance.
     sessions.sort(key=lambda s: s.parent_session_id is not None)
@@ -151,17 +151,8 @@ def _analyze_file(path: str, format: str | None, tokenizer: str, options: WasteO
 
 
 def _account(state: _Live, call: TranscriptCall, keep_text: bool) -> None:
-    prefix = state.prefix.item_for(call.index, call.model, call.compaction is not None)
-    if prefix is not None:
-        call.items = [*call.items, prefix]  # a new list: a reader may keep the one it handed over
-    snapshot = observe_call(state.ledger, call)
-    inferred = prefix.fixed_tokens or 0 if prefix is not None else 0
-    content = snapshot.annotation.estimated_tokens - inferred
-    state.prefix.learn(call.index, call.model, content, call.reported_tokens)
-    if call.reset:
-        waste = state.tracker.observe(snapshot)
-    else:  # the reader says what is new: no need to compare the whole context again
-        waste = state.tracker.observe_added(call.added, snapshot.items)
+    snapshot, inferred = state.account.observe(call)
+    waste = snapshot.annotation.waste
     if not keep_text:
         # The ledger counted these; keep the count, let the text go (memory follows counts).
         for item in (call.items if call.reset else call.added):

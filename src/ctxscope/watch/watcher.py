@@ -61,7 +61,6 @@ class _Tracked:
     followed: FollowedFile | None = None
     last_growth: float = 0.0
     sessions: set[str] = field(default_factory=set)
-    held: dict[str, TimedCall] = field(default_factory=dict)  # newest silent call per session
     seen_size: int = -1  # the size at the last check (a partial last line is not re-read for nothing)
     unsupported: bool = False
 
@@ -267,18 +266,18 @@ class Watcher:
             self._dirty = True
 
     def _take(self, tracked: _Tracked, calls: list[TimedCall]) -> None:
-        held = tracked.held
         for timed in calls:
             call = timed.call
             session_id = call.session_id
             tracked.sessions.add(session_id)
             if call.index <= self.state.emitted(session_id) or timed.end_offset <= tracked.mark.silent_until:
-                held[session_id] = timed  # history: only the newest is counted, if needed
+                # History: counted without a span, every call of it, so that the next call's
+                # context (and the hidden prefix learned from the session's usage) is the one
+                # a watch that never stopped would have.
+                self.emitter.absorb(timed)
                 self.state.mark(session_id, call.index)
                 self._dirty = True
                 continue
-            if session_id not in self.emitter.sessions() and session_id in held:
-                self.emitter.absorb(held.pop(session_id))  # rebuild the context the next call grows
             self.emitter.emit(timed)
             self.emitted += 1
             self.state.mark(session_id, call.index)
@@ -299,7 +298,6 @@ class Watcher:
         for session_id in tracked.sessions:
             self.emitter.end_session(session_id)
         tracked.sessions.clear()
-        tracked.held.clear()
         tracked.followed = None  # frees the reader; a later growth re-reads the file silently
         self._dirty = True
 
