@@ -34,7 +34,8 @@ from .. import apis, bounded_input
 from .. import framing as _framing
 from ..errors import InputError, UserError
 from ..items import API_ANTHROPIC, API_OPENAI_CHAT, API_OPENAI_RESPONSES, detect_api, items_from_request
-from ..ledger import SessionLedger, Snapshot
+from ..ledger import Snapshot
+from ..pipeline import CallFacts, SessionAccount
 from ..schema import CATEGORIES, Category
 from ..tokens import counter_for
 
@@ -156,11 +157,10 @@ def inspect(loaded: Loaded, *, tokenizer: str = "auto", model: str | None = None
                          loaded.line) from None
     if reported is None:
         reported = reported_input(api, loaded.response, path=loaded.path, line=loaded.line)
-    # proxy_encoding: Claude's proxy-encoding item, as the live tracker adds it with framing on.
-    ledger = SessionLedger("inspect", tokenizer=tokenizer, proxy_encoding=framing)
-    snapshot = ledger.observe(items, model=model)
-    if reported is not None:
-        ledger.report(snapshot, reported)
+    # The accounting every path uses (limits included); proxy_encoding: Claude's proxy-encoding
+    # item, as the live tracker adds it with framing on. One body: no waste to follow over calls.
+    account = SessionAccount("inspect", tokenizer=tokenizer, proxy_encoding=framing, waste=False)
+    snapshot = account.observe(CallFacts(items, model=model, provider=apis.get(api).provider, reported=reported))
     return api, snapshot
 
 
