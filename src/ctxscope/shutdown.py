@@ -30,12 +30,13 @@ from typing import Any, Callable, Iterable
 
 from .config import CTXSCOPE_SHUTDOWN_TIMEOUT_MS, DEFAULT_SHUTDOWN_TIMEOUT_MS, settings
 
-__all__ = ["DEFAULT_SHUTDOWN_TIMEOUT_MS", "budget_s", "end_process", "run_within", "watch"]
+__all__ = ["DEFAULT_SHUTDOWN_TIMEOUT_MS", "at_exit", "budget_s", "end_process", "run_within", "watch"]
 
 _log = logging.getLogger(__name__)
 
 
 _processors: "weakref.WeakSet[Any]" = weakref.WeakSet()
+_local_steps: list[Callable[[], Any]] = []  # local writes (store, learned calibration), run first
 _lock = threading.Lock()
 _ended = False
 _sigterm_installed = False
@@ -74,12 +75,29 @@ def watch(processor: Any) -> None:
     """End ``processor``'s recording at exit and on SIGTERM (see the module docstring)."""
     with _lock:
         _processors.add(processor)
-        # atexit runs the last registered first: registered again after every
-        # new processor, after the providers it works with, this runs before
-        # their own handlers.
-        atexit.unregister(end_process)
-        atexit.register(end_process)
+        _register()
     _install_sigterm()
+
+
+def at_exit(step: Callable[[], Any]) -> None:
+    """Run ``step`` (a local write: the store's queue, learned calibration) at exit, before the export.
+
+    The one owner of the end of the process: every part of ctxscope that has
+    something to finish registers here rather than with :mod:`atexit` itself,
+    so the order is fixed (local writes, then the final export and the
+    providers' shutdown within the budget). A step bounds its own wait.
+    """
+    with _lock:
+        _local_steps.append(step)
+        _register()
+
+
+def _register() -> None:
+    # atexit runs the last registered first: registered again after every new
+    # processor or step, after the providers it works with, this runs before
+    # their own handlers. Called with _lock held.
+    atexit.unregister(end_process)
+    atexit.register(end_process)
 
 
 def _exit_handlers(provider: Any) -> Callable[[], Any] | None:
@@ -104,6 +122,12 @@ def end_process() -> None:
             return
         _ended = True
         processors = list(_processors)
+        local = list(_local_steps)
+    for step in local:  # on this thread: local files, each bounded by its own timeout
+        try:
+            step()
+        except Exception:  # noqa: BLE001 - one failed write must not stop the export
+            _log.warning("a local write at exit failed", exc_info=True)
     steps: list[Callable[[], Any]] = [p.stop for p in processors]
     seen: set[int] = set()
     providers: list[Any] = []

@@ -29,7 +29,6 @@ listed. Past :data:`MAX_SESSIONS` files, the least recently written is removed.
 
 from __future__ import annotations
 
-import atexit
 import errno
 import fcntl
 import hashlib
@@ -45,6 +44,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
+from . import shutdown as _shutdown
 from .config import read as read_settings
 from .config import settings
 from .observation import Observation
@@ -374,7 +374,7 @@ class LocalStore:
                     self._writer = threading.Thread(target=self._write_loop, name="ctxscope-store",
                                                     daemon=True)
                     self._writer.start()
-                    atexit.register(self.flush)
+                    _shutdown.at_exit(self.flush)
                 self._cond.notify()
         except Exception:  # noqa: BLE001
             _log.warning("ctxscope: could not queue a local record", exc_info=True)

@@ -39,7 +39,6 @@ No OpenTelemetry here: spans are the instrumentation's business.
 
 from __future__ import annotations
 
-import atexit
 import logging
 import threading
 import time
@@ -47,6 +46,7 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Protocol
 
+from . import shutdown as _shutdown
 from .faultlog import log_failure
 from . import framing as _framing
 from . import limits as _limits
@@ -407,7 +407,7 @@ class Tracker:
             self._saved_at.clear()
             if store is not None and not self._exit_hook:
                 self._exit_hook = True
-                atexit.register(self.flush_calibration)
+                _shutdown.at_exit(self.flush_calibration)
 
     @property
     def calibration_store(self) -> CalibrationStore | None:
