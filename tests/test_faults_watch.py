@@ -148,12 +148,12 @@ def test_20_sigkills_while_a_writer_appends_every_call_exactly_once(tmp_path):
         thread.start()
         for _ in range(20):
             proc, log = start_watch(folder, state, receiver.endpoint, tmp_path)
-            time.sleep(rng.uniform(0.0, 0.5))
+            time.sleep(rng.uniform(0.0, 0.4))
             proc.send_signal(signal.SIGKILL)
             proc.wait(10)
         assert done.wait(60), "the writer did not finish"
         proc, log = start_watch(folder, state, receiver.endpoint, tmp_path)
-        time.sleep(1.0)
+        time.sleep(0.5)
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(30) == 0, "".join(log)
         got = calls(receiver)

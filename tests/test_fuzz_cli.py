@@ -10,7 +10,7 @@ bound dies instead of swapping, and its peak RSS checked after every run.
 
 Sources: small slices in ``tests/data`` always; real files of
 ``../shared/corpus`` where it is present (skipped with a reason elsewhere).
-Example counts: ``FUZZ_EXAMPLES`` (40) per test (tuned so the file adds about 10-15 s
+Example counts: ``FUZZ_EXAMPLES`` (30) per test (tuned so the file adds about 10 s
 on two busy cores; raise it with ``CTXSCOPE_FUZZ_EXAMPLES`` for a long run).
 """
 
@@ -29,7 +29,7 @@ from hypothesis import strategies as st
 
 from conftest import CORPUS, DATA
 
-FUZZ_EXAMPLES = int(os.environ.get("CTXSCOPE_FUZZ_EXAMPLES", "40"))
+FUZZ_EXAMPLES = int(os.environ.get("CTXSCOPE_FUZZ_EXAMPLES", "30"))
 MAX_RUN_S = 10.0
 MAX_RSS_MB = 1024
 ADDRESS_SPACE = 4 * 1024 ** 3
