@@ -72,6 +72,7 @@ class Loaded:
     line: int | None
     body: Mapping[str, Any]
     response: Any = None
+    text: str | None = None  # the whole file's text (not a JSONL line): to name the line of a bad value
 
 
 def _parse(path: str, text: str, line: int | None) -> Any:
@@ -109,14 +110,28 @@ def load(spec: str, *, max_input_mb: float | None = None) -> Loaded:
         body, response = data["request"], data.get("response")
         if not isinstance(body, dict):
             raise InputError(path, "'request' is not a JSON object", line)
-        return Loaded(path, line, body, response)
-    return Loaded(path, line, data)
+        return Loaded(path, line, body, response, text if line is None else None)
+    return Loaded(path, line, data, text=text if line is None else None)
 
 
-def reported_input(api: str, response: Any, *, path: str = "-", line: int | None = None) -> int | None:
+def _line_of(text: str | None, key: str, value: Any) -> int | None:
+    """The line of ``"key": value`` in a whole file's text (where a bad count is), else None."""
+    if text is None:
+        return None
+    try:
+        literal = json.dumps(value)
+    except (TypeError, ValueError):
+        return None
+    match = re.search(rf'"{re.escape(key)}"\s*:\s*{re.escape(literal)}', text)
+    return text.count("\n", 0, match.start()) + 1 if match else None
+
+
+def reported_input(api: str, response: Any, *, path: str = "-", line: int | None = None,
+                   text: str | None = None) -> int | None:
     """The provider-reported input of a recorded response (SPEC section 4), else None.
 
-    A count that is not a whole, non-negative number is a one-line InputError.
+    A count that is not a whole, non-negative number is a one-line InputError
+    naming ``path`` and ``line`` (found in the file's ``text`` when not given).
     """
     usage = response.get("usage") if isinstance(response, dict) else None
     if not isinstance(usage, dict):
@@ -124,7 +139,10 @@ def reported_input(api: str, response: Any, *, path: str = "-", line: int | None
 
     def num(key: str) -> int:
         value = usage.get(key)
-        return 0 if value is None else bounded_input.count(value, path, line, f"usage.{key}")
+        if value is None:
+            return 0
+        where = line if line is not None else _line_of(text, key, value)
+        return bounded_input.count(value, path, where, f"usage.{key}")
 
     if api == API_OPENAI_CHAT:
         return num("prompt_tokens") if "prompt_tokens" in usage else None
@@ -154,7 +172,7 @@ def inspect(loaded: Loaded, *, tokenizer: str = "auto", model: str | None = None
         raise InputError(loaded.path, f"not a usable request body ({type(exc).__name__}: {exc})",
                          loaded.line) from None
     if reported is None:
-        reported = reported_input(api, loaded.response, path=loaded.path, line=loaded.line)
+        reported = reported_input(api, loaded.response, path=loaded.path, line=loaded.line, text=loaded.text)
     # proxy_encoding: Claude's proxy-encoding item, as the live tracker adds it with framing on.
     ledger = SessionLedger("inspect", tokenizer=tokenizer, proxy_encoding=framing)
     snapshot = ledger.observe(items, model=model)
