@@ -119,9 +119,9 @@ def test_inspect_nesting_at_the_limit_is_counted(tmp_path):
     ('{"prompt_tokens": NaN}', ":3: NaN is not a finite number"),
     ('{"prompt_tokens": -Infinity}', ":3: -Infinity is not a finite number"),
     ('{"prompt_tokens": 1e999}', ":3: 1e999 is not a finite number"),
-    ('{"prompt_tokens": -5}', ": usage.prompt_tokens is negative (-5); token counts are 0 or more"),
-    ('{"prompt_tokens": 12.5}', ": usage.prompt_tokens is not a whole number (12.5)"),
-    ('{"prompt_tokens": "12"}', ": usage.prompt_tokens is not a number (str)"),
+    ('{"prompt_tokens": -5}', ":3: usage.prompt_tokens is negative (-5); token counts are 0 or more"),
+    ('{"prompt_tokens": 12.5}', ":3: usage.prompt_tokens is not a whole number (12.5)"),
+    ('{"prompt_tokens": "12"}', ":3: usage.prompt_tokens is not a number (str)"),
 ])
 def test_inspect_bad_numbers_in_usage_are_one_line(tmp_path, usage, expected):
     """Non-finite, negative, fractional and string counts in a recording's usage: one line with file (and line)."""

@@ -99,7 +99,7 @@ def test_50_sigkills_during_rotation_leave_each_session_listed_once_and_every_fi
         proc = subprocess.Popen([sys.executable, "-c", WRITER, str(root), str(CAP), str(start)],
                                 stdout=subprocess.PIPE, text=True)
         assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
-        time.sleep(rng.uniform(0.02, 0.12))
+        time.sleep(rng.uniform(0.01, 0.07))
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait(10)
         proc.stdout.close()

@@ -53,15 +53,17 @@ def start_watch(folder: Path, state: Path, endpoint: str, tmp_path: Path, *extra
     return proc, lines
 
 
-def calls(receiver) -> list[tuple[str, int, bool]]:
-    """(session, estimated tokens, has reported input) of every chat span received: a call's identity here."""
+def calls(receiver) -> list[tuple[str, int, bool, bool]]:
+    """(session, estimated tokens, has reported input, usage_missing) of every chat span received: a call's
+    identity here."""
     from _otlp_sink import attrs
 
     out = []
     for span in receiver.handler.spans():
         if span.name.startswith("chat"):
             a = attrs(span.attributes)
-            out.append((a[GenAI.CONVERSATION_ID], a[Attr.ESTIMATED_TOKENS], Attr.REPORTED_TOKENS in a))
+            out.append((a[GenAI.CONVERSATION_ID], a[Attr.ESTIMATED_TOKENS], Attr.REPORTED_TOKENS in a,
+                        a.get(Attr.USAGE_MISSING, False)))
     return out
 
 
@@ -83,7 +85,7 @@ def expected_calls(paths: list[Path]) -> Counter:
         for timed in followed.read() + followed.finish():
             emitter.emit(timed)
     return Counter((s.attributes[GenAI.CONVERSATION_ID], s.attributes[Attr.ESTIMATED_TOKENS],
-                    Attr.REPORTED_TOKENS in s.attributes)
+                    Attr.REPORTED_TOKENS in s.attributes, s.attributes.get(Attr.USAGE_MISSING, False))
                    for s in exporter.get_finished_spans() if s.name.startswith("chat"))
 
 
@@ -109,7 +111,9 @@ def test_a_codex_call_without_token_count_survives_a_kill_and_restart(tmp_path):
         assert proc.wait(20) == 0, "".join(log)
         got = calls(receiver)
     assert Counter(got) == expected_calls([CODEX])
-    assert len(got) == 8 and got[-1][0] == CODEX_SESSION and got[-1][2] is False  # usage missing
+    assert len(got) == 8 and got[-1][0] == CODEX_SESSION
+    assert got[-1][2:] == (False, True)  # no reported input, and the span says its usage is missing
+    assert [c[3] for c in got].count(False) == 1  # only call 2 has a token_count
 
 
 def test_20_sigkills_while_a_writer_appends_every_call_exactly_once(tmp_path):
@@ -144,12 +148,12 @@ def test_20_sigkills_while_a_writer_appends_every_call_exactly_once(tmp_path):
         thread.start()
         for _ in range(20):
             proc, log = start_watch(folder, state, receiver.endpoint, tmp_path)
-            time.sleep(rng.uniform(0.0, 0.5))
+            time.sleep(rng.uniform(0.0, 0.4))
             proc.send_signal(signal.SIGKILL)
             proc.wait(10)
         assert done.wait(60), "the writer did not finish"
         proc, log = start_watch(folder, state, receiver.endpoint, tmp_path)
-        time.sleep(1.0)
+        time.sleep(0.5)
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(30) == 0, "".join(log)
         got = calls(receiver)

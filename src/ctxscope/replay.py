@@ -137,6 +137,8 @@ class CallEmitter:
         if call.model:
             base[GenAI.REQUEST_MODEL] = call.model
         attributes = {**base, **_usage_attributes(call.usage), **snapshot.annotation.to_attributes()}
+        if call.usage is None:
+            attributes[Attr.USAGE_MISSING] = True  # said, not left to an absent attribute
         name = f"{OPERATION_CHAT} {call.model}" if call.model else OPERATION_CHAT
         span = self.tracer.start_span(name, kind=SpanKind.CLIENT, attributes=attributes, start_time=start)
         parent = trace.set_span_in_context(span)

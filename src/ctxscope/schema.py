@@ -167,6 +167,9 @@ class Attr:
     # Why the basis is chars/4 although tiktoken was asked for (SPEC section 3):
     # "loading" (the encoding was still loading in the background) or "unavailable".
     BASIS_FALLBACK = PREFIX + "basis_fallback"
+    # A transcript call whose usage the transcript never recorded (a Codex call whose
+    # token_count never came, exported when its file went idle or the watch stopped).
+    USAGE_MISSING = PREFIX + "usage_missing"
 
     @staticmethod
     def category(category: Category | str) -> str:

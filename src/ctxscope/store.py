@@ -305,7 +305,12 @@ class LocalStore:
             self._open()
             path = self.path_for(session_id)
             created = not path.exists()
-            fd = self._open_locked(path)
+            try:
+                fd = self._open_locked(path)
+            except FileNotFoundError:  # the directory was removed since the store opened it
+                self._opened = False
+                self._open()
+                fd = self._open_locked(path)
             try:
                 os.fchmod(fd, 0o600)
                 size = os.fstat(fd).st_size

@@ -74,6 +74,7 @@ class Loaded:
     line: int | None
     body: Mapping[str, Any]
     response: Any = None
+    text: str | None = None  # the whole file's text (not a JSONL line): to name the line of a bad value
 
 
 def _parse(path: str, text: str, line: int | None) -> Any:
@@ -111,18 +112,32 @@ def load(spec: str, *, max_input_mb: float | None = None) -> Loaded:
         body, response = data["request"], data.get("response")
         if not isinstance(body, dict):
             raise InputError(path, "'request' is not a JSON object", line)
-        return Loaded(path, line, body, response)
-    return Loaded(path, line, data)
+        return Loaded(path, line, body, response, text if line is None else None)
+    return Loaded(path, line, data, text=text if line is None else None)
 
 
 # The usage counts a reported input is made of (SPEC section 4), in any API's usage.
 _COUNT_KEYS = ("prompt_tokens", "input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")
 
 
-def reported_input(api: str, response: Any, *, path: str = "-", line: int | None = None) -> int | None:
+def _line_of(text: str | None, key: str, value: Any) -> int | None:
+    """The line of ``"key": value`` in a whole file's text (where a bad count is), else None."""
+    if text is None:
+        return None
+    try:
+        literal = json.dumps(value)
+    except (TypeError, ValueError):
+        return None
+    match = re.search(rf'"{re.escape(key)}"\s*:\s*{re.escape(literal)}', text)
+    return text.count("\n", 0, match.start()) + 1 if match else None
+
+
+def reported_input(api: str, response: Any, *, path: str = "-", line: int | None = None,
+                   text: str | None = None) -> int | None:
     """The provider-reported input of a recorded response (SPEC section 4, :mod:`ctxscope.apis`), else None.
 
-    A count that is not a whole, non-negative number is a one-line InputError, not a silent None.
+    A count that is not a whole, non-negative number is a one-line InputError
+    naming ``path`` and ``line`` (found in the file's ``text`` when not given).
     """
     usage = response.get("usage") if isinstance(response, dict) else None
     if not isinstance(usage, dict):
@@ -132,8 +147,10 @@ def reported_input(api: str, response: Any, *, path: str = "-", line: int | None
                                               enumerate(iterations if isinstance(iterations, list) else ())
                                               if isinstance(it, dict))):
         for key in _COUNT_KEYS:
-            if counts.get(key) is not None:
-                bounded_input.count(counts[key], path, line, f"{where}.{key}")
+            value = counts.get(key)
+            if value is not None:
+                bounded_input.count(value, path, line if line is not None else _line_of(text, key, value),
+                                    f"{where}.{key}")
     return apis.reported_input(api, response)
 
 
@@ -156,7 +173,7 @@ def inspect(loaded: Loaded, *, tokenizer: str = "auto", model: str | None = None
         raise InputError(loaded.path, f"not a usable request body ({type(exc).__name__}: {exc})",
                          loaded.line) from None
     if reported is None:
-        reported = reported_input(api, loaded.response, path=loaded.path, line=loaded.line)
+        reported = reported_input(api, loaded.response, path=loaded.path, line=loaded.line, text=loaded.text)
     # The accounting every path uses (limits included); proxy_encoding: Claude's proxy-encoding
     # item, as the live tracker adds it with framing on. One body: no waste to follow over calls.
     account = SessionAccount("inspect", tokenizer=tokenizer, proxy_encoding=framing, waste=False)

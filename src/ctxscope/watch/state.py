@@ -5,7 +5,9 @@ written atomically (a temporary file in the same folder, fsync, rename), so
 that a watch killed at any moment finds either the old or the new state.
 
 - ``files``: path -> ``{dev, ino, offset, silent_until}``: the file identity,
-  the bytes of complete lines read, and the offset before which calls are
+  the bytes of complete lines read (never past the first line of a call the
+  reader still holds, such as a Codex call waiting for its ``token_count``:
+  a restart must see it again), and the offset before which calls are
   history (present when the watch first started) and never emitted.
 - ``sessions``: session id -> the highest call index emitted. A call is
   emitted once: only when its index is above its session's mark. Keyed by

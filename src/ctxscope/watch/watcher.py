@@ -29,6 +29,7 @@ from __future__ import annotations
 import logging
 import os
 import signal
+import stat
 import threading
 import time
 from dataclasses import dataclass, field
@@ -171,6 +172,8 @@ class Watcher:
         except OSError:
             self._forget(path)
             return
+        if not stat.S_ISREG(st.st_mode):
+            return  # a FIFO or a device named *.jsonl: opening it could block, reading it never end
         tracked = self._files.get(path)
         identity = file_identity(st)
         if tracked is None:
