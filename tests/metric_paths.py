@@ -80,6 +80,7 @@ def _otlp_http(metrics_url: str) -> dict[str, str]:
 def run_path(path: MetricPath, workdir: Path, rule_files: list[Path], *,
              alertmanager: str | None = None) -> Iterator[tuple[Any, PathView]]:
     """Start ``path``'s backends and agent; stop them all afterwards (by their process ids)."""
+    workdir.mkdir(parents=True, exist_ok=True)
     stack = contextlib.ExitStack()
     with stack:
         def started(process: Any) -> Any:

@@ -129,15 +129,19 @@ def wait_for(predicate: Callable[[], Any], timeout: float, interval: float = 0.2
     raise TimeoutError(f"gave up after {timeout}s; last: {last!r}")
 
 
-def rules_for_test(target_dir: Path, *, for_duration: str = "0s") -> list[Path]:
+def rules_for_test(target_dir: Path, *, for_duration: str = "0s", docs_url: str | None = None) -> list[Path]:
     """Copies of the shipped rule files with every ``for:`` set to ``for_duration``.
 
     Expressions and thresholds stay as shipped; only the pending time shrinks
-    so that a test sees an alert fire within seconds.
+    so that a test sees an alert fire within seconds. With ``docs_url`` the
+    rules are generated afresh with that runbook base (generate.py --docs-url).
     """
     out = []
     for path in sorted(RULES_DIR.glob("*.yml")):
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        text = path.read_text(encoding="utf-8")
+        if docs_url is not None:
+            text = _generator().render_rules(docs_url)
+        data = yaml.safe_load(text)
         for group in data["groups"]:
             group["interval"] = "1s"
             for rule in group["rules"]:
@@ -147,6 +151,16 @@ def rules_for_test(target_dir: Path, *, for_duration: str = "0s") -> list[Path]:
         copy.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
         out.append(copy)
     return out
+
+
+def _generator() -> Any:
+    """dashboards/generate.py as a module (it is a script, not part of the package)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("ctxscope_dashboards", DASHBOARDS / "generate.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 class PromAPI:
