@@ -9,6 +9,8 @@ PromQL endpoint to query and the rule evaluator to ask for alerts.
 | ``sdk-label`` | SDK PrometheusMetricReader, resource filter | Prometheus 2.42 scrape | Prometheus | label |
 | ``sdk-target-info`` | ``opentelemetry-instrument``, ``OTEL_METRICS_EXPORTER=prometheus`` | Prometheus 2.42 scrape | Prometheus | target_info |
 | ``collector`` | ``opentelemetry-instrument``, OTLP gRPC -> built Collector (collector-config/otelcol.yaml) | Prometheus 2.42 scraping the Collector | Prometheus | label |
+| ``collector-remote-write`` | OTLP gRPC -> Collector (otelcol-remotewrite.yaml) | Prometheus 2.42 remote-write receiver | Prometheus | label |
+| ``collector-gateway-delta`` | OTLP gRPC, delta temporality -> Collector (otelcol-gateway.yaml) | Prometheus 2.42 remote-write receiver | Prometheus | label |
 | ``victoriametrics`` | ``opentelemetry-instrument``, OTLP HTTP | VictoriaMetrics OTLP ingestion | vmalert | label |
 | ``prometheus3-otlp`` | ``opentelemetry-instrument``, OTLP HTTP | Prometheus 3 OTLP receiver | Prometheus 3 | target_info |
 """
@@ -23,11 +25,13 @@ from typing import Any, Iterator
 import pytest
 
 from backends import (
-    Collector, InstrumentedAgent, VictoriaMetrics, VMAlert, binary, requires,
+    REQUIRED, Collector, InstrumentedAgent, VictoriaMetrics, VMAlert, binary_path, requires,
 )
 from prometheus_helpers import ROOT, SERVICE, AgentScenario, PromAPI, PrometheusServer, free_port
 
 COLLECTOR_CONFIG = ROOT / "collector-config" / "otelcol.yaml"
+REMOTE_WRITE_CONFIG = ROOT / "collector-config" / "otelcol-remotewrite.yaml"
+GATEWAY_CONFIG = ROOT / "collector-config" / "otelcol-gateway.yaml"
 
 
 @dataclass
@@ -56,7 +60,7 @@ class MetricPath:
 
     def param(self) -> Any:
         prometheus = pytest.mark.skipif(
-            PrometheusServer.binary() is None and "prometheus" in self.needs,
+            PrometheusServer.binary() is None and "prometheus" in self.needs and not REQUIRED,
             reason="prometheus is not on PATH (apt-get install prometheus; .ci/run installs it)")
         built = [n for n in self.needs if n != "prometheus"]
         return pytest.param(self, id=self.id, marks=[prometheus, *([requires(*built)] if built else [])])
@@ -66,6 +70,8 @@ PATHS = (
     MetricPath("sdk-label", ("prometheus",), True),
     MetricPath("sdk-target-info", ("prometheus",), False),
     MetricPath("collector", ("prometheus", "otelcol"), True),
+    MetricPath("collector-remote-write", ("prometheus", "otelcol"), True),
+    MetricPath("collector-gateway-delta", ("prometheus", "otelcol"), True),
     MetricPath("victoriametrics", ("victoria-metrics", "vmalert"), True),
     MetricPath("prometheus3-otlp", ("prometheus3",), False),
 )
@@ -118,6 +124,21 @@ def run_path(path: MetricPath, workdir: Path, rule_files: list[Path], *,
                                 "OTEL_TRACES_EXPORTER": "none", "OTEL_LOGS_EXPORTER": "none"})
             agent.collector = collector
             yield agent, PathView(prom, prom)
+        elif path.id in ("collector-remote-write", "collector-gateway-delta"):
+            # Remote write into Prometheus: pushed samples, no staleness marker, so a
+            # short lookback lets ended sessions leave.
+            prom = started(PrometheusServer(workdir, [], rule_files, alertmanager=alertmanager,
+                                            args=["--web.enable-remote-write-receiver", "--query.lookback-delta=5s"]))
+            gateway = path.id == "collector-gateway-delta"
+            collector = started(Collector(workdir / "otelcol", GATEWAY_CONFIG if gateway else REMOTE_WRITE_CONFIG,
+                                          remote_write=prom.url + "/api/v1/write"))
+            env = {"OTEL_EXPORTER_OTLP_ENDPOINT": collector.otlp_grpc, "OTEL_EXPORTER_OTLP_PROTOCOL": "grpc",
+                   "OTEL_EXPORTER_OTLP_INSECURE": "true", "OTEL_TRACES_EXPORTER": "none",
+                   "OTEL_LOGS_EXPORTER": "none"}
+            if gateway:  # the counter arrives as deltas; the gateway sums them
+                env["OTEL_EXPORTER_OTLP_METRICS_TEMPORALITY_PREFERENCE"] = "delta"
+            agent = agent_with(env)
+            yield agent, PathView(prom, prom, leaves="lookback")
         elif path.id == "victoriametrics":
             vm = started(VictoriaMetrics(workdir / "vm"))
             vmalert = started(VMAlert(workdir / "vmalert", vm.url, rule_files, alertmanager))
@@ -125,7 +146,7 @@ def run_path(path: MetricPath, workdir: Path, rule_files: list[Path], *,
             yield agent, PathView(vm, vmalert, leaves="lookback")
         elif path.id == "prometheus3-otlp":
             prom = started(PrometheusServer(
-                workdir, [], rule_files, alertmanager=alertmanager, binary=str(binary("prometheus3")),
+                workdir, [], rule_files, alertmanager=alertmanager, binary=binary_path("prometheus3"),
                 # Pushed samples get no staleness marker: a short lookback lets ended sessions leave.
                 args=["--web.enable-otlp-receiver", "--query.lookback-delta=5s"]))
             agent = agent_with(_otlp_http(prom.url + "/api/v1/otlp/v1/metrics"))
