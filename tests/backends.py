@@ -17,6 +17,7 @@ them all first, so there nothing skips.
 
 from __future__ import annotations
 
+import hashlib
 import http.server
 import json
 import os
@@ -44,13 +45,21 @@ def backends_dir() -> Path:
     return Path(cache) / "ctxscope-backends"
 
 
+def _otelcol_build() -> str:
+    # As backends/build.sh names it: the release and the manifest's hash, so that a
+    # binary built from an older manifest is not taken for the current one.
+    manifest = (ROOT / "backends" / "otelcol-builder.yaml").read_bytes()
+    return f"bin/otelcol-ctxscope-{VERSIONS['OTELCOL_VERSION']}-{hashlib.sha256(manifest).hexdigest()[:12]}"
+
+
 BINARIES = {
     # name: (path under the cache directory, the part of backends/build.sh that makes it)
-    "otelcol": ("bin/otelcol-ctxscope", "otelcol"),
-    "jaeger": ("bin/jaeger", "jaeger"),
-    "prometheus3": ("bin/prometheus3", "prometheus3"),
-    "victoria-metrics": ("victoria-metrics/usr/bin/victoria-metrics", "victoriametrics"),
-    "vmalert": ("victoria-metrics/usr/bin/vmalert", "victoriametrics"),
+    "otelcol": (_otelcol_build(), "otelcol"),
+    "jaeger": (f"bin/jaeger-{VERSIONS['JAEGER_MODULE_VERSION']}", "jaeger"),
+    "prometheus3": (f"bin/prometheus-{VERSIONS['PROMETHEUS_MODULE_VERSION']}", "prometheus3"),
+    "victoria-metrics": (f"victoria-metrics-{VERSIONS['VICTORIAMETRICS_DEBIAN_VERSION']}/usr/bin/victoria-metrics",
+                         "victoriametrics"),
+    "vmalert": (f"victoria-metrics-{VERSIONS['VICTORIAMETRICS_DEBIAN_VERSION']}/usr/bin/vmalert", "victoriametrics"),
 }
 
 
