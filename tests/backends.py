@@ -414,6 +414,10 @@ class InstrumentedAgent:
     def play_last(self) -> None:
         self.command("last")
 
+    def play_turn(self, index: int) -> None:
+        """Turn ``index`` of every session that has one."""
+        self.command(f"turn {index}")
+
     def end_recording(self) -> None:
         self.command("end")
 

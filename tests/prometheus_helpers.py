@@ -370,6 +370,12 @@ class AgentScenario:
         """Every session's turns (all but the last ``-upto`` when ``upto`` is negative)."""
         play_all(self.tracer, upto=upto, pause=pause)
 
+    def play_turn(self, index: int) -> None:
+        """Turn ``index`` of every session that has one."""
+        for session in SESSIONS:
+            if index < len(session.turns):
+                self.play(session, session.turns[index])
+
     def play_last(self) -> None:
         """Each session's last turn: the one that crosses the alert thresholds."""
         for session in SESSIONS:

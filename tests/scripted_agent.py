@@ -9,6 +9,7 @@ stdin, one a line, and answers each with ``ok <command>`` once done:
 
 - ``all-but-last``: every session's turns but its last;
 - ``last``: each session's last turn (the one that crosses the thresholds);
+- ``turn N``: turn N (from 0) of each session that has one (for pictures, turn by turn);
 - ``end``: the recording ends (every session's series report 0 once, then leave);
 - ``traces``: the trace id of each span played so far, as JSON (``ok traces {...}``);
 - ``quit``: exit (the SDK flushes on exit).
@@ -59,6 +60,11 @@ def main() -> int:
         elif command == "last":
             for session in SESSIONS:
                 play_turn(tracer, session, session.turns[-1])
+        elif command.startswith("turn "):
+            index = int(command.split()[1])
+            for session in SESSIONS:
+                if index < len(session.turns):
+                    play_turn(tracer, session, session.turns[index])
         elif command == "end":
             processor.stop()
         elif command == "traces":
