@@ -148,7 +148,10 @@ def run_path(path: MetricPath, workdir: Path, rule_files: list[Path], *,
             prom = started(PrometheusServer(
                 workdir, [], rule_files, alertmanager=alertmanager, binary=binary_path("prometheus3"),
                 # Pushed samples get no staleness marker: a short lookback lets ended sessions leave.
-                args=["--web.enable-otlp-receiver", "--query.lookback-delta=5s"]))
+                args=["--web.enable-otlp-receiver", "--query.lookback-delta=5s"],
+                # Prometheus 3 turns service.name into `job` and drops it from target_info unless
+                # told to keep it there (docs/dashboards.md: the other choice promotes it to a label).
+                config={"otlp": {"keep_identifying_resource_attributes": True}}))
             agent = agent_with(_otlp_http(prom.url + "/api/v1/otlp/v1/metrics"))
             yield agent, PathView(prom, prom, leaves="lookback")
         else:

@@ -2,12 +2,20 @@
 
 from __future__ import annotations
 
+import json
 import re
+import subprocess
+import time
+import urllib.request
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
+import pytest
 import yaml
+
+from backends import binary_path, requires
+from prometheus_helpers import free_port
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -137,3 +145,29 @@ def test_make_stack_runs_docker_compose_up():
     assert match
     recipe = match.group(1).replace("$(COMPOSE)", re.search(r"^COMPOSE \?= (.+)$", makefile, re.M).group(1))
     assert recipe == "docker compose -f compose.yaml up"
+
+
+@requires("prometheus3")
+def test_the_stacks_prometheus_config_loads_in_the_pinned_prometheus(tmp_path: Path):
+    """prometheus/prometheus.yml (with its otlp block) is accepted by Prometheus 3.16, the release compose runs."""
+    port = free_port()
+    process = subprocess.Popen(
+        [binary_path("prometheus3"), f"--config.file={ROOT / 'prometheus/prometheus.yml'}",
+         f"--storage.tsdb.path={tmp_path / 'data'}", f"--web.listen-address=127.0.0.1:{port}",
+         "--web.enable-otlp-receiver"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            assert process.poll() is None, process.stdout.read().decode(errors="replace")[-2000:]
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/v1/status/config", timeout=2) as resp:
+                    loaded = yaml.safe_load(json.load(resp)["data"]["yaml"])
+                break
+            except OSError:
+                time.sleep(0.25)
+        else:
+            raise AssertionError("prometheus did not come up")
+        assert loaded["otlp"]["promote_resource_attributes"] == ["service.name"]
+    finally:
+        process.terminate()
+        process.wait(timeout=10)
