@@ -205,11 +205,10 @@ def variables() -> list[dict[str, Any]]:
         definition, regex = query
         var: dict[str, Any] = {
             "type": "query", "name": name, "label": label, "datasource": DS,
-            "definition": definition,
             # Query type 3: a query result, one value per series, picked out by `regex`.
             "query": {"qryType": 3, "query": definition, "refId": "PrometheusVariableQueryEditor-VariableQuery"},
             "refresh": 2, "sort": 1, "regex": regex, "hide": 0,
-            "includeAll": all_, "multi": all_, "current": {},
+            "includeAll": all_, "multi": all_, "current": {"text": "", "value": ""},
         }
         if all_:
             var["allValue"] = ".*"
@@ -218,7 +217,7 @@ def variables() -> list[dict[str, Any]]:
 
     return [
         {"type": "datasource", "name": "datasource", "label": "Data source", "query": "prometheus",
-         "regex": "", "hide": 0, "refresh": 1, "current": {}},
+         "regex": "", "hide": 0, "refresh": 1, "current": {"text": "", "value": ""}},
         query_var("service", "Service", values_of(SERVICE, series(TOKENS)), all_=True),
         query_var("model", "Model", values_of(MODEL, series(TOKENS, service="$service")), all_=True),
         query_var("session", "Session", values_of(SESSION, S(TOKENS)), all_=False),
@@ -384,7 +383,8 @@ def context_dashboard() -> dict[str, Any]:
         "annotations": {"list": []},
         "links": [
             {"title": "Traces of session $session in Jaeger", "type": "link", "targetBlank": True,
-             "icon": "external link", "url": jaeger_search_url("${service}", "${session}")},
+             "icon": "external link", "url": jaeger_search_url("${service}", "${session}"),
+             "asDropdown": False, "includeVars": False, "keepTime": True, "tags": [], "tooltip": ""},
         ],
         "templating": {"list": variables()},
         "panels": [

@@ -219,8 +219,8 @@ def _fill(expr: str, session: str | None, *, model: str = ".*") -> str:
 def grafana_variable_values(prom: Any, variable: dict[str, Any]) -> set[str]:
     """A query-result variable's values as Grafana gets them: each result series written
     ``name{label="value", ...} value timestamp``, the variable's regex applied to each line."""
-    match = re.fullmatch(r"query_result\((.+)\)", variable["definition"], re.S)
-    assert match, variable["definition"]
+    match = re.fullmatch(r"query_result\((.+)\)", variable["query"]["query"], re.S)
+    assert match, variable["query"]["query"]
     regex = re.compile(variable["regex"].strip("/"))
     values = set()
     for r in prom.query(_fill(match.group(1), None)):
