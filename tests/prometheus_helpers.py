@@ -33,6 +33,8 @@ import yaml
 from ctxscope.schema import (
     Annotation,
     Category,
+    Change,
+    ChangeType,
     CompactionTrigger,
     Coverage,
     GenAI,
@@ -395,9 +397,26 @@ class AgentScenario:
             self.server.server_close()
 
 
+def turn_changes(session: ScriptedSession, turn: Turn) -> list[Change]:
+    """The ``llm.context.change`` events of a turn, worked out from the categories.
+
+    A baseline (the first turn, a post-compaction snapshot) lists each category
+    as a baseline change; a later turn lists each category that grew as an
+    addition of the growth, largest first. Metrics do not read changes; the
+    trace test finds these in Jaeger.
+    """
+    index = session.turns.index(turn)
+    before = {} if index == 0 or turn.stage is Stage.POST_COMPACTION else session.turns[index - 1].categories
+    kind = ChangeType.BASELINE if not before else ChangeType.ADDITION
+    grown = [(c, n, n - before.get(c, 0)) for c, n in turn.categories.items() if n > before.get(c, 0)]
+    return [Change(id=f"{session.session_id}/{index}/{c.value}", category=c, estimated_tokens=n,
+                   delta_tokens=delta, change_type=kind)
+            for c, n, delta in sorted(grown, key=lambda g: -g[2])]
+
+
 def play_turn(tracer: Any, session: ScriptedSession, turn: Turn) -> None:
     """One model call (or compaction) of ``session``: a span carrying the annotation."""
-    annotation = Annotation(
+    annotation = Annotation(changes=turn_changes(session, turn),
         stage=turn.stage, basis=BASIS, coverage=Coverage.COMPLETE,
         baseline=turn is session.turns[0] or turn.stage is Stage.POST_COMPACTION,
         categories=dict(turn.categories), estimated_tokens=sum(turn.categories.values()),
