@@ -96,7 +96,9 @@ def main(argv: list[str]) -> int:
                 longest = max(len(s.turns) for s in SESSIONS)
                 for index in range(longest):
                     agent.play_turn(index)
-                    time.sleep(TURN_PAUSE_S)
+                    # VictoriaMetrics makes a new series searchable a few seconds after its
+                    # first sample; federation sees only the latest: give each turn longer.
+                    time.sleep(TURN_PAUSE_S * (2 if path_id == "victoriametrics" else 1))
                 wait_for(lambda: prom.query(f'{g.TOKENS}{{{g.SESSION}="{SESSION}"}}'), 30)
                 screenshot(graph_url(prom), output, workdir)
             finally:

@@ -101,6 +101,10 @@ def expected(panel_id: int, ref: str, session: str | None) -> dict[tuple[tuple[s
     waste_ratio = {s: WASTE[s] / USED[s] for s in WASTE}
     table = {
         (1, "A"): {key(): 3},
+        # All live sessions in one bar: 20000 measured tokens (9400 + 7600 + 3000); e.g. results
+        # 3000 + 4750 = 7750 -> 38.75%, system 1200 + 1900 + 500 = 3600 -> 18%.
+        (6, "A"): {key(**{CAT: c}): sum(st["tokens"].get(c, 0) for st in FINAL.values()) / sum(USED.values())
+                   for c in {c for st in FINAL.values() for c in st["tokens"]}},
         (2, "A"): {key(**{SES: s, CAT: c}): v / USED[s]
                    for s, state in FINAL.items() for c, v in state["tokens"].items()},
         (3, "used"): per_session(USED),
