@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: test test-fast check demo bench venv clean stack fidelity-docs
+.PHONY: test test-fast check demo bench venv clean stack fidelity-docs backends
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -58,3 +58,12 @@ clean:
 COMPOSE ?= docker compose
 stack:
 	$(COMPOSE) -f compose.yaml up
+
+# The real backends of the end-to-end tests (docs/dashboards.md, "Verified for real"): the
+# Collector built with the OpenTelemetry Collector Builder from backends/otelcol-builder.yaml,
+# Jaeger v2 and Prometheus 3 built from the Go module proxy, VictoriaMetrics + vmalert from
+# Debian trixie's .deb, Debian's Alertmanager. Built once into a cache outside the clone and
+# reused (needs go for the builds; a first run takes minutes, a cached one about a second).
+BACKENDS_DIR ?= $(or $(CTXSCOPE_BACKENDS_DIR),$(or $(XDG_CACHE_HOME),$(HOME)/.cache)/ctxscope-backends)
+backends:
+	CTXSCOPE_BACKENDS_DIR="$(BACKENDS_DIR)" backends/build.sh all

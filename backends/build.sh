@@ -3,7 +3,7 @@
 # directory outside the clone so that every later run (and CI on the same
 # machine) reuses them. Each part is skipped when its binary is present.
 #
-#   backends/build.sh [otelcol|jaeger|prometheus3|victoriametrics|alertmanager|all]...
+#   backends/build.sh [otelcol|jaeger|prometheus3|victoriametrics|alertmanager|grafana-schema|all]...
 #
 # CTXSCOPE_BACKENDS_DIR overrides the cache directory; tests read the same
 # variable (tests/e2e/backends.py), so both agree on where binaries live.
@@ -42,9 +42,19 @@ jaeger() {
   local out="$dir/bin/jaeger-$JAEGER_MODULE_VERSION"
   if [ -x "$out" ]; then ln -sf "$(basename "$out")" "$dir/bin/jaeger"; log "jaeger: cached $out"; return; fi
   need_go "Jaeger"
-  local gobin; gobin="$(mktemp -d)"
-  GOBIN="$gobin" go install "github.com/jaegertracing/jaeger/cmd/jaeger@$JAEGER_MODULE_VERSION"
-  install -m 0755 "$gobin/jaeger" "$out"; rm -rf "$gobin"
+  # `go install github.com/jaegertracing/jaeger/cmd/jaeger@v1.76.0` refuses: the
+  # module's go.mod has a replace directive (github.com/Shopify/sarama => v1.33.0),
+  # which go install does not allow. So the same module comes from the proxy with
+  # `go mod download` and cmd/jaeger is built with it as the main module, where
+  # its replace applies. The UI assets are not part of the module: the binary
+  # serves a placeholder page, the query API is complete.
+  local src work
+  src="$(go mod download -json "github.com/jaegertracing/jaeger@$JAEGER_MODULE_VERSION" | sed -n 's/^\t"Dir": "\(.*\)",$/\1/p')"
+  [ -d "$src" ] || { log "jaeger: go mod download gave no source directory"; exit 1; }
+  work="$(mktemp -d)"
+  cp -r "$src/." "$work/" && chmod -R u+w "$work"
+  (cd "$work" && go build -trimpath -o "$work/jaeger.bin" ./cmd/jaeger)
+  install -m 0755 "$work/jaeger.bin" "$out"; rm -rf "$work"
   ln -sf "$(basename "$out")" "$dir/bin/jaeger"
 }
 
@@ -82,11 +92,28 @@ alertmanager() {
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus-alertmanager >/dev/null
 }
 
+grafana_schema() {
+  # Grafana's dashboard types from npm (@grafana/schema) as a JSON schema, for
+  # tests/test_grafana_schema.py: no Grafana server can be built here.
+  local out="$dir/grafana-schema-$GRAFANA_SCHEMA_VERSION"
+  if [ -f "$out/dashboard.schema.json" ]; then log "grafana-schema: cached $out"; return; fi
+  command -v npm >/dev/null 2>&1 || { log "npm not found: install Node.js to fetch @grafana/schema"; exit 1; }
+  local work; work="$(mktemp -d)"
+  echo '{"private": true}' > "$work/package.json"
+  (cd "$work" && npm install --silent --no-audit --no-fund \
+     "@grafana/schema@$GRAFANA_SCHEMA_VERSION" "ts-json-schema-generator@$TS_JSON_SCHEMA_GENERATOR_VERSION" &&
+   npx ts-json-schema-generator --path node_modules/@grafana/schema/dist/types/raw/dashboard/x/types.gen.d.ts \
+     --type Dashboard --expose export --no-type-check -o dashboard.schema.json)
+  mkdir -p "$out.tmp" && cp "$work/dashboard.schema.json" "$out.tmp/" && mv "$out.tmp" "$out"
+  rm -rf "$work"
+}
+
 parts=("$@"); [ ${#parts[@]} -eq 0 ] && parts=(all)
 for part in "${parts[@]}"; do
   case "$part" in
-    all) for p in otelcol victoriametrics alertmanager jaeger prometheus3; do timed "$0" "$p"; done ;;
+    all) for p in otelcol victoriametrics alertmanager grafana-schema jaeger prometheus3; do timed "$0" "$p"; done ;;
     otelcol|jaeger|prometheus3|victoriametrics|alertmanager) "$part" ;;
+    grafana-schema) grafana_schema ;;
     *) log "unknown part: $part"; exit 2 ;;
   esac
 done

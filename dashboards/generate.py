@@ -205,11 +205,10 @@ def variables() -> list[dict[str, Any]]:
         definition, regex = query
         var: dict[str, Any] = {
             "type": "query", "name": name, "label": label, "datasource": DS,
-            "definition": definition,
             # Query type 3: a query result, one value per series, picked out by `regex`.
             "query": {"qryType": 3, "query": definition, "refId": "PrometheusVariableQueryEditor-VariableQuery"},
             "refresh": 2, "sort": 1, "regex": regex, "hide": 0,
-            "includeAll": all_, "multi": all_, "current": {},
+            "includeAll": all_, "multi": all_, "current": {"text": "", "value": ""},
         }
         if all_:
             var["allValue"] = ".*"
@@ -218,7 +217,7 @@ def variables() -> list[dict[str, Any]]:
 
     return [
         {"type": "datasource", "name": "datasource", "label": "Data source", "query": "prometheus",
-         "regex": "", "hide": 0, "refresh": 1, "current": {}},
+         "regex": "", "hide": 0, "refresh": 1, "current": {"text": "", "value": ""}},
         query_var("service", "Service", values_of(SERVICE, series(TOKENS)), all_=True),
         query_var("model", "Model", values_of(MODEL, series(TOKENS, service="$service")), all_=True),
         query_var("session", "Session", values_of(SESSION, S(TOKENS)), all_=False),
@@ -239,6 +238,10 @@ def used(filters: str, by: str = BY_SESSION) -> str:
 
 def overview_panels(y: int) -> list[dict[str, Any]]:
     live_used = f"({used(FM)} > 0)"
+    # The category series of live sessions whose breakdown was recorded (some category
+    # other than unattributed holds tokens).
+    recorded = (f"{S(TOKENS)} and on ({BY_SESSION}) "
+                f'(sum by ({BY_SESSION}) ({S(TOKENS, f"{FM}, {CATEGORY}!={chr(34)}{UNATTRIBUTED}{chr(34)}")}) > 0)')
     session_link = [
         {"title": "Traces of session ${__data.fields.%s} in Jaeger" % SESSION,
          "url": jaeger_search_url("${__data.fields.%s}" % SERVICE, "${__value.raw}"), "targetBlank": True},
@@ -253,10 +256,26 @@ def overview_panels(y: int) -> list[dict[str, Any]]:
               [target("A", f"count({live_used})", "sessions", instant=True)],
               options={"reduceOptions": {"calcs": ["lastNotNull"], "fields": "", "values": False},
                        "colorMode": "value", "graphMode": "area", "textMode": "value"}),
+        panel(6, "barchart", "Composition of all live sessions",
+              "The latest composition of every live session together, as one bar: each category's share of "
+              "the tokens measured in those sessions (their latest snapshots, not a sum over a time window). "
+              "Sessions whose breakdown was not recorded (nothing but unattributed tokens) are left out.",
+              "percentunit", (4, y, 6, 8),
+              [target("A", f"sum by ({CATEGORY}) ({recorded})"
+                           f" / on () group_left () (sum({recorded}) > 0)",
+                      "{{%s}}" % CATEGORY, instant=True, table=True)],
+              custom={"fillOpacity": 85, "lineWidth": 0, "stacking": {"mode": "normal", "group": "A"}},
+              options={"orientation": "horizontal", "stacking": "normal", "showValue": "never",
+                       "legend": {"displayMode": "list", "placement": "bottom", "showLegend": True},
+                       "tooltip": {"mode": "multi", "sort": "desc"}},
+              # One row of category columns: the bar chart stacks them into the one bar.
+              transformations=[{"id": "groupingToMatrix", "options": {
+                  "columnField": CATEGORY, "rowField": "Time", "valueField": "Value", "emptyValue": "zero"}}],
+              minmax=(0, 1)),
         panel(2, "barchart", "Composition of live sessions",
               "Each live session's latest context as one stacked bar by category: "
               "the share of each category in the session's used tokens (calibrated view, unattributed included).",
-              "percentunit", (4, y, 20, 8),
+              "percentunit", (10, y, 14, 8),
               [target("A", f"sum by ({SESSION}, {CATEGORY}) ({S(TOKENS)})"
                            f" / on ({SESSION}) group_left ()"
                            f" (sum by ({SESSION}) ({S(TOKENS)}) > 0)",
@@ -384,7 +403,8 @@ def context_dashboard() -> dict[str, Any]:
         "annotations": {"list": []},
         "links": [
             {"title": "Traces of session $session in Jaeger", "type": "link", "targetBlank": True,
-             "icon": "external link", "url": jaeger_search_url("${service}", "${session}")},
+             "icon": "external link", "url": jaeger_search_url("${service}", "${session}"),
+             "asDropdown": False, "includeVars": False, "keepTime": True, "tags": [], "tooltip": ""},
         ],
         "templating": {"list": variables()},
         "panels": [

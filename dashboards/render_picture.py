@@ -1,15 +1,24 @@
-"""Render docs/img/prometheus-context.png from the real data of the end-to-end scenario.
+"""Render the docs' pictures from the real data of the end-to-end scenario, one per metric path.
 
 Runs the scripted agent of ``tests/prometheus_helpers.py`` (the same sessions
-``tests/test_prometheus_e2e.py`` checks) turn by turn, lets the Debian
-``prometheus`` binary scrape it every second, and screenshots Prometheus' own
-graph page with headless Chromium: session ``sess-near``'s context by category
-(stacked) and its utilisation against each of its limits (window, effective
-window, compaction threshold), the queries of the dashboard's Context row.
+``tests/test_prometheus_e2e.py`` checks) turn by turn through one metric path
+(tests/metric_paths.py) and screenshots Prometheus' own graph page with
+headless Chromium: session ``sess-near``'s context by category (stacked) and
+its utilisation against each of its limits, with the dashboard's own
+selectors (``service_name`` from a label or from ``target_info``).
 
-    .venv/bin/python dashboards/render_picture.py [output.png]
+    .venv/bin/python dashboards/render_picture.py [sdk-target-info|collector|victoriametrics] [output.png]
 
-Needs ``prometheus`` and ``chromium`` on PATH (``apt-get install prometheus chromium``).
+- ``sdk-target-info``: the agent under ``opentelemetry-instrument`` with
+  ``OTEL_METRICS_EXPORTER=prometheus``, scraped by Prometheus 2.42;
+- ``collector``: OTLP to the built Collector (collector-config/otelcol.yaml),
+  Prometheus 2.42 scraping its exporter;
+- ``victoriametrics``: OTLP straight into VictoriaMetrics; the graph page is
+  that of a Prometheus 2.42 federating the series from VictoriaMetrics'
+  ``/federate`` (VictoriaMetrics' own UI is not in Debian's package).
+
+Needs ``prometheus`` and ``chromium`` on PATH, and ``make backends`` for the
+Collector and VictoriaMetrics.
 """
 
 from __future__ import annotations
@@ -26,20 +35,24 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT / "src"), str(ROOT / "tests"), str(ROOT / "dashboards")]
 
 import generate as g  # noqa: E402
-from prometheus_helpers import SESSIONS, AgentScenario, PrometheusServer, wait_for  # noqa: E402
+from metric_paths import PATHS, run_path  # noqa: E402
+from prometheus_helpers import SESSIONS, PrometheusServer, wait_for  # noqa: E402
 
-OUTPUT = ROOT / "docs" / "img" / "prometheus-context.png"
+OUTPUTS = {"sdk-target-info": ROOT / "docs" / "img" / "prometheus-context.png",
+           "collector": ROOT / "docs" / "img" / "prometheus-context-collector.png",
+           "victoriametrics": ROOT / "docs" / "img" / "prometheus-context-victoriametrics.png"}
 SESSION = "sess-near"
 TURN_PAUSE_S = 5.0
 RANGE = "30s"
 
 
 def graph_url(prom: PrometheusServer) -> str:
-    """Prometheus' graph page with two panels over the scenario's session."""
+    """Prometheus' graph page with two panels over the scenario's session (the Context row's queries)."""
     sel = f'{g.SESSION}="{SESSION}"'
+    tokens, limits = g.series(g.TOKENS, sel), g.series(g.LIMITS, sel)
     panels = [
-        (f"sum by ({g.CATEGORY}) ({g.TOKENS}{{{sel}}})", True),
-        (f"sum({g.TOKENS}{{{sel}}}) / on () group_right () max by ({g.LIMIT}) ({g.LIMITS}{{{sel}}} > 0)", False),
+        (f"sum by ({g.CATEGORY}) ({tokens})", True),
+        (f"sum({tokens}) / on () group_right () max by ({g.LIMIT}) ({limits} > 0)", False),
     ]
     params = []
     for i, (expr, stacked) in enumerate(panels):
@@ -61,25 +74,36 @@ def screenshot(url: str, output: Path, workdir: Path) -> None:
 
 
 def main(argv: list[str]) -> int:
-    output = Path(argv[1]) if len(argv) > 1 else OUTPUT
+    path_id = argv[1] if len(argv) > 1 else "sdk-target-info"
+    output = Path(argv[2]) if len(argv) > 2 else OUTPUTS[path_id]
     output.parent.mkdir(parents=True, exist_ok=True)
+    path = next(p for p in PATHS if p.id == path_id)
     with tempfile.TemporaryDirectory() as tmp:
         workdir = Path(tmp)
-        agent = AgentScenario()
-        prom = PrometheusServer(workdir, [agent.target])
-        try:
-            prom.start()
-            wait_for(lambda: prom.query("up") and prom.query("up")[0]["value"][1] == "1", 30)
-            longest = max(len(s.turns) for s in SESSIONS)
-            for index in range(longest):
-                for session in SESSIONS:
-                    if index < len(session.turns):
-                        agent.play(session, session.turns[index])
-                time.sleep(TURN_PAUSE_S)
-            screenshot(graph_url(prom), output, workdir)
-        finally:
-            agent.close()
-            prom.stop()
+        with run_path(path, workdir, []) as (agent, view):
+            prom = view.store
+            if path_id == "victoriametrics":  # Prometheus' graph page over what VictoriaMetrics ingested
+                host = prom.url.removeprefix("http://")
+                (workdir / "federate").mkdir()
+                prom = PrometheusServer(workdir / "federate", [], config={"scrape_configs": [{
+                    "job_name": "victoriametrics", "honor_labels": True, "metrics_path": "/federate",
+                    "params": {"match[]": ['{__name__=~"llm_context_.*|target_info"}']},
+                    "static_configs": [{"targets": [host]}]}]})
+                prom.start()
+                # Its first scrape comes seconds after start: wait for it, so the first turn is drawn.
+                wait_for(lambda: prom.query("up") and prom.query("up")[0]["value"][1] == "1", 30)
+            try:
+                longest = max(len(s.turns) for s in SESSIONS)
+                for index in range(longest):
+                    agent.play_turn(index)
+                    # VictoriaMetrics makes a new series searchable a few seconds after its
+                    # first sample; federation sees only the latest: give each turn longer.
+                    time.sleep(TURN_PAUSE_S * (2 if path_id == "victoriametrics" else 1))
+                wait_for(lambda: prom.query(f'{g.TOKENS}{{{g.SESSION}="{SESSION}"}}'), 30)
+                screenshot(graph_url(prom), output, workdir)
+            finally:
+                if prom is not view.store:
+                    prom.stop()
     print(f"wrote {output}")
     return 0
 

@@ -32,7 +32,10 @@ import yaml
 
 from ctxscope.schema import (
     Annotation,
+    Attr,
     Category,
+    Change,
+    ChangeType,
     CompactionTrigger,
     Coverage,
     GenAI,
@@ -129,15 +132,19 @@ def wait_for(predicate: Callable[[], Any], timeout: float, interval: float = 0.2
     raise TimeoutError(f"gave up after {timeout}s; last: {last!r}")
 
 
-def rules_for_test(target_dir: Path, *, for_duration: str = "0s") -> list[Path]:
+def rules_for_test(target_dir: Path, *, for_duration: str = "0s", docs_url: str | None = None) -> list[Path]:
     """Copies of the shipped rule files with every ``for:`` set to ``for_duration``.
 
     Expressions and thresholds stay as shipped; only the pending time shrinks
-    so that a test sees an alert fire within seconds.
+    so that a test sees an alert fire within seconds. With ``docs_url`` the
+    rules are generated afresh with that runbook base (generate.py --docs-url).
     """
     out = []
     for path in sorted(RULES_DIR.glob("*.yml")):
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        text = path.read_text(encoding="utf-8")
+        if docs_url is not None:
+            text = _generator().render_rules(docs_url)
+        data = yaml.safe_load(text)
         for group in data["groups"]:
             group["interval"] = "1s"
             for rule in group["rules"]:
@@ -149,21 +156,77 @@ def rules_for_test(target_dir: Path, *, for_duration: str = "0s") -> list[Path]:
     return out
 
 
-class PrometheusServer:
-    """The ``prometheus`` binary on a free port, scraping ``targets`` every second."""
+def _generator() -> Any:
+    """dashboards/generate.py as a module (it is a script, not part of the package)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("ctxscope_dashboards", DASHBOARDS / "generate.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+class PromAPI:
+    """Prometheus' HTTP query API at ``self.url`` (Prometheus, VictoriaMetrics, vmalert)."""
+
+    url: str
+
+    def api(self, path: str, **params: Any) -> Any:
+        query = urllib.parse.urlencode([(k, v) for k, vs in params.items()
+                                        for v in (vs if isinstance(vs, list) else [vs])])
+        try:
+            with urllib.request.urlopen(f"{self.url}/api/v1/{path}?{query}", timeout=5) as resp:
+                body = json.load(resp)
+        except urllib.error.HTTPError as exc:  # a bad query: say which, with the backend's reason
+            raise ValueError(f"{path} {params}: {exc.read().decode(errors='replace')}") from None
+        if body.get("status") != "success":
+            raise ValueError(f"{path} {params}: {body}")
+        return body["data"]
+
+    def query(self, expr: str, at: float | None = None) -> list[dict[str, Any]]:
+        """``/api/v1/query``: the instant vector (or raw samples of a range vector)."""
+        params: dict[str, Any] = {"query": expr}
+        if at is not None:
+            params["time"] = f"{at:.3f}"
+        return self.api("query", **params)["result"]
+
+    def label_values(self, label: str, match: str) -> list[str]:
+        return self.api(f"label/{label}/values", **{"match[]": match})
+
+    def alerts(self) -> list[dict[str, Any]]:
+        return self.api("alerts")["alerts"]
+
+
+class PrometheusServer(PromAPI):
+    """The ``prometheus`` binary on a free port, scraping ``targets`` every second.
+
+    ``binary`` defaults to Debian's on PATH; ``alertmanager`` is an Alertmanager
+    URL to send alerts to; ``honor_labels`` keeps the job and instance a
+    Collector's exporter sets; ``args`` are extra command-line flags.
+    """
 
     def __init__(self, workdir: Path, targets: Iterable[str], rule_files: Iterable[Path] = (),
-                 *, job: str = "ctxscope-e2e") -> None:
+                 *, job: str = "ctxscope-e2e", binary: str | None = None, alertmanager: str | None = None,
+                 honor_labels: bool = False, args: Iterable[str] = (), config: dict[str, Any] | None = None) -> None:
         self.workdir = workdir
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
-        config = {
+        self._binary = binary
+        self.args = list(args)
+        scrape: dict[str, Any] = {"job_name": job, "static_configs": [{"targets": list(targets)}]}
+        if honor_labels:
+            scrape["honor_labels"] = True
+        settings: dict[str, Any] = {
             "global": {"scrape_interval": "1s", "evaluation_interval": "1s", "scrape_timeout": "1s"},
             "rule_files": [str(p) for p in rule_files],
-            "scrape_configs": [{"job_name": job, "static_configs": [{"targets": list(targets)}]}],
+            "scrape_configs": [scrape] if targets else [],
         }
+        if alertmanager:
+            host = urllib.parse.urlsplit(alertmanager).netloc
+            settings["alerting"] = {"alertmanagers": [{"static_configs": [{"targets": [host]}]}]}
+        settings.update(config or {})
         self.config_file = workdir / "prometheus.yml"
-        self.config_file.write_text(yaml.safe_dump(config), encoding="utf-8")
+        self.config_file.write_text(yaml.safe_dump(settings), encoding="utf-8")
         self.process: subprocess.Popen[bytes] | None = None
         self.log = workdir / "prometheus.log"
 
@@ -172,7 +235,7 @@ class PrometheusServer:
         return shutil.which("prometheus")
 
     def start(self, timeout: float = 20.0) -> "PrometheusServer":
-        binary = self.binary()
+        binary = self._binary or self.binary()
         if binary is None:
             raise RuntimeError("prometheus is not on PATH")
         data = self.workdir / "data"
@@ -180,7 +243,7 @@ class PrometheusServer:
         with open(self.log, "wb") as log:
             self.process = subprocess.Popen(
                 [binary, f"--config.file={self.config_file}", f"--storage.tsdb.path={data}",
-                 f"--web.listen-address=127.0.0.1:{self.port}", "--log.level=warn"],
+                 f"--web.listen-address=127.0.0.1:{self.port}", "--log.level=warn", *self.args],
                 stdout=log, stderr=subprocess.STDOUT)
         wait_for(self._ready, timeout)
         return self
@@ -199,31 +262,6 @@ class PrometheusServer:
             except subprocess.TimeoutExpired:
                 self.process.kill()
                 self.process.wait(timeout=10)
-
-    def api(self, path: str, **params: Any) -> Any:
-        query = urllib.parse.urlencode([(k, v) for k, vs in params.items()
-                                        for v in (vs if isinstance(vs, list) else [vs])])
-        try:
-            with urllib.request.urlopen(f"{self.url}/api/v1/{path}?{query}", timeout=5) as resp:
-                body = json.load(resp)
-        except urllib.error.HTTPError as exc:  # a bad query: say which, with Prometheus' reason
-            raise ValueError(f"{path} {params}: {exc.read().decode(errors='replace')}") from None
-        if body.get("status") != "success":
-            raise ValueError(f"{path} {params}: {body}")
-        return body["data"]
-
-    def query(self, expr: str, at: float | None = None) -> list[dict[str, Any]]:
-        """``/api/v1/query``: the instant vector (or raw samples of a range vector)."""
-        params: dict[str, Any] = {"query": expr}
-        if at is not None:
-            params["time"] = f"{at:.3f}"
-        return self.api("query", **params)["result"]
-
-    def label_values(self, label: str, match: str) -> list[str]:
-        return self.api(f"label/{label}/values", **{"match[]": match})
-
-    def alerts(self) -> list[dict[str, Any]]:
-        return self.api("alerts")["alerts"]
 
 
 def vector(result: list[dict[str, Any]], *, drop: Iterable[str] = ()) -> dict[tuple[tuple[str, str], ...], float]:
@@ -329,33 +367,22 @@ class AgentScenario:
 
     def play(self, session: ScriptedSession, turn: Turn) -> None:
         """One model call (or compaction) of ``session``: a span carrying the annotation."""
-        annotation = Annotation(
-            stage=turn.stage, basis=BASIS, coverage=Coverage.COMPLETE,
-            baseline=turn is session.turns[0] or turn.stage is Stage.POST_COMPACTION,
-            categories=dict(turn.categories), estimated_tokens=sum(turn.categories.values()),
-            reported_tokens=turn.reported, model=session.model, waste=dict(turn.waste),
-            compaction_trigger=turn.trigger, **session.limits)
-        attributes = {
-            **annotation.to_attributes(),
-            GenAI.CONVERSATION_ID: session.session_id,
-            GenAI.REQUEST_MODEL: session.model,
-            GenAI.PROVIDER_NAME: session.provider,
-        }
-        name = "compaction" if turn.stage is Stage.POST_COMPACTION else f"chat {session.model}"
-        with self.tracer.start_as_current_span(name, attributes=attributes) as span:
-            for event, attrs in annotation.change_events():
-                span.add_event(event, attrs)
+        play_turn(self.tracer, session, turn)
 
     def play_all(self, *, upto: int | None = None, pause: float = 0.0) -> None:
         """Every session's turns (all but the last ``-upto`` when ``upto`` is negative)."""
-        longest = max(len(s.turns) for s in SESSIONS)
-        for index in range(longest):
-            for session in SESSIONS:
-                turns = session.turns if upto is None else session.turns[:upto]
-                if index < len(turns):
-                    self.play(session, turns[index])
-            if pause:
-                time.sleep(pause)
+        play_all(self.tracer, upto=upto, pause=pause)
+
+    def play_turn(self, index: int) -> None:
+        """Turn ``index`` of every session that has one."""
+        for session in SESSIONS:
+            if index < len(session.turns):
+                self.play(session, session.turns[index])
+
+    def play_last(self) -> None:
+        """Each session's last turn: the one that crosses the alert thresholds."""
+        for session in SESSIONS:
+            self.play(session, session.turns[-1])
 
     def end_recording(self) -> None:
         """The recording ends: every session's series report 0 once, then leave."""
@@ -369,4 +396,55 @@ class AgentScenario:
         finally:
             self.server.shutdown()
             self.server.server_close()
+
+
+def turn_changes(session: ScriptedSession, turn: Turn) -> list[Change]:
+    """The ``llm.context.change`` events of a turn, worked out from the categories.
+
+    A baseline (the first turn, a post-compaction snapshot) lists each category
+    as a baseline change; a later turn lists each category that grew as an
+    addition of the growth, largest first. Metrics do not read changes; the
+    trace test finds these in Jaeger.
+    """
+    index = session.turns.index(turn)
+    before = {} if index == 0 or turn.stage is Stage.POST_COMPACTION else session.turns[index - 1].categories
+    kind = ChangeType.BASELINE if not before else ChangeType.ADDITION
+    grown = [(c, n, n - before.get(c, 0)) for c, n in turn.categories.items() if n > before.get(c, 0)]
+    return [Change(id=f"{session.session_id}/{index}/{c.value}", category=c, estimated_tokens=n,
+                   delta_tokens=delta, change_type=kind)
+            for c, n, delta in sorted(grown, key=lambda g: -g[2])]
+
+
+def play_turn(tracer: Any, session: ScriptedSession, turn: Turn) -> None:
+    """One model call (or compaction) of ``session``: a span carrying the annotation."""
+    annotation = Annotation(changes=turn_changes(session, turn),
+        stage=turn.stage, basis=BASIS, coverage=Coverage.COMPLETE,
+        baseline=turn is session.turns[0] or turn.stage is Stage.POST_COMPACTION,
+        categories=dict(turn.categories), estimated_tokens=sum(turn.categories.values()),
+        reported_tokens=turn.reported, model=session.model, waste=dict(turn.waste),
+        compaction_trigger=turn.trigger, **session.limits)
+    attributes = {
+        **annotation.to_attributes(),
+        # As ctxscope's own spans for an application-given id (SPEC 2): its key and the GenAI one.
+        Attr.SESSION_ID: session.session_id,
+        GenAI.CONVERSATION_ID: session.session_id,
+        GenAI.REQUEST_MODEL: session.model,
+        GenAI.PROVIDER_NAME: session.provider,
+    }
+    name = "compaction" if turn.stage is Stage.POST_COMPACTION else f"chat {session.model}"
+    with tracer.start_as_current_span(name, attributes=attributes) as span:
+        for event, attrs in annotation.change_events():
+            span.add_event(event, attrs)
+
+
+def play_all(tracer: Any, *, upto: int | None = None, pause: float = 0.0) -> None:
+    """Every session's turns, interleaved (all but the last ``-upto`` when ``upto`` is negative)."""
+    longest = max(len(s.turns) for s in SESSIONS)
+    for index in range(longest):
+        for session in SESSIONS:
+            turns = session.turns if upto is None else session.turns[:upto]
+            if index < len(turns):
+                play_turn(tracer, session, turns[index])
+        if pause:
+            time.sleep(pause)
 

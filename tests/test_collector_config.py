@@ -14,11 +14,13 @@ CONFIG_DIR = ROOT / "collector-config"
 CONFIGS = sorted(CONFIG_DIR.glob("*.yaml"))
 KINDS = ("receivers", "processors", "exporters")
 ENV_REF = re.compile(r"^\$\{env:([A-Z][A-Z0-9_]*)\}$")
-# Component types this config relies on, as named by Collector contrib v0.115.0.
+# Component types the configs rely on, as Collector v0.165.0 names them: exactly what
+# backends/otelcol-builder.yaml builds (tests/test_collector_e2e.py compares this with
+# the built binary's `components`).
 KNOWN_TYPES = {
     "receivers": {"otlp"},
-    "processors": {"memory_limiter", "batch"},
-    "exporters": {"prometheus", "prometheusremotewrite", "otlp"},
+    "processors": {"memory_limiter", "batch", "delta_to_cumulative"},
+    "exporters": {"prometheus", "prometheus_remote_write", "otlp_grpc"},
     "extensions": {"health_check"},
 }
 
@@ -40,9 +42,9 @@ def _env_vars(path: Path) -> set[str]:
     return set(re.findall(r"\$\{env:([A-Z][A-Z0-9_]*)\}", path.read_text(encoding="utf-8")))
 
 
-def test_two_variants_exist():
-    """A scrape-endpoint config and a remote-write config ship."""
-    assert [p.name for p in CONFIGS] == ["otelcol-remotewrite.yaml", "otelcol.yaml"]
+def test_three_variants_exist():
+    """A scrape-endpoint config, a remote-write config and a fleet gateway ship."""
+    assert [p.name for p in CONFIGS] == ["otelcol-gateway.yaml", "otelcol-remotewrite.yaml", "otelcol.yaml"]
 
 
 @pytest.mark.parametrize("path", CONFIGS, ids=lambda p: p.name)
@@ -66,10 +68,11 @@ def test_every_pipeline_names_defined_components(path: Path):
 
 
 @pytest.mark.parametrize("path", CONFIGS, ids=lambda p: p.name)
-def test_memory_limiter_then_batch_in_every_pipeline(path: Path):
-    """Every pipeline limits memory first, then batches."""
+def test_memory_limiter_first_and_batch_last_in_every_pipeline(path: Path):
+    """Every pipeline limits memory first and batches last (the gateway sums deltas in between)."""
     for name, pipeline in _load(path)["service"]["pipelines"].items():
-        assert pipeline["processors"] == ["memory_limiter", "batch"], name
+        middle = ["delta_to_cumulative"] if path.name == "otelcol-gateway.yaml" and name == "metrics" else []
+        assert pipeline["processors"] == ["memory_limiter", *middle, "batch"], name
 
 
 @pytest.mark.parametrize("path", CONFIGS, ids=lambda p: p.name)
@@ -86,19 +89,22 @@ def test_otlp_in_over_grpc_and_http_traces_out_to_jaeger(path: Path):
     """OTLP comes in over gRPC and HTTP; traces go to Jaeger over OTLP."""
     config = _load(path)
     assert set(config["receivers"]["otlp"]["protocols"]) == {"grpc", "http"}
-    traces = config["service"]["pipelines"]["traces"]
-    assert traces["exporters"] == ["otlp/jaeger"]
-    assert config["exporters"]["otlp/jaeger"]["endpoint"] == "${env:CTXSCOPE_JAEGER_OTLP_ENDPOINT}"
+    (exporter,) = config["service"]["pipelines"]["traces"]["exporters"]
+    assert exporter.split("/")[0] == "otlp_grpc"
+    assert config["exporters"][exporter]["endpoint"] == "${env:CTXSCOPE_JAEGER_OTLP_ENDPOINT}"
 
 
-def test_metrics_exporters_turn_resource_attributes_into_labels():
-    """Scrape and remote-write exporters both turn resource attributes (service.name) into labels."""
-    scrape = _load(CONFIG_DIR / "otelcol.yaml")
-    remote = _load(CONFIG_DIR / "otelcol-remotewrite.yaml")
-    assert scrape["service"]["pipelines"]["metrics"]["exporters"] == ["prometheus"]
-    assert remote["service"]["pipelines"]["metrics"]["exporters"] == ["prometheusremotewrite"]
-    assert scrape["exporters"]["prometheus"]["resource_to_telemetry_conversion"] == {"enabled": True}
-    assert remote["exporters"]["prometheusremotewrite"]["resource_to_telemetry_conversion"] == {"enabled": True}
+def test_metrics_exporters_turn_service_name_into_a_label():
+    """Scrape and remote-write exporters put service.name on every series (not the deprecated conversion)."""
+    wanted = {"otelcol.yaml": "prometheus", "otelcol-remotewrite.yaml": "prometheus_remote_write",
+              "otelcol-gateway.yaml": "prometheus_remote_write"}
+    for name, exporter in wanted.items():
+        config = _load(CONFIG_DIR / name)
+        assert config["service"]["pipelines"]["metrics"]["exporters"] == [exporter]
+        settings = config["exporters"][exporter]
+        assert settings["resource_constant_labels"] == {"included": ["service.name"]}
+        assert "resource_to_telemetry_conversion" not in settings
+        assert settings["translation_strategy"] == "UnderscoreEscapingWithSuffixes"
 
 
 def test_every_variable_is_set_by_compose_and_documented():
@@ -113,11 +119,17 @@ def test_every_variable_is_set_by_compose_and_documented():
         assert f"`{name}`" in readme, name
 
 
-def test_readme_pins_the_collector_version_compose_runs():
-    """The README names the contrib version whose component names the configs use; compose runs it."""
+def test_readme_pins_the_collector_version_compose_runs_and_the_builder_builds():
+    """The README, compose's image, the builder manifest and backends/versions.env name one Collector release."""
     readme = (CONFIG_DIR / "README.md").read_text(encoding="utf-8")
-    match = re.search(r"OpenTelemetry Collector contrib v(\d+\.\d+\.\d+)", readme)
+    match = re.search(r"OpenTelemetry Collector v(\d+\.\d+\.\d+)", readme)
     assert match
+    version = match.group(1)
     compose = yaml.safe_load((ROOT / "compose.yaml").read_text(encoding="utf-8"))
     image = compose["services"]["otel-collector"]["image"]
-    assert image == f"otel/opentelemetry-collector-contrib:{match.group(1)}"
+    assert image == f"otel/opentelemetry-collector-contrib:{version}"
+    manifest = yaml.safe_load((ROOT / "backends" / "otelcol-builder.yaml").read_text(encoding="utf-8"))
+    assert manifest["dist"]["version"] == version
+    modules = [m["gomod"] for kind in ("receivers", "processors", "exporters", "extensions") for m in manifest[kind]]
+    assert modules and all(m.endswith(f" v{version}") for m in modules)
+    assert f"OTELCOL_VERSION={version}\n" in (ROOT / "backends" / "versions.env").read_text(encoding="utf-8")

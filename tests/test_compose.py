@@ -2,12 +2,20 @@
 
 from __future__ import annotations
 
+import json
 import re
+import subprocess
+import time
+import urllib.request
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
+import pytest
 import yaml
+
+from backends import binary_path, requires
+from prometheus_helpers import free_port
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -29,13 +37,25 @@ def _port(endpoint: str) -> int:
     return int(endpoint.rsplit(":", 1)[1].split("/")[0])
 
 
-def test_stack_has_the_four_services_with_pinned_images():
-    """Collector, Prometheus, Grafana and Jaeger run from images with an explicit version tag."""
+def test_stack_has_its_services_with_pinned_images():
+    """Collector, Prometheus, Grafana, Jaeger and the docs run from images with an explicit version tag."""
     services = _compose()["services"]
-    assert set(services) == {"otel-collector", "prometheus", "grafana", "jaeger"}
+    assert set(services) == {"otel-collector", "prometheus", "grafana", "jaeger", "docs"}
     for name, service in services.items():
         image, _, tag = service["image"].rpartition(":")
-        assert image and re.fullmatch(r"v?\d+\.\d+\.\d+", tag), f"{name}: {service['image']}"
+        assert image and re.fullmatch(r"v?\d+\.\d+(\.\d+)?(-alpine)?", tag), f"{name}: {service['image']}"
+
+
+def test_images_are_the_releases_the_end_to_end_tests_run():
+    """Collector, Prometheus 3 and Jaeger v2 images are the releases backends/versions.env builds; Grafana is 12."""
+    versions = dict(line.split("=", 1) for line in (ROOT / "backends/versions.env").read_text().splitlines()
+                    if line and not line.startswith("#"))
+    images = {name: s["image"] for name, s in _compose()["services"].items()}
+    assert images["otel-collector"] == f"otel/opentelemetry-collector-contrib:{versions['OTELCOL_VERSION']}"
+    assert images["prometheus"] == f"prom/prometheus:v{versions['PROMETHEUS_VERSION']}"
+    assert images["jaeger"] == f"jaegertracing/jaeger:{versions['JAEGER_VERSION']}"
+    assert images["grafana"].startswith("grafana/grafana:12.")
+    assert "--web.enable-otlp-receiver" in _compose()["services"]["prometheus"]["command"]
 
 
 def test_every_mounted_file_exists():
@@ -75,7 +95,6 @@ def test_collector_reaches_jaeger_and_prometheus_by_service_name():
     env = services["otel-collector"]["environment"]
     host, port = env["CTXSCOPE_JAEGER_OTLP_ENDPOINT"].split(":")
     assert host in services and int(port) == 4317
-    assert services["jaeger"]["environment"]["COLLECTOR_OTLP_ENABLED"] == "true"
     url = urlparse(env["CTXSCOPE_REMOTE_WRITE_URL"])
     assert url.hostname == "prometheus" and url.port == 9090 and url.path == "/api/v1/write"
     assert "--web.enable-remote-write-receiver" in services["prometheus"]["command"]
@@ -126,3 +145,29 @@ def test_make_stack_runs_docker_compose_up():
     assert match
     recipe = match.group(1).replace("$(COMPOSE)", re.search(r"^COMPOSE \?= (.+)$", makefile, re.M).group(1))
     assert recipe == "docker compose -f compose.yaml up"
+
+
+@requires("prometheus3")
+def test_the_stacks_prometheus_config_loads_in_the_pinned_prometheus(tmp_path: Path):
+    """prometheus/prometheus.yml (with its otlp block) is accepted by Prometheus 3.16, the release compose runs."""
+    port = free_port()
+    process = subprocess.Popen(
+        [binary_path("prometheus3"), f"--config.file={ROOT / 'prometheus/prometheus.yml'}",
+         f"--storage.tsdb.path={tmp_path / 'data'}", f"--web.listen-address=127.0.0.1:{port}",
+         "--web.enable-otlp-receiver"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            assert process.poll() is None, process.stdout.read().decode(errors="replace")[-2000:]
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/v1/status/config", timeout=2) as resp:
+                    loaded = yaml.safe_load(json.load(resp)["data"]["yaml"])
+                break
+            except OSError:
+                time.sleep(0.25)
+        else:
+            raise AssertionError("prometheus did not come up")
+        assert loaded["otlp"]["promote_resource_attributes"] == ["service.name"]
+    finally:
+        process.terminate()
+        process.wait(timeout=10)

@@ -49,7 +49,7 @@ def _queries(dashboard: dict[str, Any]) -> Iterator[str]:
             yield target["expr"]
     for var in dashboard["templating"]["list"]:
         if var["type"] == "query":
-            yield var["definition"]
+            yield var["query"]["query"]
 
 
 def _walk(node: Any) -> Iterator[tuple[str, Any]]:
@@ -143,8 +143,9 @@ def test_variables_are_datasource_then_service_model_session():
         assert [v["name"] for v in variables[:4]] == ["datasource", "service", "model", "session"]
         assert variables[0]["type"] == "datasource" and variables[0]["query"] == "prometheus"
         for var, label in zip(variables[1:4], (gen.SERVICE, gen.MODEL, gen.SESSION)):
-            assert var["definition"].startswith(f"query_result(group by ({label}) ("), var["definition"]
-            assert var["regex"] == f'/{label}="([^"]+)"/' and var["query"]["query"] == var["definition"]
+            query = var["query"]["query"]
+            assert query.startswith(f"query_result(group by ({label}) ("), query
+            assert var["regex"] == f'/{label}="([^"]+)"/' and var["query"]["qryType"] == 3
 
 
 def test_every_panel_has_a_description_a_unit_and_queries():
