@@ -299,3 +299,26 @@ def test_the_transport_alone_measures_sdk_calls(tel, server):
     assert attr(messages, GenAI.PROVIDER_NAME) == "anthropic"
     assert attr(messages, Attr.REPORTED_TOKENS) == reported_input_tokens({"messages": [HELLO]}, "anthropic.messages")
     assert attr(messages, GenAI.RESPONSE_ID) == "msg_000003"  # the Responses answer took 1 and 2
+
+
+def test_anthropic_raw_responses_get_usage_and_id_from_the_stream(server, monkeypatch):
+    """Anthropic with_streaming_response and streamed with_raw_response: handed to the tee, usage and id read."""
+    from ctxscope.instrumentation.anthropic import AnthropicInstrumentor
+
+    with instrumented(server, monkeypatch, HTTPInstrumentor) as tel:
+        sdk = AnthropicInstrumentor()
+        sdk.instrument(tracer_provider=tel.provider, tracker=tel.tracker)
+        try:
+            client = server.anthropic_client()
+            kwargs = dict(model="claude-x", max_tokens=16, messages=[HELLO])
+            with client.messages.with_streaming_response.create(**kwargs) as response:
+                first_id = response.parse().id
+            raw = client.messages.with_raw_response.create(stream=True, **kwargs)
+            for _ in raw.parse():
+                pass
+        finally:
+            sdk.uninstrument()
+        spans = tel.calls()
+    reported = reported_input_tokens({"messages": [HELLO]}, "anthropic.messages")
+    assert [attr(s, GenAI.RESPONSE_ID) for s in spans] == [first_id, "msg_000002"] == ["msg_000001", "msg_000002"]
+    assert [attr(s, Attr.REPORTED_TOKENS) for s in spans] == [reported, reported]
