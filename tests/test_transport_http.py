@@ -322,3 +322,18 @@ def test_anthropic_raw_responses_get_usage_and_id_from_the_stream(server, monkey
     reported = reported_input_tokens({"messages": [HELLO]}, "anthropic.messages")
     assert [attr(s, GenAI.RESPONSE_ID) for s in spans] == [first_id, "msg_000002"] == ["msg_000001", "msg_000002"]
     assert [attr(s, Attr.REPORTED_TOKENS) for s in spans] == [reported, reported]
+
+
+@pytest.mark.parametrize("path,body,kind", [
+    ("/v1/chat/completions", {**CHAT, "stream": True}, "server_error"),
+    ("/v1/messages", {"model": "claude-x", "max_tokens": 16, "messages": [HELLO], "stream": True},
+     "overloaded_error"),
+], ids=["openai-chat", "anthropic"])
+def test_an_error_event_in_a_stream_fails_the_call_with_its_type(tel, server, path, body, kind):
+    """A 200 stream that breaks off with the provider's error event: error.type is the event's error type."""
+    status, chunks, error = _exchange(httpx, server, Reply(content="one two", stream_error=True), body,
+                                      stream=True, path=path)
+    assert status == 200 and error is None and b"error" in b"".join(chunks)
+    span = tel.one_call()
+    assert span.status.status_code is StatusCode.ERROR
+    assert attr(span, "error.type") == kind
