@@ -157,3 +157,33 @@ def test_no_content_on_the_transports_spans(tel, server):
         client.post(server.base_url + "/api/chat", json=body)
     for span in tel.spans():
         assert no_content(span, secret)
+
+
+def test_content_capture_opted_in_gives_gemini_inputs_and_outputs(server, monkeypatch):
+    """OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=span_only: GenAI-shaped input, system, tools, output."""
+    import json
+
+    from ctxscope.testing import ToolCall
+
+    server.reset()
+    telemetry = __import__("_instr_support").make_telemetry()
+    monkeypatch.setenv("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", "span_only")
+    instrumentor = HTTPInstrumentor()
+    instrumentor.instrument(tracer_provider=telemetry.provider, tracker=telemetry.tracker)
+    try:
+        server.reply(Reply.tool_calls_([ToolCall("read", {"path": "a.py"})], content="reading"))
+        body = {**GEMINI_REQUEST, "tools": [{"functionDeclarations": [{"name": "read", "description": "Read."}]}]}
+        with httpx.Client(timeout=30) as client:
+            client.post(server.base_url + "/v1beta/models/gemini-2.5-flash:generateContent", json=body)
+    finally:
+        instrumentor.uninstrument()
+    span = telemetry.one_call()
+    assert json.loads(attr(span, GenAI.SYSTEM_INSTRUCTIONS)) == [{"type": "text", "content": "You are terse."}]
+    assert json.loads(attr(span, GenAI.INPUT_MESSAGES)) == [
+        {"role": "user", "parts": [{"type": "text", "content": "hello there"}]}]
+    assert json.loads(attr(span, GenAI.TOOL_DEFINITIONS)) == [
+        {"type": "function", "name": "read", "description": "Read."}]
+    assert json.loads(attr(span, GenAI.OUTPUT_MESSAGES)) == [
+        {"role": "assistant", "parts": [{"type": "text", "content": "reading"},
+                                        {"type": "tool_call", "id": None, "name": "read",
+                                         "arguments": {"path": "a.py"}}], "finish_reason": "stop"}]

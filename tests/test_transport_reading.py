@@ -17,6 +17,7 @@ STEP = st.one_of(
     st.tuples(st.just("rewrite-last"), MESSAGE),
     st.tuples(st.just("edit-first"), MESSAGE),
     st.tuples(st.just("tools"), st.lists(TEXT, max_size=2)),
+    st.tuples(st.just("toggle-tools"), st.none()),  # the field after the array comes and goes
 )
 
 
@@ -26,7 +27,7 @@ def test_every_body_parses_to_what_json_says(steps, ascii_only, compact):
     """Appends, a rewritten last message, an edited history, new tools: the cache always gives json.loads' value."""
     cache = BodyCache()
     messages = [{"role": "system", "content": "sys"}]
-    tools: list = []
+    tools: list | None = None
     separators = (",", ":") if compact else (", ", ": ")
     for kind, value in steps:
         if kind == "append":
@@ -35,9 +36,13 @@ def test_every_body_parses_to_what_json_says(steps, ascii_only, compact):
             messages = messages[:-1] + [value]
         elif kind == "edit-first":
             messages = [value] + messages[1:]
+        elif kind == "toggle-tools":
+            tools = [{"d": [{"name": "x"}]}] if tools is None else None
         else:
             tools = value
-        body = {"model": "m", "messages": messages, "tools": tools}
+        body = {"model": "m", "messages": messages}
+        if tools is not None:
+            body["tools"] = tools
         raw = json.dumps(body, ensure_ascii=ascii_only, separators=separators).encode()
         assert cache.parse(raw, "messages") == json.loads(raw)
 
@@ -93,3 +98,12 @@ def test_json_lines_and_whole_json_split_anywhere():
         assert out == [{"a": 1}, {"b": 2}]
     for out in _split_everywhere(b'{"a": [1, 2]}', WholeJson):
         assert out == [{"a": [1, 2]}]
+
+
+def test_a_tail_that_only_looks_the_same_is_not_trusted():
+    """Old body ends in "]}" after its messages; the new one adds a field whose value ends in "]}" too."""
+    cache = BodyCache()
+    old = {"contents": [{"role": "user", "parts": [{"text": "hi"}]}]}
+    cache.parse(json.dumps(old).encode(), "contents")
+    new = {**old, "tools": [{"functionDeclarations": [{"name": "read"}]}]}
+    assert cache.parse(json.dumps(new).encode(), "contents") == new
