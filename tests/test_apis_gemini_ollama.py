@@ -187,3 +187,27 @@ def test_content_capture_opted_in_gives_gemini_inputs_and_outputs(server, monkey
         {"role": "assistant", "parts": [{"type": "text", "content": "reading"},
                                         {"type": "tool_call", "id": None, "name": "read",
                                          "arguments": {"path": "a.py"}}], "finish_reason": "stop"}]
+
+
+def test_a_gemini_body_is_recognised_by_inspect(tmp_path):
+    """``ctxscope inspect`` on a Gemini body: detected by its contents, system 4 + prompts 3 (chars/4)."""
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from ctxscope.items import detect_api
+
+    assert detect_api(GEMINI_REQUEST) == gemini.API
+    path = tmp_path / "gemini.json"
+    path.write_text(json.dumps(GEMINI_REQUEST))
+    done = subprocess.run([str(Path(sys.executable).parent / "ctxscope"), "inspect", str(path), "--tokenizer",
+                           "chars", "--no-framing"], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert "gemini.generate_content" in done.stdout
+    rows: dict[str, str] = {}
+    for line in done.stdout.splitlines():  # the category table comes first; the parts table repeats names
+        words = line.split()
+        if words and words[0] in ("system", "prompts", "estimated"):
+            rows.setdefault(words[0], words[1])
+    assert rows == {"system": "4", "prompts": "3", "estimated": "7"}

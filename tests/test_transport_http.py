@@ -337,3 +337,18 @@ def test_an_error_event_in_a_stream_fails_the_call_with_its_type(tel, server, pa
     span = tel.one_call()
     assert span.status.status_code is StatusCode.ERROR
     assert attr(span, "error.type") == kind
+
+
+def test_a_response_dropped_unread_ends_its_call_when_collected(tel, server):
+    """A streamed response neither read nor closed: the span ends once the response is garbage-collected."""
+    import gc
+
+    client = httpx.Client(timeout=30)
+    request = client.build_request("POST", server.base_url + "/v1/chat/completions", json=CHAT)
+    response = client.send(request, stream=True)
+    assert tel.calls() == []
+    del response
+    gc.collect()
+    span = tel.one_call()
+    assert attr(span, Attr.ESTIMATED_TOKENS) == 7
+    client.close()

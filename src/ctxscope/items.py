@@ -96,6 +96,10 @@ def detect_api(body: Mapping[str, Any]) -> str:
     if "messages" not in body:
         if "input" in body or "instructions" in body:
             return API_OPENAI_RESPONSES
+        if isinstance(body.get("contents"), list):
+            from .apis import gemini  # Gemini generateContent (docs/apis.md)
+
+            return gemini.API
         raise ValueError("not a request body: no 'messages' (chat, Anthropic) or 'input' (Responses)")
     for tool in _as_list(body.get("tools")) or ():
         # Chat tools nest their name under "function"; Anthropic's carry it on top.

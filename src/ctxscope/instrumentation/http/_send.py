@@ -24,6 +24,7 @@ unchanged; reading is a side effect that cannot fail the caller.
 from __future__ import annotations
 
 import logging
+import weakref
 from typing import Any, Callable
 
 from .._wrappers import ModelCall, Telemetry, active_call, start_call
@@ -99,6 +100,13 @@ def tee_classes(library: Any) -> tuple[type, type]:
 
     _tee_classes[library.__name__] = (SyncTee, AsyncTee)
     return SyncTee, AsyncTee
+
+
+def _abandoned(measure: Measure) -> None:
+    try:
+        measure.done()
+    except Exception:  # noqa: BLE001 - runs from the garbage collector
+        pass
 
 
 def adopt(http_response: Any, call: ModelCall) -> bool:
@@ -216,7 +224,11 @@ def _attach(plan_: Plan, response: Any, call: ModelCall | None, library: Any, is
             measure.done()
         return
     sync_tee, async_tee = tee_classes(library)
-    response.stream = (async_tee if is_async else sync_tee)(response.stream, measure)
+    tee = (async_tee if is_async else sync_tee)(response.stream, measure)
+    response.stream = tee
+    # A response dropped unread and unclosed: its call ends with what was seen when it is collected
+    # (not at interpreter exit, when the providers may be gone), as the SDK-level stream proxies do.
+    weakref.finalize(tee, _abandoned, measure).atexit = False
 
 
 def _begin(telemetry: Telemetry, plan_: Plan) -> ModelCall | None:
