@@ -299,3 +299,56 @@ def test_the_transport_alone_measures_sdk_calls(tel, server):
     assert attr(messages, GenAI.PROVIDER_NAME) == "anthropic"
     assert attr(messages, Attr.REPORTED_TOKENS) == reported_input_tokens({"messages": [HELLO]}, "anthropic.messages")
     assert attr(messages, GenAI.RESPONSE_ID) == "msg_000003"  # the Responses answer took 1 and 2
+
+
+def test_anthropic_raw_responses_get_usage_and_id_from_the_stream(server, monkeypatch):
+    """Anthropic with_streaming_response and streamed with_raw_response: handed to the tee, usage and id read."""
+    from ctxscope.instrumentation.anthropic import AnthropicInstrumentor
+
+    with instrumented(server, monkeypatch, HTTPInstrumentor) as tel:
+        sdk = AnthropicInstrumentor()
+        sdk.instrument(tracer_provider=tel.provider, tracker=tel.tracker)
+        try:
+            client = server.anthropic_client()
+            kwargs = dict(model="claude-x", max_tokens=16, messages=[HELLO])
+            with client.messages.with_streaming_response.create(**kwargs) as response:
+                first_id = response.parse().id
+            raw = client.messages.with_raw_response.create(stream=True, **kwargs)
+            for _ in raw.parse():
+                pass
+        finally:
+            sdk.uninstrument()
+        spans = tel.calls()
+    reported = reported_input_tokens({"messages": [HELLO]}, "anthropic.messages")
+    assert [attr(s, GenAI.RESPONSE_ID) for s in spans] == [first_id, "msg_000002"] == ["msg_000001", "msg_000002"]
+    assert [attr(s, Attr.REPORTED_TOKENS) for s in spans] == [reported, reported]
+
+
+@pytest.mark.parametrize("path,body,kind", [
+    ("/v1/chat/completions", {**CHAT, "stream": True}, "server_error"),
+    ("/v1/messages", {"model": "claude-x", "max_tokens": 16, "messages": [HELLO], "stream": True},
+     "overloaded_error"),
+], ids=["openai-chat", "anthropic"])
+def test_an_error_event_in_a_stream_fails_the_call_with_its_type(tel, server, path, body, kind):
+    """A 200 stream that breaks off with the provider's error event: error.type is the event's error type."""
+    status, chunks, error = _exchange(httpx, server, Reply(content="one two", stream_error=True), body,
+                                      stream=True, path=path)
+    assert status == 200 and error is None and b"error" in b"".join(chunks)
+    span = tel.one_call()
+    assert span.status.status_code is StatusCode.ERROR
+    assert attr(span, "error.type") == kind
+
+
+def test_a_response_dropped_unread_ends_its_call_when_collected(tel, server):
+    """A streamed response neither read nor closed: the span ends once the response is garbage-collected."""
+    import gc
+
+    client = httpx.Client(timeout=30)
+    request = client.build_request("POST", server.base_url + "/v1/chat/completions", json=CHAT)
+    response = client.send(request, stream=True)
+    assert tel.calls() == []
+    del response
+    gc.collect()
+    span = tel.one_call()
+    assert attr(span, Attr.ESTIMATED_TOKENS) == 7
+    client.close()

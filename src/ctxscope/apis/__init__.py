@@ -125,6 +125,7 @@ class ModuleFormat:
     output_parts: Callable[[Any], list[dict[str, Any]]]  # content capture only
     stream_framing: str  # how its stream is framed when the content type does not say: "sse", "ndjson", "json-array"
     server_tools: Callable[[Mapping[str, Any]], bool]  # a tool that runs at the provider is offered
+    input_content: Callable[[Mapping[str, Any]], tuple[list[Any], list[Any], list[Any]]]  # (system, messages, tools)
 
 
 def _gemini_server_tools(body: Mapping[str, Any]) -> bool:
@@ -134,10 +135,11 @@ def _gemini_server_tools(body: Mapping[str, Any]) -> bool:
 
 GEMINI = ModuleFormat(gemini.API, gemini.PROVIDER, gemini.body_fits, gemini.contents_of, gemini.message,
                     gemini.head, gemini.framing, gemini.usage, gemini.response_fields, gemini.output_parts,
-                    "json-array", _gemini_server_tools)
+                    "json-array", _gemini_server_tools, gemini.input_content)
 OLLAMA = ModuleFormat(ollama.API, ollama.PROVIDER, ollama.body_fits,
                     lambda body: list(body.get("messages") or ()), ollama.message, ollama.head, ollama.framing,
-                    ollama.usage, ollama.response_fields, ollama.output_parts, "ndjson", lambda body: False)
+                    ollama.usage, ollama.response_fields, ollama.output_parts, "ndjson", lambda body: False,
+                    ollama.input_content)
 
 FORMATS: dict[str, ModuleFormat] = {f.api: f for f in (GEMINI, OLLAMA)}
 

@@ -270,6 +270,45 @@ def response_fields(document: Any) -> tuple[str | None, str | None, list[str]]:
             reasons)
 
 
+def _content_parts(parts: Any) -> list[dict[str, Any]]:
+    """Gemini parts as GenAI message parts (content capture only)."""
+    out: list[dict[str, Any]] = []
+    for part in parts if isinstance(parts, (list, tuple)) else ():
+        text = _get(part, "text")
+        call = field(part, "functionCall", "function_call")
+        response = field(part, "functionResponse", "function_response")
+        inline = field(part, "inlineData", "inline_data")
+        if isinstance(text, str):
+            out.append({"type": "reasoning" if _get(part, "thought") is True else "text", "content": text})
+        elif call is not None:
+            out.append({"type": "tool_call", "id": _get(call, "id"), "name": _get(call, "name"),
+                        "arguments": _get(call, "args")})
+        elif response is not None:
+            out.append({"type": "tool_call_response", "id": _get(response, "id"), "response": _get(response, "response")})
+        elif inline is not None:
+            out.append({"type": "blob", "mime_type": field(inline, "mimeType", "mime_type"),
+                        "modality": str(field(inline, "mimeType", "mime_type") or "").split("/")[0],
+                        "content": _get(inline, "data")})
+    return out
+
+
+def input_content(body: Mapping[str, Any]) -> tuple[list[Any], list[Any], list[Any]]:
+    """``(system instruction parts, input messages, tool definitions)``, GenAI-shaped (content capture only)."""
+    system = head_key(body)
+    system_parts = ([{"type": "text", "content": system}] if isinstance(system, str)
+                    else _content_parts(_get(system, "parts")) if system is not None else [])
+    messages = []
+    for content in contents_of(body):
+        role = str(_get(content, "role") or "user")
+        messages.append({"role": "assistant" if role == "model" else role,
+                         "parts": _content_parts(_get(content, "parts"))})
+    tools: list[Any] = []
+    for tool in body.get("tools") or ():
+        declarations = field(tool, "functionDeclarations", "function_declarations")
+        tools.extend(declarations if declarations is not None else [{"type": next(iter(tool), "tool")}])
+    return system_parts, messages, tools
+
+
 def output_parts(document: Any) -> list[dict[str, Any]]:
     """The first candidate's parts as GenAI message parts (content capture only)."""
     out: list[dict[str, Any]] = []

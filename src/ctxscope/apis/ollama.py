@@ -126,6 +126,27 @@ def response_fields(document: Any) -> tuple[str | None, str | None, list[str]]:
     return _get(document, "model"), None, [str(reason)] if reason else []
 
 
+def input_content(body: Mapping[str, Any]) -> tuple[list[Any], list[Any], list[Any]]:
+    """``(system parts, input messages, tool definitions)``, GenAI-shaped; system prompts stay messages."""
+    messages = []
+    for msg in body.get("messages") or ():
+        role = str(_get(msg, "role") or "user")
+        content = _get(msg, "content")
+        if role == "tool":
+            parts: list[dict[str, Any]] = [{"type": "tool_call_response", "id": _get(msg, "tool_call_id"),
+                                            "response": content}]
+        else:
+            parts = [{"type": "text", "content": content}] if isinstance(content, str) and content else []
+            for call in _get(msg, "tool_calls") or ():
+                function = _get(call, "function") or {}
+                parts.append({"type": "tool_call", "id": _get(call, "id"), "name": _get(function, "name"),
+                              "arguments": _get(function, "arguments")})
+            for image in _get(msg, "images") or ():
+                parts.append({"type": "blob", "modality": "image", "content": image})
+        messages.append({"role": role, "parts": parts})
+    return [], messages, list(body.get("tools") or ())
+
+
 def output_parts(document: Any) -> list[dict[str, Any]]:
     msg = _get(document, "message") or {}
     out: list[dict[str, Any]] = []

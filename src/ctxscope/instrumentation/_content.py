@@ -286,7 +286,15 @@ def request_content(api: str, body: Mapping[str, Any]) -> dict[str, list[Any]]:
         content = {GenAI.SYSTEM_INSTRUCTIONS: _system(body.get("system"), _anthropic_parts),
                    GenAI.INPUT_MESSAGES: messages}
     else:
-        return {}
+        from ..apis import format_of  # Gemini, Ollama: their modules say it
+
+        wire = format_of(api)
+        if wire is None:
+            return {}
+        system, messages, tools = wire.input_content(body)
+        content = {GenAI.SYSTEM_INSTRUCTIONS: system, GenAI.INPUT_MESSAGES: messages,
+                   GenAI.TOOL_DEFINITIONS: [_tool_definition(tool) for tool in tools]}
+        return {key: value for key, value in content.items() if value}
     content[GenAI.TOOL_DEFINITIONS] = _tool_definitions(body)
     return {key: value for key, value in content.items() if value}
 

@@ -443,10 +443,17 @@ def active_call() -> "ModelCall | None":
 def start_call(telemetry: Telemetry, *, provider: str, api: str, body: Mapping[str, Any]) -> ModelCall | None:
     """A :class:`ModelCall`, or None when even opening the span failed (the call then runs bare)."""
     try:
-        return ModelCall(telemetry, provider=provider, api=api, body=body)
+        call = ModelCall(telemetry, provider=provider, api=api, body=body)
     except Exception:  # noqa: BLE001
         log_failure(_log, "ctxscope: could not start a span for the %s call", api)
         return None
+    try:
+        from ._measured import note_call
+
+        note_call(call.span)  # the GenAI completion hook then knows this call is measured
+    except Exception:  # noqa: BLE001
+        _log.debug("ctxscope: could not note a call", exc_info=True)
+    return call
 
 
 def usage_from(input_tokens: Any = None, output_tokens: Any = None, cache_read: Any = None,

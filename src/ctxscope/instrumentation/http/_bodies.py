@@ -93,23 +93,35 @@ def _skip(text: str, i: int) -> int:
     return i
 
 
-def _elements(region: str) -> tuple[list[Any], list[int]]:
-    """The elements of ``region`` (``,{..},{..}`` or ``{..},{..}``) and their end offsets in it."""
+def _elements(region: str, after_element: bool) -> tuple[list[Any], list[int]]:
+    """The elements of ``region`` and their end offsets in it; ValueError unless it is exactly elements.
+
+    ``region`` lies between the kept elements and the old tail: ``,{..},{..}``
+    after an element, ``{..},{..}`` right after ``[``. Strictly so (a stray
+    ``]`` means the array ended earlier and the tail only looked the same):
+    the parse state at its end is then the one the old tail was parsed in,
+    so the whole body parses to these elements plus the old fields.
+    """
     elements: list[Any] = []
     ends: list[int] = []
     i = 0
     n = len(region)
+    need_comma = after_element
     while True:
         while i < n and region[i] in _WHITESPACE:
             i += 1
         if i == n:
             return elements, ends
-        if region[i] == ",":
+        if need_comma:
+            if region[i] != ",":
+                raise ValueError("not a run of array elements")
             i += 1
-            continue
+            while i < n and region[i] in _WHITESPACE:
+                i += 1
         value, i = _DECODER.raw_decode(region, i)
         elements.append(value)
         ends.append(i)
+        need_comma = True
 
 
 class _Entry:
@@ -159,7 +171,10 @@ class _Entry:
         else:
             return None
         region = content[start:stop].decode("utf-8")
-        new, ends = _elements(region)
+        try:
+            new, ends = _elements(region, after_element=kept > 0)
+        except ValueError:  # the tail only looked the same (a short "]}"): parse the body whole
+            return None
         if kept == len(self.messages) and not new:
             messages = self.messages
         else:

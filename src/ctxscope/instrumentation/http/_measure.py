@@ -16,7 +16,7 @@ on it.
 from __future__ import annotations
 
 import logging
-from typing import Any, Callable
+from typing import Any
 
 from .._wrappers import ModelCall, ResponseInfo
 from . import _frames
@@ -160,7 +160,6 @@ class Measure:
         call = self.call
         if call is None or call.ended:
             return
-        self._reading = self._reading and not self._reader.failed if self._reader else False  # type: ignore[union-attr]
         info = self._info()
         self._reading = False
         if self.status >= 400:
@@ -186,5 +185,3 @@ class Measure:
         except Exception:  # noqa: BLE001
             pass
 
-
-OnBytes = Callable[[bytes], None]
