@@ -34,6 +34,7 @@ from opentelemetry import metrics as otel_metrics
 from opentelemetry import trace as otel_trace
 from opentelemetry.metrics import CallbackOptions, MeterProvider, Observation
 from opentelemetry.sdk.metrics import MeterProvider as SdkMeterProvider
+from opentelemetry.sdk.metrics.export import PeriodicExportingMetricReader
 from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor
 from opentelemetry.sdk.trace import TracerProvider as SdkTracerProvider
 
@@ -229,17 +230,22 @@ def _key(attrs: Mapping[str, Any]) -> _Key:
     return tuple(sorted(attrs.items()))
 
 
+def _metric_readers(meter_provider: Any) -> list[Any] | None:
+    """The SDK meter provider's readers; None when it is not the SDK's."""
+    for get in (lambda: meter_provider._metric_readers,  # noqa: SLF001 - no public accessor
+                lambda: meter_provider._measurement_consumer._reader_storages,  # noqa: SLF001
+                lambda: meter_provider._sdk_config.metric_readers):  # noqa: SLF001 - older SDKs
+        try:
+            return list(get())
+        except (AttributeError, TypeError):
+            continue
+    return None
+
+
 def _reader_count(meter_provider: Any) -> int:
     """How many metric readers will call our callbacks (each must see the final zeros)."""
-    try:
-        storages = meter_provider._measurement_consumer._reader_storages  # noqa: SLF001
-        return max(1, len(storages))
-    except AttributeError:
-        pass
-    try:
-        return max(1, len(meter_provider._sdk_config.metric_readers))  # noqa: SLF001
-    except AttributeError:
-        return 1
+    readers = _metric_readers(meter_provider)
+    return max(1, len(readers)) if readers is not None else 1
 
 
 class ContextSpanProcessor(SpanProcessor):
@@ -305,7 +311,7 @@ class ContextSpanProcessor(SpanProcessor):
         with self._lock:
             live = bool(self._sessions)
         if live:
-            self._flush(timeout_millis)
+            self._flush_push_readers(timeout_millis)
         with self._lock:
             for session_id in list(self._sessions):
                 self._end_locked(session_id)
@@ -452,6 +458,27 @@ class ContextSpanProcessor(SpanProcessor):
             provider.force_flush(timeout_millis)
         except Exception:  # noqa: BLE001 - an unreachable backend costs the data only
             _log.warning("ctxscope: could not flush the final context metrics", exc_info=True)
+
+    def _flush_push_readers(self, timeout_millis: int) -> None:
+        """Collect and export the live values through every push reader (OTLP, console).
+
+        Only push readers: a pull reader (Prometheus) would queue this
+        collection beside the zeros' for its next scrape, which then reports
+        the live values instead of the zeros; it sees what a scrape finds.
+        """
+        provider = self._resolved_meter_provider()
+        if getattr(provider, "_shutdown", False):
+            return
+        readers = _metric_readers(provider)
+        if readers is None:  # not the SDK's provider: its own flush is all there is
+            self._flush(timeout_millis)
+            return
+        for reader in readers:
+            if isinstance(reader, PeriodicExportingMetricReader):
+                try:
+                    reader.force_flush(timeout_millis)
+                except Exception:  # noqa: BLE001 - an unreachable backend costs the data only
+                    _log.warning("ctxscope: could not export the final context metrics", exc_info=True)
 
     def _hook_meter_shutdown(self) -> None:
         """Make the meter provider's own final collection carry the zeros.
