@@ -68,6 +68,10 @@ UNKNOWN_SESSION = "unknown"
 # span of another tracer provider (without this processor) never ends here.
 _MAX_DIRECT = 4096
 
+# The attributes of the GenAI client histograms (as util-genai records them).
+_GENAI_METRIC_KEYS = (GenAI.OPERATION_NAME, GenAI.PROVIDER_NAME, GenAI.REQUEST_MODEL, GenAI.RESPONSE_MODEL,
+                      GenAI.SERVER_ADDRESS, GenAI.SERVER_PORT, GenAI.ERROR_TYPE)
+
 _Key = tuple[tuple[str, Any], ...]  # sorted attribute items: hashable series identity
 
 
@@ -264,7 +268,9 @@ class ContextSpanProcessor(SpanProcessor):
         self._direct: dict[int, None] = {}
         self._shutdown = False
         callbacks = {spec: self._callback(spec) for spec in Metric.ALL}
-        self.instruments = ctx_metrics.create_instruments(ctx_metrics.get_meter(meter_provider), callbacks)
+        meter = ctx_metrics.get_meter(meter_provider)
+        self.instruments = ctx_metrics.create_instruments(meter, callbacks)
+        self.genai_instruments = ctx_metrics.create_genai_instruments(meter)
         # The SDK tracer provider this processor is on (ensure_processor sets it).
         self.tracer_provider: Any = None
         self._hook_meter_shutdown()
@@ -335,15 +341,20 @@ class ContextSpanProcessor(SpanProcessor):
 
     # -- internals -------------------------------------------------------------
 
-    def observe_call(self, attributes: Mapping[str, Any], start_time_ns: int, span: Any = None) -> None:
+    def observe_call(self, attributes: Mapping[str, Any], start_time_ns: int, span: Any = None,
+                     duration_s: float | None = None) -> None:
         """A call's (or marker's) annotation handed over by the instrumentation, whatever its span.
 
         The metrics do not depend on sampling: ctxscope's instrumentors call
         this with the attributes they give their span, recorded, sampled out
         or not created at all. ``span``: when it is recording, its ``on_end``
-        is then skipped, so a call counts once.
+        is then skipped, so a call counts once. ``duration_s``: a finished
+        model call, which also records the GenAI conventions' client
+        histograms (duration, token usage).
         """
         try:
+            if duration_s is not None:
+                self._record_genai(attributes, duration_s)
             if span is not None and span.is_recording():
                 with self._lock:
                     self._direct[span.get_span_context().span_id] = None
@@ -352,6 +363,17 @@ class ContextSpanProcessor(SpanProcessor):
             self._observe_attributes(attributes, start_time_ns)
         except Exception:  # noqa: BLE001 - never break the user's program
             _log.warning("ctxscope: could not record the context of a call", exc_info=True)
+
+    def _record_genai(self, attributes: Mapping[str, Any], duration_s: float) -> None:
+        """``gen_ai.client.operation.duration`` and ``gen_ai.client.token.usage`` of one call (util-genai's attributes)."""
+        metric_attributes = {k: attributes[k] for k in _GENAI_METRIC_KEYS if k in attributes}
+        self.genai_instruments.operation_duration.record(  # type: ignore[attr-defined]
+            max(0.0, duration_s), metric_attributes)
+        for token_type, key in (("input", GenAI.USAGE_INPUT_TOKENS), ("output", GenAI.USAGE_OUTPUT_TOKENS)):
+            count = attributes.get(key)
+            if isinstance(count, int) and not isinstance(count, bool):
+                self.genai_instruments.token_usage.record(  # type: ignore[attr-defined]
+                    count, {**metric_attributes, GenAI.TOKEN_TYPE: token_type})
 
     def _on_end(self, span: ReadableSpan) -> None:
         if self._direct:

@@ -183,7 +183,7 @@ def _helper(telemetry: Telemetry, is_async: bool) -> Callable[..., Any]:
             def wrap(stream: Any, call: Any) -> Any:
                 return proxy_cls(stream, call, HelperStreamState(stream, call.captures_content))
 
-            return ManagerProxy(manager, start=lambda: begin(telemetry, MESSAGES, dict(body)), wrap=wrap)
+            return ManagerProxy(manager, start=lambda: begin(telemetry, MESSAGES, dict(body), instance), wrap=wrap)
         except Exception:  # noqa: BLE001
             _log.warning("ctxscope: could not wrap messages.stream", exc_info=True)
             return manager
