@@ -1,11 +1,14 @@
 """ContextSpanProcessor: annotated spans -> the metrics of SPEC section 6.
 
-``on_end`` reads the context annotation back from a finished span (only
+ctxscope's instrumentors hand each call's annotation over directly
+(:meth:`ContextSpanProcessor.observe_call`), whether its span is recorded or
+sampled out, so the metrics do not depend on sampling. For every other span,
+``on_end`` reads the context annotation back from the finished span (only
 the attributes the metrics need, :func:`reading_from_attributes`; the
-``llm.context.change`` events carry nothing the metrics need) and keeps each
-session's latest state; the observable instruments of :mod:`ctxscope.metrics` report that state
-at every collection. So anything that writes the annotation (the
-instrumentors, a transcript replay, a companion span) gets the metrics.
+``llm.context.change`` events carry nothing the metrics need). Either way the
+processor keeps each session's latest state; the observable instruments of
+:mod:`ctxscope.metrics` report that state at every collection. So anything
+that writes the annotation (a transcript replay, a companion span) gets the metrics.
 
 Semantics (docs/telemetry.md):
 
@@ -15,7 +18,9 @@ Semantics (docs/telemetry.md):
 - When a recording ends (``stop()``, ``shutdown()``, ``end_session(id)``, a
   span with ``llm.context.session_ended``, or LRU eviction past
   ``max_sessions``), every gauge series of the session reports 0 once per
-  metric reader and then leaves later exports. The compaction counter never
+  metric reader and then leaves later exports; ``stop()`` first exports the
+  live values through every push reader, so a run shorter than the export
+  interval still sends them. The compaction counter never
   goes down: it reports its final total once more, then leaves.
 - Every body (``on_end``, callbacks) is guarded: an error is logged, never
   raised into the user's program.
