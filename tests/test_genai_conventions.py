@@ -96,3 +96,31 @@ def test_duration_and_token_usage_histograms(server, sampler):
     # Input as the server reports it: "system" 2 + "You are terse." 4 + "user" 1 + "hello there" 3 + 10 hidden = 20;
     # output: "hi, how can I help?" (19 chars) -> 5.
     assert tokens == {"input": (1, 20), "output": (1, 5)}
+
+
+def test_one_llm_span_per_anthropic_call_with_the_sdks_own_tracing_on(server):
+    """The anthropic SDK's built-in call span (scope com.anthropic.sdk.python) is left out while ctxscope's is the call's."""
+    pytest.importorskip("anthropic")
+    from ctxscope.instrumentation.anthropic import AnthropicInstrumentor
+
+    def llm_spans(instrument: bool) -> list[tuple[str, str]]:
+        server.reset()
+        exporter = InMemorySpanExporter()
+        tracer_provider = TracerProvider(shutdown_on_exit=False)
+        tracer_provider.add_span_processor(SimpleSpanProcessor(exporter))
+        instrumentor = AnthropicInstrumentor()
+        if instrument:
+            instrumentor.instrument(tracer_provider=tracer_provider, tracker=Tracker(tokenizer="chars", framing=False))
+        try:
+            client = server.anthropic_client(open_telemetry={"tracer_provider": tracer_provider})
+            client.messages.create(model="claude-sonnet-4-5", max_tokens=32,
+                                   messages=[{"role": "user", "content": "hello there"}])
+        finally:
+            if instrument:
+                instrumentor.uninstrument()
+        return [(s.instrumentation_scope.name, s.name) for s in exporter.get_finished_spans()
+                if GenAI.OPERATION_NAME in (s.attributes or {})]
+
+    # Without ctxscope the SDK's own span is there (so this test can fail); with it, ours alone.
+    assert llm_spans(instrument=False) == [("com.anthropic.sdk.python", "anthropic.messages.create")]
+    assert llm_spans(instrument=True) == [("ctxscope", "chat claude-sonnet-4-5")]

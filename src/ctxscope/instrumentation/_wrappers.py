@@ -27,6 +27,7 @@ and ``gen_ai.output.messages`` (at the end), and/or a
 
 from __future__ import annotations
 
+import contextvars
 import logging
 import threading
 import time
@@ -465,14 +466,25 @@ class ModelCall:
 
     def activate(self) -> object:
         """Make the call's span current while the SDK sends the request (its own spans nest under it)."""
-        return otel_context.attach(trace.set_span_in_context(self.span))
+        return otel_context.attach(trace.set_span_in_context(self.span)), _sending.set(self)
 
     @staticmethod
     def deactivate(token: object) -> None:
         try:
-            otel_context.detach(token)  # type: ignore[arg-type]
+            otel_token, sending_token = token  # type: ignore[misc]
+            _sending.reset(sending_token)
+            otel_context.detach(otel_token)
         except Exception:  # noqa: BLE001
             pass
+
+
+# The call whose request the provider SDK is sending in this context (between activate and deactivate).
+_sending: "contextvars.ContextVar[ModelCall | None]" = contextvars.ContextVar("ctxscope_sending", default=None)
+
+
+def sending_call() -> ModelCall | None:
+    """The ctxscope call being sent in this context, if any (a provider SDK's own span would duplicate it)."""
+    return _sending.get()
 
 
 def start_call(telemetry: Telemetry, *, provider: str, api: str, body: Mapping[str, Any],

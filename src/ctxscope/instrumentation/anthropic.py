@@ -25,7 +25,7 @@ from ..items import API_ANTHROPIC as API_MESSAGES
 from ..payload import get as _get
 from ._content import AnthropicOutput, anthropic_output
 from ._instrumentor import ProviderInstrumentor, begin, create_targets, helper_targets
-from ._wrappers import Api, ResponseInfo, Telemetry, request_body, usage_from
+from ._wrappers import Api, ResponseInfo, Telemetry, request_body, sending_call, usage_from
 
 _log = logging.getLogger("ctxscope.instrumentation")
 
@@ -203,3 +203,40 @@ class AnthropicInstrumentor(ProviderInstrumentor):
 
     def _helper_wrapper(self, telemetry: Telemetry, is_async: bool) -> Callable[..., Any]:
         return _helper(telemetry, is_async)
+
+    def _instrument(self, **kwargs: Any) -> None:
+        super()._instrument(**kwargs)
+        try:
+            from wrapt import wrap_function_wrapper
+
+            wrap_function_wrapper(_SDK_CALL_SPAN[0], _SDK_CALL_SPAN[1], _one_llm_span)
+        except (AttributeError, ImportError):  # an SDK without built-in tracing: nothing to keep apart
+            _log.debug("ctxscope: the anthropic SDK has no call span of its own here")
+
+    def _uninstrument(self, **kwargs: Any) -> None:
+        super()._uninstrument(**kwargs)
+        try:
+            import importlib
+
+            from opentelemetry.instrumentation.utils import unwrap
+
+            unwrap(importlib.import_module(_SDK_CALL_SPAN[0]), _SDK_CALL_SPAN[1])
+        except Exception:  # noqa: BLE001 - not wrapped
+            pass
+
+
+# Recent anthropic SDKs make a CLIENT span of their own per call (scope com.anthropic.sdk.python,
+# gen_ai.operation.name chat), started by this function; its docstring allows None ("the call goes on
+# without one"). During a call ctxscope instruments, ctxscope's span is the call's one LLM span.
+_SDK_CALL_SPAN = ("anthropic._base_client", "start_api_call_span")
+
+
+def _one_llm_span(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
+    call = sending_call()
+    try:
+        ours = call is not None and call.provider == PROVIDER and call.span.is_recording()
+    except Exception:  # noqa: BLE001 - let the SDK decide
+        ours = False
+    if ours:
+        return None
+    return wrapped(*args, **kwargs)
