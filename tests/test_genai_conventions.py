@@ -124,3 +124,30 @@ def test_one_llm_span_per_anthropic_call_with_the_sdks_own_tracing_on(server):
     # Without ctxscope the SDK's own span is there (so this test can fail); with it, ours alone.
     assert llm_spans(instrument=False) == [("com.anthropic.sdk.python", "anthropic.messages.create")]
     assert llm_spans(instrument=True) == [("ctxscope", "chat claude-sonnet-4-5")]
+
+
+def test_anthropic_iterations_report_the_first_samplings_input():
+    """usage.iterations (a server-side compaction, then the answer; top-level fields sum the samplings):
+    the reported input is the first ``message`` iteration's, cached parts counted once."""
+    pytest.importorskip("anthropic")
+    from anthropic.types.beta import BetaMessage
+
+    from ctxscope.instrumentation.anthropic import message_info
+
+    message = BetaMessage.model_validate({
+        "id": "msg_1", "type": "message", "role": "assistant", "model": "claude-sonnet-4-5",
+        "content": [{"type": "text", "text": "ok"}], "stop_reason": "end_turn", "stop_sequence": None,
+        "usage": {"input_tokens": 9000, "output_tokens": 40, "cache_creation_input_tokens": 0,
+                  "cache_read_input_tokens": 3000,
+                  "iterations": [
+                      {"type": "compaction", "input_tokens": 180000, "output_tokens": 2000,
+                       "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0},
+                      {"type": "message", "input_tokens": 5000, "output_tokens": 20,
+                       "cache_creation_input_tokens": 100, "cache_read_input_tokens": 1000},
+                      {"type": "message", "input_tokens": 4000, "output_tokens": 20,
+                       "cache_creation_input_tokens": 0, "cache_read_input_tokens": 2000}]}})
+    usage = message_info(message).usage
+    # 5000 + 100 + 1000: the compaction's 180,000 and the second sampling are not this request's prompt.
+    assert usage.reported_input == 6100
+    # The uncached, cache and output fields stay the top-level (billed) ones.
+    assert (usage.input_tokens, usage.cache_read_input_tokens, usage.output_tokens) == (9000, 3000, 40)

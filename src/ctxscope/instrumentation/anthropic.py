@@ -64,11 +64,32 @@ def _server_calls(requests: int | None, blocks: int) -> int | None:
     return max(requests, blocks)
 
 
+def _first_sampling(usage: Any) -> Any:
+    """The usage of the request's own sampling: the first ``message`` entry of ``usage.iterations``.
+
+    With iterations (a server-tool loop, a server-side compaction, an
+    advisor), the top-level fields sum several samplings and leave the
+    compaction's out; the prompt this request sent is the first ``message``
+    iteration's input (the rule of ``ctxscope.fidelity.reported_input``).
+    Without them, the usage itself.
+    """
+    iterations = _get(usage, "iterations")
+    if isinstance(iterations, (list, tuple)):
+        for entry in iterations:
+            if _get(entry, "type") == "message" and _int(_get(entry, "input_tokens")) is not None:
+                return entry
+    return usage
+
+
 def message_usage(usage: Any, server_blocks: int = 0) -> Any:
+    sampled = _first_sampling(usage)
     uncached = _int(_get(usage, "input_tokens"))
     write = _int(_get(usage, "cache_creation_input_tokens"))
     read = _int(_get(usage, "cache_read_input_tokens"))
-    reported = None if uncached is None else uncached + (write or 0) + (read or 0)
+    first_uncached = _int(_get(sampled, "input_tokens"))
+    reported = None if first_uncached is None else (
+        first_uncached + (_int(_get(sampled, "cache_creation_input_tokens")) or 0)
+        + (_int(_get(sampled, "cache_read_input_tokens")) or 0))
     return usage_from(input_tokens=uncached, output_tokens=_get(usage, "output_tokens"),
                       cache_read=read, cache_creation=write, reported_input=reported,
                       server_tool_calls=_server_calls(server_tool_requests(_get(usage, "server_tool_use")),
@@ -126,6 +147,9 @@ class MessageStreamState:
         server = _get(usage, "server_tool_use")
         if server is not None:
             self._usage["server_tool_use"] = server
+        iterations = _get(usage, "iterations")
+        if iterations:  # the final message_delta's breakdown (see _first_sampling)
+            self._usage["iterations"] = iterations
 
     def info(self) -> ResponseInfo:
         if self._usage:
