@@ -253,6 +253,50 @@ def wrapper_alone(sampled_out: bool = False) -> float:
     return statistics.median(times) * 1e3
 
 
+def collection(sessions: int = 64, rounds: int = 50) -> dict[str, float]:
+    """CPU time of one metric collection with ``sessions`` live sessions (the processor's callbacks).
+
+    Each session holds a realistic state (eight categories, three limits,
+    reported tokens, waste kinds); between collections one session changes,
+    as when one agent of many makes a call.
+    """
+    from opentelemetry.sdk.metrics import MeterProvider
+    from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+
+    from ctxscope.processor import ContextSpanProcessor
+    from ctxscope.schema import Annotation, Attr, Category, Coverage, GenAI, Stage, WasteKind
+
+    reader = InMemoryMetricReader()
+    processor = ContextSpanProcessor(MeterProvider(metric_readers=[reader], shutdown_on_exit=False),
+                                     max_sessions=sessions)
+    categories = {c: 100 + 10 * i for i, c in enumerate(list(Category)[:8])}
+
+    def call(session: int, n: int) -> None:
+        ann = Annotation(stage=Stage.REQUEST_INPUT, basis="chars/4", coverage=Coverage.COMPLETE, baseline=False,
+                         categories={c: v + n for c, v in categories.items()},
+                         estimated_tokens=sum(categories.values()) + 8 * n, reported_tokens=5000 + n,
+                         window_tokens=128000, effective_window_tokens=100000, compact_threshold_tokens=90000,
+                         model=MODEL, waste={WasteKind.DUPLICATE: 10, WasteKind.BLOAT: 20})
+        attrs = {Attr.SESSION_ID: f"s{session}", GenAI.REQUEST_MODEL: MODEL, GenAI.PROVIDER_NAME: "openai",
+                 **ann.to_attributes()}
+        processor.observe_call(attrs, time.time_ns())
+
+    for s_ in range(sessions):
+        call(s_, 0)
+    reader.get_metrics_data()
+    times = []
+    for r in range(rounds):
+        call(r % sessions, r + 1)
+        started = time.process_time()
+        data = reader.get_metrics_data()
+        times.append(time.process_time() - started)
+    points = sum(len(m.data.data_points) for rm in data.resource_metrics for sm in rm.scope_metrics
+                 for m in sm.metrics)
+    processor.shutdown()
+    return {"collection_cpu_ms": statistics.median(times) * 1e3, "collection_points": points,
+            "collection_sessions": sessions}
+
+
 def memory(sessions: int = 4) -> dict[str, float]:
     from ctxscope.tracker import Tracker
 
@@ -284,6 +328,7 @@ def main() -> dict[str, Any]:
     figures["wrapper_sampled_out_median_ms"] = wrapper_alone(sampled_out=True)
     figures.update(split())
     figures.update(memory())
+    figures.update(collection())
     print(f"  conversation of {figures['items']} items, basis {figures['basis']}, {figures['rounds']} paired rounds")
     print(f"  bare call median          {figures['bare_median_ms']:8.2f} ms")
     print(f"  instrumented call median  {figures['instrumented_median_ms']:8.2f} ms")
@@ -297,6 +342,8 @@ def main() -> dict[str, Any]:
     print(f"  span processor on_end     {figures['on_end_us']:8.1f} us")
     print(f"  first call added          {figures['first_call_added_ms']:8.1f} ms  (counts all {figures['items']} items once)")
     print(f"  memory per live session   {figures['memory_per_session_kib']:8.0f} KiB")
+    print(f"  one metric collection     {figures['collection_cpu_ms']:8.2f} ms CPU "
+          f"({figures['collection_sessions']} live sessions, {figures['collection_points']} points)")
     return figures
 
 

@@ -24,7 +24,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from ctxscope.foreign import ForeignSpanProcessor
-from ctxscope.schema import MetricAttr
+from ctxscope.schema import Metric, MetricAttr
 from ctxscope.testing import ProviderServer, Reply
 from ctxscope.tracker import Tracker
 
@@ -95,6 +95,9 @@ def span_json(span: Any) -> dict[str, Any]:
     }
 
 
+CONTEXT_METRICS = frozenset(spec.name for spec in Metric.ALL)
+
+
 def metrics_json(reader: InMemoryMetricReader) -> list[dict[str, Any]]:
     out = []
     data = reader.get_metrics_data()
@@ -103,6 +106,8 @@ def metrics_json(reader: InMemoryMetricReader) -> list[dict[str, Any]]:
             if scope.scope.name != "ctxscope":
                 continue
             for metric in scope.metrics:
+                if metric.name not in CONTEXT_METRICS:  # the GenAI client histograms of ctxscope's own calls
+                    continue
                 for point in metric.data.data_points:
                     attrs = dict(point.attributes or {})
                     out.append({"name": metric.name, "session": attrs.get(MetricAttr.SESSION_ID),

@@ -261,13 +261,26 @@ def _compactions(pipe: Pipe) -> dict[str, int]:
     return out
 
 
-def test_a_history_cut_to_its_last_prompt_is_an_inferred_compaction(pipe):
-    """GenAI spans whose history (300 tokens of conversation) drops to one 1-token prompt: one auto compaction."""
+def test_a_history_replaced_by_a_new_prompt_is_no_compaction(pipe):
+    """GenAI spans whose history (300 tokens) is replaced by one new 1-token prompt: no summary, nothing kept: no compaction.
+
+    SPEC version 2: a compaction is inferred only from a summary or a sliding window (docs/accounting.md).
+    """
     for history in (_history(LONG), _history(LONG, LONG, LONG), _history("next")):
         pipe.write("x", "chat gpt-4o", {GenAI.OPERATION_NAME: "chat", GenAI.REQUEST_MODEL: "gpt-4o",
                                         GenAI.CONVERSATION_ID: "c", GenAI.TOOL_DEFINITIONS: "[]",
                                         GenAI.INPUT_MESSAGES: json.dumps(history)})
-    assert _compactions(pipe) == {"auto": 1}
+    assert _compactions(pipe) == {}
+    assert [s for s in pipe.exporter.get_finished_spans() if s.name == "post-compaction"] == []
+
+
+def test_a_sliding_window_over_gen_ai_spans_is_a_trim(pipe):
+    """The two oldest messages dropped, the newest kept: one compaction with trigger trim, on its post-compaction span."""
+    for history in (_history(LONG, LONG), _history(LONG, LONG, "a", "b"), _history("a", "b", "c")):
+        pipe.write("x", "chat gpt-4o", {GenAI.OPERATION_NAME: "chat", GenAI.REQUEST_MODEL: "gpt-4o",
+                                        GenAI.CONVERSATION_ID: "c", GenAI.TOOL_DEFINITIONS: "[]",
+                                        GenAI.INPUT_MESSAGES: json.dumps(history)})
+    assert _compactions(pipe) == {"trim": 1}
     post = [s for s in pipe.exporter.get_finished_spans() if s.name == "post-compaction"]
     assert len(post) == 1 and post[0].parent.span_id == pipe.companions()[-1].context.span_id
 

@@ -60,12 +60,13 @@ def test_max_sessions_zero_is_the_default_for_tracker_and_processor(monkeypatch,
 
 
 def test_anthropic_iterations_give_one_reported_input_in_inspect_and_fidelity(tmp_path: Path, capsys):
-    # A server-side compaction: the first iteration is the request as sent (30 uncached + 10 cache
-    # reads = 40), the top-level usage describes the sampling after it (100).
-    usage = {"input_tokens": 100, "output_tokens": 7, "cache_read_input_tokens": 0,
-             "iterations": [{"type": "compaction", "input_tokens": 30, "cache_read_input_tokens": 10,
-                             "output_tokens": 2},
-                            {"type": "message", "input_tokens": 100, "output_tokens": 5}]}
+    # A server-side compaction: the compaction sampling read the context before it was compacted (90),
+    # the message sampling the context the model saw (30 uncached + 10 cache reads = 40); the top-level
+    # fields sum the samplings (120 + 10).
+    usage = {"input_tokens": 120, "output_tokens": 7, "cache_read_input_tokens": 10,
+             "iterations": [{"type": "compaction", "input_tokens": 90, "output_tokens": 2},
+                            {"type": "message", "input_tokens": 30, "cache_read_input_tokens": 10,
+                             "output_tokens": 5}]}
     record = {"request": {"model": "claude-sonnet-4-5", "max_tokens": 100, "system": "Be brief.",
                           "messages": [{"role": "user", "content": "What is 2+2?"}]},
               "response": {"usage": usage}}

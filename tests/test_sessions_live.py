@@ -174,3 +174,24 @@ def test_a_tool_call_and_its_result_removed_is_no_compaction(server):
     assert len(sessions) == 2 and sessions[0] == sessions[1]
     assert run.spans_named("post-compaction") == 0
     assert run.metric_sessions(Metric.COMPACTIONS) == {}
+
+
+def test_a_chat_run_then_a_responses_run_of_one_conversation_are_two_sessions(server):
+    """A framework running one conversation through chat completions, then again through Responses: two sessions, no compaction."""
+    pytest.importorskip("openai")
+    run = Run(server, "openai")
+    try:
+        run.conversation()
+        history: list[dict[str, Any]] = []
+        for question in QUESTIONS:
+            history.append({"role": "user", "content": question})
+            reply = run.client.responses.create(model="gpt-4o", instructions="You are a calculator.", input=history)
+            history.append({"role": "assistant", "content": reply.output_text})
+    finally:
+        run.close()
+    sessions = run.call_sessions()
+    assert len(sessions) == 6 and sessions[0].startswith("fp-")
+    # The fingerprint is the same through either API shape (system prompt and first user message).
+    assert sessions == [sessions[0]] * 3 + [f"{sessions[0]}.2"] * 3
+    assert run.spans_named("post-compaction") == 0
+    assert run.metric_sessions(Metric.COMPACTIONS) == {}

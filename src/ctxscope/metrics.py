@@ -18,7 +18,7 @@ from opentelemetry import metrics
 from opentelemetry.metrics import CallbackOptions, Meter, MeterProvider, Observation
 
 from . import __version__
-from .schema import INSTRUMENTATION_SCOPE, InstrumentSpec, Metric
+from .schema import INSTRUMENTATION_SCOPE, GenAIMetric, InstrumentSpec, Metric
 
 Callback = Callable[[CallbackOptions], Iterable[Observation]]
 
@@ -65,3 +65,24 @@ def create_instruments(meter: Meter, callbacks: Mapping[InstrumentSpec, Callback
         waste_tokens=made[Metric.WASTE_TOKENS],
         compactions=made[Metric.COMPACTIONS],
     )
+
+
+@dataclass(frozen=True)
+class GenAIInstruments:
+    """The GenAI conventions' client histograms (``schema.GenAIMetric``)."""
+
+    operation_duration: object
+    token_usage: object
+
+
+def create_genai_instruments(meter: Meter) -> GenAIInstruments:
+    """``gen_ai.client.operation.duration`` and ``gen_ai.client.token.usage``, as util-genai creates them."""
+    return GenAIInstruments(
+        operation_duration=meter.create_histogram(
+            GenAIMetric.OPERATION_DURATION, unit=GenAIMetric.OPERATION_DURATION_UNIT,
+            description="Duration of GenAI client operation",
+            explicit_bucket_boundaries_advisory=list(GenAIMetric.DURATION_BUCKETS)),
+        token_usage=meter.create_histogram(
+            GenAIMetric.TOKEN_USAGE, unit=GenAIMetric.TOKEN_USAGE_UNIT,
+            description="Number of input and output tokens used by GenAI clients",
+            explicit_bucket_boundaries_advisory=list(GenAIMetric.TOKEN_BUCKETS)))

@@ -1,11 +1,14 @@
 """ContextSpanProcessor: annotated spans -> the metrics of SPEC section 6.
 
-``on_end`` reads the context annotation back from a finished span (only
+ctxscope's instrumentors hand each call's annotation over directly
+(:meth:`ContextSpanProcessor.observe_call`), whether its span is recorded or
+sampled out, so the metrics do not depend on sampling. For every other span,
+``on_end`` reads the context annotation back from the finished span (only
 the attributes the metrics need, :func:`reading_from_attributes`; the
-``llm.context.change`` events carry nothing the metrics need) and keeps each
-session's latest state; the observable instruments of :mod:`ctxscope.metrics` report that state
-at every collection. So anything that writes the annotation (the
-instrumentors, a transcript replay, a companion span) gets the metrics.
+``llm.context.change`` events carry nothing the metrics need). Either way the
+processor keeps each session's latest state; the observable instruments of
+:mod:`ctxscope.metrics` report that state at every collection. So anything
+that writes the annotation (a transcript replay, a companion span) gets the metrics.
 
 Semantics (docs/telemetry.md):
 
@@ -15,7 +18,9 @@ Semantics (docs/telemetry.md):
 - When a recording ends (``stop()``, ``shutdown()``, ``end_session(id)``, a
   span with ``llm.context.session_ended``, or LRU eviction past
   ``max_sessions``), every gauge series of the session reports 0 once per
-  metric reader and then leaves later exports. The compaction counter never
+  metric reader and then leaves later exports; ``stop()`` first exports the
+  live values through every push reader, so a run shorter than the export
+  interval still sends them. The compaction counter never
   goes down: it reports its final total once more, then leaves.
 - Every body (``on_end``, callbacks) is guarded: an error is logged, never
   raised into the user's program.
@@ -34,6 +39,7 @@ from opentelemetry import metrics as otel_metrics
 from opentelemetry import trace as otel_trace
 from opentelemetry.metrics import CallbackOptions, MeterProvider, Observation
 from opentelemetry.sdk.metrics import MeterProvider as SdkMeterProvider
+from opentelemetry.sdk.metrics.export import PeriodicExportingMetricReader
 from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor
 from opentelemetry.sdk.trace import TracerProvider as SdkTracerProvider
 
@@ -65,6 +71,10 @@ UNKNOWN_SESSION = "unknown"
 # Recorded spans handed over by observe_call whose on_end has not come yet: a
 # span of another tracer provider (without this processor) never ends here.
 _MAX_DIRECT = 4096
+
+# The attributes of the GenAI client histograms (as util-genai records them).
+_GENAI_METRIC_KEYS = (GenAI.OPERATION_NAME, GenAI.PROVIDER_NAME, GenAI.REQUEST_MODEL, GenAI.RESPONSE_MODEL,
+                      GenAI.SERVER_ADDRESS, GenAI.SERVER_PORT, GenAI.ERROR_TYPE)
 
 _Key = tuple[tuple[str, Any], ...]  # sorted attribute items: hashable series identity
 
@@ -228,17 +238,22 @@ def _key(attrs: Mapping[str, Any]) -> _Key:
     return tuple(sorted(attrs.items()))
 
 
+def _metric_readers(meter_provider: Any) -> list[Any] | None:
+    """The SDK meter provider's readers; None when it is not the SDK's."""
+    for get in (lambda: meter_provider._metric_readers,  # noqa: SLF001 - no public accessor
+                lambda: meter_provider._measurement_consumer._reader_storages,  # noqa: SLF001
+                lambda: meter_provider._sdk_config.metric_readers):  # noqa: SLF001 - older SDKs
+        try:
+            return list(get())
+        except (AttributeError, TypeError):
+            continue
+    return None
+
+
 def _reader_count(meter_provider: Any) -> int:
     """How many metric readers will call our callbacks (each must see the final zeros)."""
-    try:
-        storages = meter_provider._measurement_consumer._reader_storages  # noqa: SLF001
-        return max(1, len(storages))
-    except AttributeError:
-        pass
-    try:
-        return max(1, len(meter_provider._sdk_config.metric_readers))  # noqa: SLF001
-    except AttributeError:
-        return 1
+    readers = _metric_readers(meter_provider)
+    return max(1, len(readers)) if readers is not None else 1
 
 
 class ContextSpanProcessor(SpanProcessor):
@@ -257,7 +272,9 @@ class ContextSpanProcessor(SpanProcessor):
         self._direct: dict[int, None] = {}
         self._shutdown = False
         callbacks = {spec: self._callback(spec) for spec in Metric.ALL}
-        self.instruments = ctx_metrics.create_instruments(ctx_metrics.get_meter(meter_provider), callbacks)
+        meter = ctx_metrics.get_meter(meter_provider)
+        self.instruments = ctx_metrics.create_instruments(meter, callbacks)
+        self.genai_instruments = ctx_metrics.create_genai_instruments(meter)
         # The SDK tracer provider this processor is on (ensure_processor sets it).
         self.tracer_provider: Any = None
         self._hook_meter_shutdown()
@@ -304,7 +321,7 @@ class ContextSpanProcessor(SpanProcessor):
         with self._lock:
             live = bool(self._sessions)
         if live:
-            self._flush(timeout_millis)
+            self._flush_push_readers(timeout_millis)
         with self._lock:
             for session_id in list(self._sessions):
                 self._end_locked(session_id)
@@ -328,15 +345,20 @@ class ContextSpanProcessor(SpanProcessor):
 
     # -- internals -------------------------------------------------------------
 
-    def observe_call(self, attributes: Mapping[str, Any], start_time_ns: int, span: Any = None) -> None:
+    def observe_call(self, attributes: Mapping[str, Any], start_time_ns: int, span: Any = None,
+                     duration_s: float | None = None) -> None:
         """A call's (or marker's) annotation handed over by the instrumentation, whatever its span.
 
         The metrics do not depend on sampling: ctxscope's instrumentors call
         this with the attributes they give their span, recorded, sampled out
         or not created at all. ``span``: when it is recording, its ``on_end``
-        is then skipped, so a call counts once.
+        is then skipped, so a call counts once. ``duration_s``: a finished
+        model call, which also records the GenAI conventions' client
+        histograms (duration, token usage).
         """
         try:
+            if duration_s is not None:
+                self._record_genai(attributes, duration_s)
             if span is not None and span.is_recording():
                 with self._lock:
                     self._direct[span.get_span_context().span_id] = None
@@ -345,6 +367,17 @@ class ContextSpanProcessor(SpanProcessor):
             self._observe_attributes(attributes, start_time_ns)
         except Exception:  # noqa: BLE001 - never break the user's program
             _log.warning("ctxscope: could not record the context of a call", exc_info=True)
+
+    def _record_genai(self, attributes: Mapping[str, Any], duration_s: float) -> None:
+        """``gen_ai.client.operation.duration`` and ``gen_ai.client.token.usage`` of one call (util-genai's attributes)."""
+        metric_attributes = {k: attributes[k] for k in _GENAI_METRIC_KEYS if k in attributes}
+        self.genai_instruments.operation_duration.record(  # type: ignore[attr-defined]
+            max(0.0, duration_s), metric_attributes)
+        for token_type, key in (("input", GenAI.USAGE_INPUT_TOKENS), ("output", GenAI.USAGE_OUTPUT_TOKENS)):
+            count = attributes.get(key)
+            if isinstance(count, int) and not isinstance(count, bool):
+                self.genai_instruments.token_usage.record(  # type: ignore[attr-defined]
+                    count, {**metric_attributes, GenAI.TOKEN_TYPE: token_type})
 
     def _on_end(self, span: ReadableSpan) -> None:
         if self._direct:
@@ -451,6 +484,27 @@ class ContextSpanProcessor(SpanProcessor):
             provider.force_flush(timeout_millis)
         except Exception:  # noqa: BLE001 - an unreachable backend costs the data only
             _log.warning("ctxscope: could not flush the final context metrics", exc_info=True)
+
+    def _flush_push_readers(self, timeout_millis: int) -> None:
+        """Collect and export the live values through every push reader (OTLP, console).
+
+        Only push readers: a pull reader (Prometheus) would queue this
+        collection beside the zeros' for its next scrape, which then reports
+        the live values instead of the zeros; it sees what a scrape finds.
+        """
+        provider = self._resolved_meter_provider()
+        if getattr(provider, "_shutdown", False):
+            return
+        readers = _metric_readers(provider)
+        if readers is None:  # not the SDK's provider: its own flush is all there is
+            self._flush(timeout_millis)
+            return
+        for reader in readers:
+            if isinstance(reader, PeriodicExportingMetricReader):
+                try:
+                    reader.force_flush(timeout_millis)
+                except Exception:  # noqa: BLE001 - an unreachable backend costs the data only
+                    _log.warning("ctxscope: could not export the final context metrics", exc_info=True)
 
     def _hook_meter_shutdown(self) -> None:
         """Make the meter provider's own final collection carry the zeros.

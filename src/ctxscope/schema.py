@@ -216,10 +216,37 @@ class GenAI:
     USAGE_CACHE_CREATION_INPUT_TOKENS = "gen_ai.usage.cache_creation.input_tokens"
     REQUEST_MAX_TOKENS = "gen_ai.request.max_tokens"
     REQUEST_TEMPERATURE = "gen_ai.request.temperature"
+    REQUEST_TOP_P = "gen_ai.request.top_p"
+    REQUEST_TOP_K = "gen_ai.request.top_k"
+    REQUEST_FREQUENCY_PENALTY = "gen_ai.request.frequency_penalty"
+    REQUEST_PRESENCE_PENALTY = "gen_ai.request.presence_penalty"
+    REQUEST_STOP_SEQUENCES = "gen_ai.request.stop_sequences"
+    REQUEST_SEED = "gen_ai.request.seed"
+    REQUEST_CHOICE_COUNT = "gen_ai.request.choice.count"
+    TOKEN_TYPE = "gen_ai.token.type"  # metric attribute of gen_ai.client.token.usage: input, output
+    # General conventions the GenAI spans and metrics use.
+    SERVER_ADDRESS = "server.address"
+    SERVER_PORT = "server.port"
+    ERROR_TYPE = "error.type"
     SYSTEM_INSTRUCTIONS = "gen_ai.system_instructions"
     INPUT_MESSAGES = "gen_ai.input.messages"
     OUTPUT_MESSAGES = "gen_ai.output.messages"
     TOOL_DEFINITIONS = "gen_ai.tool.definitions"
+
+
+class GenAIMetric:
+    """The GenAI conventions' client metrics, recorded for ctxscope's own model calls (docs/telemetry.md).
+
+    Names, units and bucket boundaries as the conventions (and util-genai) give them.
+    """
+
+    OPERATION_DURATION = "gen_ai.client.operation.duration"
+    OPERATION_DURATION_UNIT = "s"
+    TOKEN_USAGE = "gen_ai.client.token.usage"
+    TOKEN_USAGE_UNIT = "{token}"
+    DURATION_BUCKETS = (0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28, 2.56, 5.12, 10.24, 20.48, 40.96, 81.92)
+    TOKEN_BUCKETS = (1, 4, 16, 64, 256, 1024, 4096, 16384, 65536, 262144, 1048576, 4194304, 16777216,
+                     67108864)
 
 
 # ---------------------------------------------------------------------------

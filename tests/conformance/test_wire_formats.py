@@ -100,7 +100,8 @@ def _expected_reported(api: str, usage: Any) -> int | None:
         return usage.get("promptTokenCount")
     if api == "ollama.chat":
         return usage.get("prompt_eval_count")
-    sent = usage["iterations"][0] if usage.get("iterations") else usage
+    # The context the model saw: the first "message" sampling of usage.iterations, else the usage.
+    sent = next((i for i in usage.get("iterations") or () if i.get("type") == "message"), usage)
     if sent.get("input_tokens") is None:
         return None
     return sent["input_tokens"] + (sent.get("cache_creation_input_tokens") or 0) + \

@@ -2,9 +2,10 @@
 
 Reported input (SPEC section 4): ``input_tokens + cache_creation_input_tokens
 + cache_read_input_tokens``. A usage with ``iterations`` (server-side
-compaction, advisor loops: one entry per sampling) reports the request as
-sent in its first iteration; the top-level figures then describe a later
-sampling, not this request.
+compaction, a server-tool loop, an advisor: one entry per sampling) reports
+the context the model saw in its first ``message`` iteration: the top-level
+fields sum several samplings and leave a compaction's out, and a compaction
+iteration's input is the context before it was compacted.
 """
 
 from __future__ import annotations
@@ -64,26 +65,30 @@ def _seed(body: Mapping[str, Any]) -> tuple[str, str]:
     return system_and_first_user([content_text(body.get("system"))], _messages(body))
 
 
-def first_iteration(value: Any) -> Any:
-    """The usage of the request as sent: its first ``iterations`` entry when there are any."""
+def first_sampling(value: Any) -> Any:
+    """The usage of the request's own sampling: the first ``message`` entry of ``iterations``, else the usage."""
     iterations = field(value, "iterations")
-    if isinstance(iterations, (list, tuple)) and iterations and field(iterations[0], "input_tokens") is not None:
-        return iterations[0]
+    if isinstance(iterations, (list, tuple)):
+        for entry in iterations:
+            if field(entry, "type") == "message" and count(field(entry, "input_tokens")) is not None:
+                return entry
     return value
 
 
 def usage(value: Any, server_tool_calls: int | None = None) -> Usage | None:
     if value is None:
         return None
-    sent = first_iteration(value)
-    uncached = count(field(sent, "input_tokens"))
-    if uncached is None:
+    sampled = first_sampling(value)
+    first_uncached = count(field(sampled, "input_tokens"))
+    if first_uncached is None:
         return None
-    write = count(field(sent, "cache_creation_input_tokens"))
-    read = count(field(sent, "cache_read_input_tokens"))
-    return Usage(input_tokens=uncached, output_tokens=count(field(value, "output_tokens")),
-                 cache_read_input_tokens=read, cache_creation_input_tokens=write,
-                 reported_input=uncached + (write or 0) + (read or 0), server_tool_calls=server_tool_calls)
+    reported = (first_uncached + (count(field(sampled, "cache_creation_input_tokens")) or 0)
+                + (count(field(sampled, "cache_read_input_tokens")) or 0))
+    # The other counts are the call's own, as billed: the top-level fields.
+    return Usage(input_tokens=count(field(value, "input_tokens")), output_tokens=count(field(value, "output_tokens")),
+                 cache_read_input_tokens=count(field(value, "cache_read_input_tokens")),
+                 cache_creation_input_tokens=count(field(value, "cache_creation_input_tokens")),
+                 reported_input=reported, server_tool_calls=server_tool_calls)
 
 
 FORMAT = WireFormat(ID, PROVIDER, ("/messages",), _looks_like, _messages, _seed, usage)

@@ -19,7 +19,16 @@ from typing import Any, Callable, Collection, Iterable
 
 from ..faultlog import log_failure
 from ._content import content_mode_from_env
-from ._wrappers import Api, ModelCall, Telemetry, install_processor, request_body, start_call, unwrap_all
+from ._wrappers import (
+    Api,
+    ModelCall,
+    Telemetry,
+    install_processor,
+    request_body,
+    server_of,
+    start_call,
+    unwrap_all,
+)
 
 _log = logging.getLogger("ctxscope.instrumentation")
 
@@ -34,12 +43,16 @@ except ImportError:  # pragma: no cover - the provider extras bring it
 # ---------------------------------------------------------------------------
 
 
-def begin(telemetry: Telemetry, api: Api, kwargs: dict[str, Any]) -> ModelCall | None:
-    """Open the call's span from the keyword arguments, or None (the call then runs bare)."""
+def begin(telemetry: Telemetry, api: Api, kwargs: dict[str, Any], instance: Any = None) -> ModelCall | None:
+    """Open the call's span from the keyword arguments, or None (the call then runs bare).
+
+    ``instance``: the SDK resource called (its client names the server).
+    """
     try:
         from ._streams import register_helper_call
 
-        call = start_call(telemetry, provider=api.provider, api=api.name, body=request_body(kwargs))
+        call = start_call(telemetry, provider=api.provider, api=api.name, body=request_body(kwargs),
+                          server=server_of(instance))
         if call is not None:
             register_helper_call(call)  # a streaming helper's manager ends it at exit
         return call
@@ -138,7 +151,7 @@ def create_wrapper(telemetry: Telemetry, api: Api, is_async: bool) -> Callable[.
     """A ``wrapt`` wrapper of a create-like method: span around the request, provider errors re-raised as they are."""
     if is_async:
         async def async_wrapper(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
-            call = begin(telemetry, api, kwargs)
+            call = begin(telemetry, api, kwargs, instance)
             if call is None:
                 return await wrapped(*args, **kwargs)
             token = call.activate()
@@ -154,7 +167,7 @@ def create_wrapper(telemetry: Telemetry, api: Api, is_async: bool) -> Callable[.
         return async_wrapper
 
     def wrapper(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
-        call = begin(telemetry, api, kwargs)
+        call = begin(telemetry, api, kwargs, instance)
         if call is None:
             return wrapped(*args, **kwargs)
         token = call.activate()

@@ -27,6 +27,7 @@ and ``gen_ai.output.messages`` (at the end), and/or a
 
 from __future__ import annotations
 
+import contextvars
 import logging
 import threading
 import time
@@ -46,7 +47,7 @@ from ._content import ContentMode, request_content, span_attributes
 _log = logging.getLogger("ctxscope.instrumentation")
 
 OPERATION_CHAT = "chat"
-ERROR_TYPE = "error.type"
+ERROR_TYPE = GenAI.ERROR_TYPE
 SPAN_CAPTURE_START = Stage.CAPTURE_START.value
 SPAN_POST_COMPACTION = Stage.POST_COMPACTION.value
 SPAN_SESSION_END = "session-end"
@@ -106,6 +107,49 @@ def request_body(kwargs: dict[str, Any], iterable_fields: tuple[str, ...] = ("me
     return body
 
 
+# Request body field -> GenAI request attribute (numbers as given; the first of a key wins).
+_NUMERIC_PARAMETERS = (
+    (GenAI.REQUEST_MAX_TOKENS, "max_tokens"), (GenAI.REQUEST_MAX_TOKENS, "max_output_tokens"),
+    (GenAI.REQUEST_MAX_TOKENS, "max_completion_tokens"), (GenAI.REQUEST_TEMPERATURE, "temperature"),
+    (GenAI.REQUEST_TOP_P, "top_p"), (GenAI.REQUEST_TOP_K, "top_k"),
+    (GenAI.REQUEST_FREQUENCY_PENALTY, "frequency_penalty"),
+    (GenAI.REQUEST_PRESENCE_PENALTY, "presence_penalty"), (GenAI.REQUEST_SEED, "seed"),
+)
+
+
+def request_parameters(body: Mapping[str, Any]) -> dict[str, Any]:
+    """The GenAI conventions' ``gen_ai.request.*`` parameters of a request body (no content)."""
+    attributes: dict[str, Any] = {}
+    for key, name in _NUMERIC_PARAMETERS:
+        value = body.get(name)
+        if key not in attributes and isinstance(value, (int, float)) and not isinstance(value, bool):
+            attributes[key] = value
+    stop = body.get("stop_sequences", body.get("stop"))
+    if isinstance(stop, str):
+        stop = [stop]
+    if isinstance(stop, (list, tuple)) and stop and all(isinstance(x, str) for x in stop):
+        attributes[GenAI.REQUEST_STOP_SEQUENCES] = list(stop)
+    n = body.get("n")
+    if isinstance(n, int) and not isinstance(n, bool) and n != 1:  # the conventions: only when not 1
+        attributes[GenAI.REQUEST_CHOICE_COUNT] = n
+    return attributes
+
+
+def server_of(instance: Any) -> tuple[str, int | None] | None:
+    """``(server.address, server.port)`` of an SDK resource's client (``instance._client.base_url``)."""
+    try:
+        url = getattr(getattr(instance, "_client", None), "base_url", None)
+        host = getattr(url, "host", None)
+        if not isinstance(host, str) or not host:
+            return None
+        port = getattr(url, "port", None)
+        if port is None:
+            port = {"https": 443, "http": 80}.get(str(getattr(url, "scheme", "")))
+        return host, port if isinstance(port, int) else None
+    except Exception:  # noqa: BLE001 - an SDK without a base URL: no server attributes
+        return None
+
+
 class Telemetry:
     """The tracer and the tracker an instrumentor works with."""
 
@@ -155,11 +199,15 @@ class Telemetry:
                              "still records every call")
         return processor
 
-    def record(self, attributes: Mapping[str, Any], start_time_ns: int, span: Any) -> None:
-        """Hand a span's annotation to the metrics whether or not the span is recorded (sampling)."""
+    def record(self, attributes: Mapping[str, Any], start_time_ns: int, span: Any,
+               duration_s: float | None = None) -> None:
+        """Hand a span's annotation to the metrics whether or not the span is recorded (sampling).
+
+        ``duration_s``: a finished model call (its GenAI client histograms too).
+        """
         processor = self.processor()
         if processor is not None:
-            processor.observe_call(attributes, start_time_ns, span)
+            processor.observe_call(attributes, start_time_ns, span, duration_s)
 
     def session_ended(self, session_id: str) -> None:
         """A session left the tracker: a marker span (and the metrics directly) end its series."""
@@ -176,7 +224,7 @@ class ModelCall:
     """The span and the tracker state of one model call. ``finish``/``fail`` end it once."""
 
     def __init__(self, telemetry: Telemetry, *, provider: str, api: str, body: Mapping[str, Any],
-                 session_id: str | None = None) -> None:
+                 session_id: str | None = None, server: tuple[str, int | None] | None = None) -> None:
         self.telemetry = telemetry
         self.provider = provider
         self.api = api
@@ -195,12 +243,11 @@ class ModelCall:
         }
         if self.model:
             attributes[GenAI.REQUEST_MODEL] = self.model
-        for key, name in ((GenAI.REQUEST_MAX_TOKENS, "max_tokens"), (GenAI.REQUEST_MAX_TOKENS, "max_output_tokens"),
-                          (GenAI.REQUEST_MAX_TOKENS, "max_completion_tokens"),
-                          (GenAI.REQUEST_TEMPERATURE, "temperature")):
-            value = body.get(name)
-            if isinstance(value, (int, float)) and not isinstance(value, bool):
-                attributes[key] = value
+        attributes.update(request_parameters(body))
+        if server is not None:
+            attributes[GenAI.SERVER_ADDRESS] = server[0]
+            if server[1] is not None:
+                attributes[GenAI.SERVER_PORT] = server[1]
         self._started = started
         self.content: dict[str, list[Any]] = {}
         if telemetry.content.captures:
@@ -354,9 +401,10 @@ class ModelCall:
             self._end()
 
     def _record(self, attributes: Mapping[str, Any]) -> None:
-        """The call's annotation, usage included, to the metrics (sampled or not)."""
+        """The call's annotation, usage included, and its GenAI client metrics (sampled or not)."""
         if self._attributes is not None:
-            self.telemetry.record({**self._attributes, **attributes}, self._started, self.span)
+            self.telemetry.record({**self._attributes, **attributes}, self._started, self.span,
+                                  duration_s=(time.time_ns() - self._started) / 1e9)
 
     def _output_attributes(self, info: ResponseInfo, attributes: dict[str, Any]) -> None:
         """The output messages on the span, as JSON, when content goes to spans."""
@@ -435,15 +483,20 @@ class ModelCall:
 
 
 def active_call() -> "ModelCall | None":
-    """The model call whose request is being sent in this context (SDK or transport level), if any."""
+    """The model call whose request is being sent in this context (SDK or transport level), if any.
+
+    One mechanism for both who ask: the HTTP transport layer (a request already measured above it is
+    not measured again) and the Anthropic SDK's own call span (left out while ours is being sent).
+    """
     call = otel_context.get_value(ACTIVE_CALL_KEY)
     return call if isinstance(call, ModelCall) else None
 
 
-def start_call(telemetry: Telemetry, *, provider: str, api: str, body: Mapping[str, Any]) -> ModelCall | None:
+def start_call(telemetry: Telemetry, *, provider: str, api: str, body: Mapping[str, Any],
+               server: tuple[str, int | None] | None = None) -> ModelCall | None:
     """A :class:`ModelCall`, or None when even opening the span failed (the call then runs bare)."""
     try:
-        call = ModelCall(telemetry, provider=provider, api=api, body=body)
+        call = ModelCall(telemetry, provider=provider, api=api, body=body, server=server)
     except Exception:  # noqa: BLE001
         log_failure(_log, "ctxscope: could not start a span for the %s call", api)
         return None

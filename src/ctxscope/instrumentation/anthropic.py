@@ -26,7 +26,7 @@ from ..items import API_ANTHROPIC as API_MESSAGES
 from ..payload import get as _get
 from ._content import AnthropicOutput, anthropic_output
 from ._instrumentor import ProviderInstrumentor, begin, create_targets, helper_targets
-from ._wrappers import Api, ResponseInfo, Telemetry, request_body, usage_from
+from ._wrappers import Api, ResponseInfo, Telemetry, active_call, request_body, usage_from
 
 _log = logging.getLogger("ctxscope.instrumentation")
 
@@ -123,6 +123,9 @@ class MessageStreamState:
         server = _get(usage, "server_tool_use")
         if server is not None:
             self._usage["server_tool_use"] = server
+        iterations = _get(usage, "iterations")
+        if iterations:  # the final message_delta's breakdown (see ctxscope.apis.anthropic_messages.first_sampling)
+            self._usage["iterations"] = iterations
 
     def info(self) -> ResponseInfo:
         if self._usage:
@@ -180,7 +183,7 @@ def _helper(telemetry: Telemetry, is_async: bool) -> Callable[..., Any]:
             def wrap(stream: Any, call: Any) -> Any:
                 return proxy_cls(stream, call, HelperStreamState(stream, call.captures_content))
 
-            return ManagerProxy(manager, start=lambda: begin(telemetry, MESSAGES, dict(body)), wrap=wrap)
+            return ManagerProxy(manager, start=lambda: begin(telemetry, MESSAGES, dict(body), instance), wrap=wrap)
         except Exception:  # noqa: BLE001
             _log.warning("ctxscope: could not wrap messages.stream", exc_info=True)
             return manager
@@ -200,3 +203,40 @@ class AnthropicInstrumentor(ProviderInstrumentor):
 
     def _helper_wrapper(self, telemetry: Telemetry, is_async: bool) -> Callable[..., Any]:
         return _helper(telemetry, is_async)
+
+    def _instrument(self, **kwargs: Any) -> None:
+        super()._instrument(**kwargs)
+        try:
+            from wrapt import wrap_function_wrapper
+
+            wrap_function_wrapper(_SDK_CALL_SPAN[0], _SDK_CALL_SPAN[1], _one_llm_span)
+        except (AttributeError, ImportError):  # an SDK without built-in tracing: nothing to keep apart
+            _log.debug("ctxscope: the anthropic SDK has no call span of its own here")
+
+    def _uninstrument(self, **kwargs: Any) -> None:
+        super()._uninstrument(**kwargs)
+        try:
+            import importlib
+
+            from opentelemetry.instrumentation.utils import unwrap
+
+            unwrap(importlib.import_module(_SDK_CALL_SPAN[0]), _SDK_CALL_SPAN[1])
+        except Exception:  # noqa: BLE001 - not wrapped
+            pass
+
+
+# Recent anthropic SDKs make a CLIENT span of their own per call (scope com.anthropic.sdk.python,
+# gen_ai.operation.name chat), started by this function; its docstring allows None ("the call goes on
+# without one"). During a call ctxscope instruments, ctxscope's span is the call's one LLM span.
+_SDK_CALL_SPAN = ("anthropic._base_client", "start_api_call_span")
+
+
+def _one_llm_span(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
+    call = active_call()
+    try:
+        ours = call is not None and call.provider == PROVIDER and call.span.is_recording()
+    except Exception:  # noqa: BLE001 - let the SDK decide
+        ours = False
+    if ours:
+        return None
+    return wrapped(*args, **kwargs)
