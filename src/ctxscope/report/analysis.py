@@ -151,7 +151,9 @@ def _analyze_file(path: str, format: str | None, tokenizer: str, options: WasteO
 
 
 def _account(state: _Live, call: TranscriptCall, keep_text: bool) -> None:
-    prefix = state.prefix.item_for(call.index, call.model, call.compaction is not None)
+    compaction = call.compaction
+    prefix = state.prefix.item_for(call.index, call.model, compaction is not None,
+                                   compaction.pre_tokens if compaction is not None else None)
     if prefix is not None:
         call.items = [*call.items, prefix]  # a new list: a reader may keep the one it handed over
     snapshot = observe_call(state.ledger, call)
