@@ -11,6 +11,7 @@ import pytest
 from conftest import DATA
 
 from ctxscope.cli import main
+from ctxscope.schema import CATEGORIES
 
 MAIN = DATA / "transcripts" / "claude_4c2ddfdc.jsonl"
 CODEX = DATA / "transcripts" / "codex_turn-2.jsonl"
@@ -38,8 +39,12 @@ def test_terminal_report_has_summary_composition_growth_parts_and_waste(capsys):
     assert [(int(row[1]), int(row[4].replace(",", ""))) for row in growth] == list(enumerate(reported))
     # The calibrated composition of the last call adds up to its reported 36,526.
     block = out.split("composition (calibrated view, last call)")[1].split("growth over calls")[0]
-    rows = {line.split()[0]: int(line.split()[1].replace(",", "")) for line in block.splitlines() if line.strip()}
+    categories = {c.value for c in CATEGORIES}
+    rows = {line.split()[0]: int(line.split()[1].replace(",", "")) for line in block.splitlines()
+            if line.strip() and line.split()[0] in categories}
     assert "unattributed" in rows and sum(rows.values()) == 36526
+    # The hidden prefix is named under system, learned from the calls before the last.
+    assert "of which system+tools (inferred from usage):" in block
 
 
 def test_json_schema_and_values(capsys):
