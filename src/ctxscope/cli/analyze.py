@@ -167,6 +167,9 @@ def run(args: argparse.Namespace) -> int:
             if session.waste is not None:
                 for finding in session.waste.findings:
                     finding.reference = redact(finding.reference)
+            if session.session_waste is not None:
+                for item in session.session_waste.findings:
+                    item.reference = redact(item.reference)
     if args.html:
         from ..report import html as html_report
 

@@ -54,6 +54,7 @@ def session_json(session: SessionResult) -> dict[str, Any]:
             "findings": [f.to_json() for f in waste.findings] if waste else [],
             "plan": waste.plan.to_json() if waste else {"saving": 0, "drop": [], "summarise": []},
         },
+        "session_waste": session_waste_json(session),
         "growth": [
             {"call": r.index, "line": r.line, "timestamp_ns": r.timestamp_ns,
              "estimated_tokens": r.estimated, "inferred_tokens": r.inferred, "reported_tokens": r.reported,
@@ -62,6 +63,28 @@ def session_json(session: SessionResult) -> dict[str, Any]:
              "waste_tokens": r.waste, "compaction": r.compaction}
             for r in session.rows
         ],
+    }
+
+
+def _money(value) -> str | None:
+    return None if value is None else f"{value:.6f}"
+
+
+def session_waste_json(session: SessionResult) -> dict[str, Any]:
+    """The session view: token-calls per finding, their cost at the input price where known."""
+    view = session.session_waste
+    if view is None:
+        return {}
+    return {
+        "token_calls": view.token_calls,
+        "cost_usd": _money(view.cost(view.token_calls)),
+        "input_price_per_mtok_usd": None if view.input_price_per_mtok is None else str(view.input_price_per_mtok),
+        "every_turn_token_calls": view.every_turn_token_calls,
+        "every_turn_cost_usd": _money(view.cost(view.every_turn_token_calls)),
+        "conversation_token_calls": view.conversation_token_calls,
+        "conversation_cost_usd": _money(view.cost(view.conversation_token_calls)),
+        "findings": [{"kind": f.kind, "reference": f.reference, "token_calls": f.token_calls,
+                      "cost_usd": _money(f.cost_usd)} for f in view.findings],
     }
 
 

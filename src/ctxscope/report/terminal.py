@@ -80,6 +80,16 @@ def render_session(session: SessionResult, out: TextIO, *, top: int = 10, growth
             if len(waste.findings) > top:
                 out.write(f"    ... {len(waste.findings) - top} more (--top N, or --json)\n")
         plan = waste.plan
+        view = session.session_waste
+        if view is not None and view.findings:
+            cost = view.cost(view.token_calls)
+            out.write(f"  waste over the session: {view.token_calls:,} token-calls"
+                      f"{f' (${cost:.4f} at the input price)' if cost is not None else ' (price unknown)'}; "
+                      f"every turn (system, tools, rules, skills) {view.every_turn_token_calls:,}, "
+                      f"conversation {view.conversation_token_calls:,}\n")
+            for f in view.findings[:top]:
+                money = f"  ${f.cost_usd:.4f}" if f.cost_usd is not None else ""
+                out.write(f"    {f.kind:<25}{f.token_calls:>14,}{money}  {_clip(f.reference)}\n")
         if plan.saving:
             out.write(f"  suggested compaction: drop {sum(f.count for f in plan.drop)} result(s), "
                       f"summarise {len(plan.summarise)}: saves {plan.saving:,} tokens\n")
