@@ -390,10 +390,13 @@ def _findings(tracker: WasteTracker, total: int) -> Report:
         add(WasteKind.STALE.value, reference, len(stale), sum(i.tokens for i in stale), "drop", plan.drop)
         if copy:
             continue
+        # Aging: not used again for many calls, whatever its size; summarised to a quarter of the cap.
+        aging = bool(kept.reference) and tracker._last_use.get(kept.reference, tracker.calls) <= aging_cut
         if kept.tokens > options.result_cap:
-            add(WasteKind.BLOAT.value, reference, 1, kept.tokens - options.result_cap, "summarise", plan.summarise)
-        elif kept.reference and tracker._last_use.get(kept.reference, tracker.calls) <= aging_cut:
-            # Aging: not used again for many calls; summarised to a quarter of the cap.
+            # A bloated result that is also aging is summarised once, as aging (the larger saving).
+            add(WasteKind.BLOAT.value, reference, 1, kept.tokens - options.result_cap, "summarise",
+                [] if aging else plan.summarise)
+        if aging:
             add("aging", reference, 1, kept.tokens - min(kept.tokens, options.result_cap // 4), "summarise",
                 plan.summarise)
     for digest, (copies, tokens) in cross.items():
