@@ -78,3 +78,22 @@ def test_ctxlens_flag_names_are_accepted(tmp_path, capsys):
                  "--tool-budget", "5"]) == 0
     assert json.loads(capsys.readouterr().out) == ours
     assert ours["files"][0]["sessions"][0]["waste"]["tokens"]["bloat"] == 0  # no result over a 100,000 cap
+
+
+def test_report_is_analyze_by_ctxlens_name_and_many_files_roll_up_first(tmp_path, capsys):
+    """`report SESSION --html -o FILE` writes the page; two files: ranked by waste and by peak first."""
+    one, two = tmp_path / "one.jsonl", tmp_path / "two.jsonl"
+    transcript(one)
+    two.write_text(one.read_text().replace("privacy-session", "second-session").replace('"input_tokens": 15500',
+                                                                                       '"input_tokens": 99000'))
+    page = tmp_path / "r.html"
+    assert main(["report", str(one), "--html", "-o", str(page), "--tokenizer", "chars"]) == 0
+    assert page.read_bytes().startswith(b"<!DOCTYPE html>") or b"<html" in page.read_bytes()[:200]
+    capsys.readouterr()
+    assert main(["analyze", str(one), str(two), "--tokenizer", "chars"]) == 0
+    out = capsys.readouterr().out
+    head = out.split("session privacy-session")[0]
+    assert head.startswith("2 sessions in 2 file(s)")
+    peak = head.split("by peak context")[1]
+    assert peak.index("second-session") < peak.index("privacy-session")  # 99,000 reported at its last call
+    assert "99,000" in peak

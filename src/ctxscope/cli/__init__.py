@@ -20,6 +20,7 @@ COMMANDS = (
     "inspect",
     "fidelity",
     "analyze",
+    "report",
     "diff",
     "context",
     "replay",

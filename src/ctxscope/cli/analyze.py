@@ -25,8 +25,13 @@ PROGRESS_MIN_BYTES = 8 * 1024 * 1024
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
+    add_parser(subparsers, "analyze", "profile the context of agent transcripts (Claude Code, Codex, message arrays)")
+
+
+def add_parser(subparsers: argparse._SubParsersAction, name: str, summary: str) -> argparse.ArgumentParser:
+    """The analyze command's parser under ``name`` (``report`` is the same command, by ctxlens's name)."""
     parser = subparsers.add_parser(
-        "analyze", help="profile the context of agent transcripts (Claude Code, Codex, message arrays)",
+        name, help=summary,
         description="Profile the context window of agent transcripts: composition, growth, waste.")
     parser.add_argument("files", nargs="+", metavar="FILE", help="transcript files (JSONL or JSON)")
     add_common(parser)
@@ -46,6 +51,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         help="keep file paths and commands in references of files written with -o "
                              "(they are redacted there by default)")
     parser.set_defaults(handler=run)
+    return parser
 
 
 def add_common(parser: argparse.ArgumentParser) -> None:

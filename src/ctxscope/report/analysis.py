@@ -227,7 +227,13 @@ def _account(state: _Live, call: TranscriptCall, keep_text: bool) -> None:
                                ann.estimated_tokens, ann.reported_tokens, inferred,
                                {c: v for c, v in calibrated.items() if v}, sum(waste.values()),
                                compaction))
-    result.model = call.model or result.model
+    if call.model and call.model != result.model:
+        result.model = call.model
+        # The window of the model, as replay and the live path know it (limits.limits_for):
+        # Claude Code transcripts never say it; a Codex token_count does (below).
+        from ..limits import limits_for
+
+        result.window = limits_for(call.model, call.provider).window_tokens or result.window
     if call.window_tokens:
         result.window = call.window_tokens
 

@@ -95,10 +95,28 @@ def _last(session: SessionResult) -> dict:
     return {c: last.calibrated[c] for c in CATEGORIES if last.calibrated.get(c)}
 
 
+def rollup_json(files: list[FileResult]) -> dict[str, Any]:
+    """Every session of the run ranked by waste (last call's context) and by peak context."""
+    sessions = [(f.path, s) for f in files for s in f.sessions if s.rows]
+
+    def row(path: str, s: SessionResult) -> dict[str, Any]:
+        return {"path": path, "session_id": s.session_id, "calls": len(s.rows),
+                "waste_tokens": s.waste.wasted if s.waste else 0, "waste_ratio": round(s.waste_ratio, 6),
+                "peak_tokens": s.peak, "window_tokens": s.window}
+
+    return {
+        "sessions": len(sessions),
+        "by_waste": [row(p, s) for p, s in sorted(sessions, key=lambda x: (-(x[1].waste.wasted if x[1].waste else 0),
+                                                                           x[1].session_id))],
+        "by_peak": [row(p, s) for p, s in sorted(sessions, key=lambda x: (-x[1].peak, x[1].session_id))],
+    }
+
+
 def files_json(files: list[FileResult]) -> dict[str, Any]:
     return {
         "schema_version": SCHEMA_VERSION,
         "spec_version": SPEC_VERSION,
+        "rollup": rollup_json(files),
         "files": [
             {"path": f.path, "format": f.format, "records": f.records,
              "problems": [{"line": p.line, "message": p.message} for p in f.problems],
