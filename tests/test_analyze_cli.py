@@ -171,6 +171,11 @@ def test_diff_compares_two_sessions(capsys):
     doc = json.loads(out)
     assert doc["before"]["calls"] == 7 and doc["after"]["calls"] == 2 and doc["delta"]["calls"] == -5
     assert doc["after"]["used_tokens"] == 1100
+    # The terminal table prints the ratio's change as percentage points, from the same two ratios.
+    code, out, _ = run(capsys, "diff", str(MAIN), str(CODEX), "--tokenizer", "chars")
+    row = next(line for line in out.splitlines() if line.startswith("waste_ratio")).split()
+    points = (doc["after"]["waste_ratio"] - doc["before"]["waste_ratio"]) * 100
+    assert row[-1] == "pp" and row[-2] == f"{points:+.1f}"
 
 
 def test_format_forced_wrongly_finds_no_calls(capsys):

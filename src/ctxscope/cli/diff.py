@@ -68,7 +68,7 @@ def run(args: argparse.Namespace) -> int:
         for k in keys:
             out.write(f"{k:<16}{a[k]:>14,}{b[k]:>14,}{delta[k]:>+14,}\n")
         out.write(f"{'waste_ratio':<16}{a['waste_ratio']:>14.1%}{b['waste_ratio']:>14.1%}"
-                  f"{(b['waste_ratio'] - a['waste_ratio']) * 100:>+13.1f}%\n")
+                  f"{(b['waste_ratio'] - a['waste_ratio']) * 100:>+11.1f} pp\n")  # a difference of shares: points
         out.write("composition of the last call (calibrated)\n")
         for c in cats:
             out.write(f"  {c:<14}{a['categories'].get(c, 0):>14,}{b['categories'].get(c, 0):>14,}{cat_delta[c]:>+14,}\n")
