@@ -206,3 +206,29 @@ def test_a_follower_waits_while_only_unknown_record_types_were_written(tmp_path)
     with open(path, "ab") as handle:
         handle.write(lines(records()))
     assert [t.call.index for t in followed.read()] == [0, 1, 2, 3]
+
+
+def test_a_microcompaction_clears_the_named_results_until_a_rewind_goes_before_it(tmp_path):
+    """microcompact_boundary (compactedToolIds [t1]): result:t1 is sent as the 33-char stand-in (9 tokens).
+
+    Call 2 context: u1 10 + t1 5 + stand-in 9 + u2 10 + "done" 1 + u9 10 = 45 (was 56 with the result).
+    A rewind to s2 (before the boundary) brings the whole result back: u1 t1 r1 u3 = 45 with 20 for r1.
+    """
+    recs = records()[:9] + [
+        _rec("system", "m1", "a2", 20, subtype="microcompact_boundary", content="Context microcompacted",
+             microcompactMetadata={"trigger": "auto", "preTokens": 250, "tokensSaved": 11,
+                                   "compactedToolIds": ["t1"], "clearedAttachmentUUIDs": []}),
+        _user("u9", "m1", 21, "z" * 40),
+        _assistant("a9", "u9", 22, 9, [{"type": "text", "text": "fine"}], 260),
+        _user("u3", "s2", 23, "r" * 40),
+        _assistant("a3", "u3", 24, 3, [{"type": "text", "text": "again"}], 300),
+    ]
+    path = tmp_path / "micro.jsonl"
+    path.write_bytes(lines(recs))
+    result = analyze_file(str(path), tokenizer="chars")
+    (session,) = result.sessions
+    assert [r.estimated - r.inferred for r in session.rows] == [10, 45, 45, 45]
+    calls = list(TranscriptFile(str(path)).calls())
+    stand_in = next(i for i in calls[2].items if i.id == "result:t1")
+    assert (stand_in.chars, stand_in.text) == (33, "[Old tool result content cleared]")
+    assert next(i for i in calls[3].items if i.id == "result:t1").chars == 80
