@@ -39,7 +39,7 @@ import hashlib
 from dataclasses import dataclass
 
 from ..schema import INFERRED_PREFIX_ID, INFERRED_PREFIX_LABEL, INFERRED_PREFIX_PART, Category, Item
-from ..selfcal import MIN_PAIRS, SelfCalibrator
+from ..selfcal import ANY_TOOLS, MIN_PAIRS, SelfCalibrator
 
 __all__ = ["INFERENCE", "MOVE_SHARE", "MOVE_TOKENS", "PrefixLearner", "PrefixMove"]
 
@@ -48,7 +48,8 @@ INFERENCE = "system+tools learned per session and model from reported input (sel
 # A learned size this far from the one shown is a move of the prefix.
 MOVE_TOKENS = 2000
 MOVE_SHARE = 0.10
-_KEY = "transcript"
+# A transcript has one tool set per session, unseen: the pooled key, learned once a call.
+_KEY = ANY_TOOLS
 
 
 @dataclass(frozen=True, slots=True)
