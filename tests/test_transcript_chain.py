@@ -232,3 +232,18 @@ def test_a_microcompaction_clears_the_named_results_until_a_rewind_goes_before_i
     stand_in = next(i for i in calls[2].items if i.id == "result:t1")
     assert (stand_in.chars, stand_in.text) == (33, "[Old tool result content cleared]")
     assert next(i for i in calls[3].items if i.id == "result:t1").chars == 80
+
+
+def test_a_first_line_over_a_megabyte_is_still_sniffed_whole(tmp_path):
+    """A pasted image can make the first prompt line several MB: detection reads the whole first line."""
+    recs = records()
+    recs[1]["message"]["content"] = [{"type": "text", "text": "p" * 40},
+                                     {"type": "image", "source": {"type": "base64", "media_type": "image/png",
+                                                                  "data": "A" * (3 << 20)}}]
+    path = tmp_path / "big-first.jsonl"
+    path.write_bytes(lines(recs[1:]))  # the big line first
+    assert len(path.read_bytes().split(b"\n", 1)[0]) > 3 << 20
+    source = TranscriptFile(str(path))
+    assert [c.index for c in source.calls()] == [0, 1, 2, 3] and source.problems == []
+    followed = FollowedFile(str(path))
+    assert [t.call.index for t in followed.read()] == [0, 1, 2, 3]
