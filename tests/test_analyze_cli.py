@@ -48,11 +48,11 @@ def test_terminal_report_has_summary_composition_growth_parts_and_waste(capsys):
 
 
 def test_json_schema_and_values(capsys):
-    """--json: schema_version 1, 7 growth rows, the last call's used tokens equal its reported 36,526."""
+    """--json: schema_version 2, 7 growth rows, the last call's used tokens equal its reported 36,526."""
     code, out, _ = run(capsys, "analyze", str(MAIN), "--json", "--tokenizer", "chars")
     assert code == 0
     doc = json.loads(out)
-    assert doc["schema_version"] == 1
+    assert doc["schema_version"] == 2
     session = doc["files"][0]["sessions"][0]
     assert session["calls"] == 7 and len(session["growth"]) == 7
     assert session["growth"][-1]["reported_tokens"] == 36526

@@ -1,4 +1,4 @@
-"""The ``ctxscope analyze --json`` document (schema in docs/analyze.md, ``schema_version`` 1)."""
+"""The ``ctxscope analyze --json`` document (schema in docs/analyze.md, ``schema_version`` 2)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,9 @@ from typing import Any
 from ..schema import CATEGORIES, SPEC_VERSION
 from .analysis import FileResult, SessionResult
 
-SCHEMA_VERSION = 1
+# 2: estimated_tokens includes the inferred system+tools prefix (inferred_tokens says how much);
+# counting, inference, prefix_moves, session_waste and rollup added.
+SCHEMA_VERSION = 2
 
 
 def dumps(doc: Any) -> str:
