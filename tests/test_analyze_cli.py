@@ -34,7 +34,8 @@ def test_terminal_report_has_summary_composition_growth_parts_and_waste(capsys):
     # The figures, not just the headings. Reported input of the 7 calls, by hand from the file
     # (input + cache creation + cache read of each call's first assistant line, as in test_watch):
     reported = [35069, 35666, 35757, 35998, 36393, 36423, 36526]
-    assert "context now 36,526 tokens   peak 36,526   reported 36,526" in out
+    # The window is known as replay knows it (limits: genai-prices, 200,000 for Sonnet 4.5).
+    assert "context now 36,526 tokens of 200,000 window   peak 36,526   reported 36,526" in out
     growth = [line.split() for line in out.splitlines() if line.strip().startswith("call ")]
     assert [(int(row[1]), int(row[4].replace(",", ""))) for row in growth] == list(enumerate(reported))
     # The calibrated composition of the last call adds up to its reported 36,526.
