@@ -39,6 +39,8 @@ from ctxscope.watch import Watcher, WatchState
 SESSION = "chain-session"
 CONTENT = [10, 45, 45, 30]  # each call's context, by hand (docstring)
 REPORTED = [100, 200, 300, 400]
+INFERRED = [0, 90, 90, 155]  # the system+tools prefix each call is given (see the analyze test)
+ESTIMATED = [c + i for c, i in zip(CONTENT, INFERRED)]
 
 
 def _rec(kind: str, uuid: str, parent: str | None, second: int, **extra) -> dict:
@@ -143,7 +145,7 @@ def test_analyze_counts_each_call_and_names_the_inferred_prefix(session_file):
     result = analyze_file(str(session_file), tokenizer="chars")
     (session,) = result.sessions
     assert [r.estimated - r.inferred for r in session.rows] == CONTENT
-    assert [r.inferred for r in session.rows] == [0, 90, 90, 155]
+    assert [r.inferred for r in session.rows] == INFERRED
     assert [r.reported for r in session.rows] == REPORTED
     assert [r.compaction for r in session.rows] == [None, None, None, "manual"]
     assert session.compactions == 1
@@ -172,7 +174,7 @@ def _sink() -> tuple[CallEmitter, InMemorySpanExporter]:
 
 
 def test_replay_sees_the_same_calls_and_contexts(session_file):
-    """Four request spans, estimated 10/45/45/30 with the reported input, one post-compaction marker."""
+    """Four request spans, estimated 10/45/45/30 (analyze's content; the prefix is analyze's), one marker."""
     emitter, exporter = _sink()
     result = replay_files([str(session_file)], emitter)
     assert result.calls == 4
@@ -180,6 +182,8 @@ def test_replay_sees_the_same_calls_and_contexts(session_file):
     assert [s.attributes[Attr.ESTIMATED_TOKENS] for s in spans] == CONTENT
     assert [s.attributes[Attr.REPORTED_TOKENS] for s in spans] == REPORTED
     assert [s.name for s in exporter.get_finished_spans()].count("post-compaction") == 1
+    analyzed = analyze_file(str(session_file), tokenizer="chars").sessions[0]
+    assert [r.estimated - r.inferred for r in analyzed.rows] == CONTENT  # the same count of the same context
     expected = [(16, "truncated last line")] if "truncated" in session_file.name else []
     assert [(p.line, p.message.split(":")[0]) for _, p in result.problems] == expected
 
@@ -247,3 +251,16 @@ def test_a_first_line_over_a_megabyte_is_still_sniffed_whole(tmp_path):
     assert [c.index for c in source.calls()] == [0, 1, 2, 3] and source.problems == []
     followed = FollowedFile(str(path))
     assert [t.call.index for t in followed.read()] == [0, 1, 2, 3]
+
+
+def test_replay_counts_claude_content_with_the_same_proxy_as_analyze():
+    """A real Claude Sonnet 4.5 session: every replayed estimate is analyze's counted content (proxy included)."""
+    path = Path(__file__).parent / "data" / "transcripts" / "claude_4c2ddfdc.jsonl"
+    emitter, exporter = _sink()
+    replay_files([str(path)], emitter)
+    replayed = [s.attributes[Attr.ESTIMATED_TOKENS] for s in _spans(exporter)
+                if s.attributes.get("gen_ai.conversation.id") == "4c2ddfdc-b619-4525-8d03-1950fb1b0257"]
+    (session,) = [s for s in analyze_file(str(path), tokenizer="chars").sessions if not s.parent_session_id]
+    assert len(replayed) == 7
+    assert replayed == [r.estimated - r.inferred for r in session.rows]
+    assert _spans(exporter)[0].attributes.get(Attr.CATEGORIES_PREFIX + "overhead", 0) > 0  # framing:proxy-encoding

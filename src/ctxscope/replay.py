@@ -126,8 +126,10 @@ class CallEmitter:
                 waste = WasteTracker()
             except Exception:  # noqa: BLE001 - waste is an extra: the annotation stands without it
                 _log.debug("ctxscope: waste tracking unavailable", exc_info=True)
+            # Claude content through the live path's proxy (framing:proxy-encoding), as analyze counts it.
             state = self._sessions[session_id] = _Session(SessionLedger(session_id, tokenizer=self.tokenizer,
-                                                                        capture_labels=self.capture_labels),
+                                                                        capture_labels=self.capture_labels,
+                                                                        proxy_encoding=True),
                                                           waste)
         return state
 
@@ -135,6 +137,9 @@ class CallEmitter:
         call = timed.call
         state = self._state(call.session_id)
         limits = _limits.limits_for(call.model, call.provider)
+        # No inferred prefix here (analyze has it): it is learned from every earlier call, and a
+        # watch resumed after a restart rebuilds the context from the last call alone, so it
+        # could not give the very spans an uninterrupted watch gives.
         snapshot = state.ledger.observe(
             call.items, model=call.model, stage=Stage.TRANSCRIPT_OBSERVED, coverage=Coverage.PARTIAL,
             compaction=call.compaction.trigger if call.compaction is not None else None,
