@@ -11,6 +11,7 @@ import pytest
 from conftest import DATA
 
 from ctxscope.cli import main
+from ctxscope.schema import CATEGORIES
 
 MAIN = DATA / "transcripts" / "claude_4c2ddfdc.jsonl"
 CODEX = DATA / "transcripts" / "codex_turn-2.jsonl"
@@ -33,21 +34,26 @@ def test_terminal_report_has_summary_composition_growth_parts_and_waste(capsys):
     # The figures, not just the headings. Reported input of the 7 calls, by hand from the file
     # (input + cache creation + cache read of each call's first assistant line, as in test_watch):
     reported = [35069, 35666, 35757, 35998, 36393, 36423, 36526]
-    assert "context now 36,526 tokens   peak 36,526   reported 36,526" in out
+    # The window is known as replay knows it (limits: genai-prices, 200,000 for Sonnet 4.5).
+    assert "context now 36,526 tokens of 200,000 window   peak 36,526   reported 36,526" in out
     growth = [line.split() for line in out.splitlines() if line.strip().startswith("call ")]
     assert [(int(row[1]), int(row[4].replace(",", ""))) for row in growth] == list(enumerate(reported))
     # The calibrated composition of the last call adds up to its reported 36,526.
     block = out.split("composition (calibrated view, last call)")[1].split("growth over calls")[0]
-    rows = {line.split()[0]: int(line.split()[1].replace(",", "")) for line in block.splitlines() if line.strip()}
+    categories = {c.value for c in CATEGORIES}
+    rows = {line.split()[0]: int(line.split()[1].replace(",", "")) for line in block.splitlines()
+            if line.strip() and line.split()[0] in categories}
     assert "unattributed" in rows and sum(rows.values()) == 36526
+    # The hidden prefix is named under system, learned from the calls before the last.
+    assert "of which system+tools (inferred from usage):" in block
 
 
 def test_json_schema_and_values(capsys):
-    """--json: schema_version 1, 7 growth rows, the last call's used tokens equal its reported 36,526."""
+    """--json: schema_version 2, 7 growth rows, the last call's used tokens equal its reported 36,526."""
     code, out, _ = run(capsys, "analyze", str(MAIN), "--json", "--tokenizer", "chars")
     assert code == 0
     doc = json.loads(out)
-    assert doc["schema_version"] == 1
+    assert doc["schema_version"] == 2
     session = doc["files"][0]["sessions"][0]
     assert session["calls"] == 7 and len(session["growth"]) == 7
     assert session["growth"][-1]["reported_tokens"] == 36526
@@ -166,6 +172,11 @@ def test_diff_compares_two_sessions(capsys):
     doc = json.loads(out)
     assert doc["before"]["calls"] == 7 and doc["after"]["calls"] == 2 and doc["delta"]["calls"] == -5
     assert doc["after"]["used_tokens"] == 1100
+    # The terminal table prints the ratio's change as percentage points, from the same two ratios.
+    code, out, _ = run(capsys, "diff", str(MAIN), str(CODEX), "--tokenizer", "chars")
+    row = next(line for line in out.splitlines() if line.startswith("waste_ratio")).split()
+    points = (doc["after"]["waste_ratio"] - doc["before"]["waste_ratio"]) * 100
+    assert row[-1] == "pp" and row[-2] == f"{points:+.1f}"
 
 
 def test_format_forced_wrongly_finds_no_calls(capsys):

@@ -89,7 +89,8 @@ def test_dom_has_chart_and_labels(tmp_path: Path):
     assert "Composition over calls" in dom
     # One area per category the session holds (as the terminal report lists them), each once.
     areas = re.findall(r'data-category="([a-z]+)"', dom)
-    assert sorted(areas) == ["assistant", "environment", "prompts", "results", "unattributed"]
+    # system: the inferred system+tools prefix; overhead: the Claude proxy-encoding item.
+    assert sorted(areas) == ["assistant", "environment", "overhead", "prompts", "results", "system", "unattributed"]
     assert "36,526" in dom  # the last call's reported input, by hand from the file
     assert "calls (tokens, calibrated)" in dom
     assert "Session 4c2ddfdc-b619-4525-8d03-1950fb1b0257" in dom

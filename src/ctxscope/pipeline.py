@@ -142,7 +142,9 @@ class TranscriptAccount:
     def observe(self, call: "TranscriptCall", *, timestamp_ns: int | None = None,
                 sample_offset_ns: int | None = None) -> tuple[Snapshot, int]:
         """The call's snapshot (reported input attached) and the inferred prefix's tokens in it."""
-        prefix = self.prefix.item_for(call.index, call.model, call.compaction is not None)
+        compaction = call.compaction
+        prefix = self.prefix.item_for(call.index, call.model, compaction is not None,
+                                      compaction.pre_tokens if compaction is not None else None)
         # A new list: a reader may keep the one it handed over.
         items = [*call.items, prefix] if prefix is not None else call.items
         facts = CallFacts(

@@ -114,13 +114,14 @@ def _key(item: Item) -> str:
 class _Group:
     """The results of one reference in context, oldest first."""
 
-    __slots__ = ("items", "duplicate", "stale", "kept")
+    __slots__ = ("items", "duplicate", "stale", "kept", "since")
 
     def __init__(self) -> None:
         self.items: list[Item] = []
         self.duplicate = 0
         self.stale = 0
         self.kept: Item | None = None
+        self.since = 0  # the call from which duplicate and stale hold their values
 
     def evaluate(self) -> tuple[list[Item], list[Item]]:
         """(duplicates, stale): every copy but the newest, split by whether its body recurs later."""
@@ -160,6 +161,11 @@ class WasteTracker:
         self._tools = 0
         self.calls = 0
         self._last_use: dict[str, int] = {}  # reference -> call index it was last called or returned
+        # The session view: (kind, reference) -> tokens x calls the waste rode along in. Kept
+        # lazily: a value is charged for its calls when it changes (or at the end), so the
+        # work follows the groups touched, never the whole context.
+        self._token_calls: dict[tuple[str, str], int] = {}
+        self._kept_refs: dict[str, str] = {}  # digest -> reference of the group that first kept it
 
     # -- public ------------------------------------------------------------------
 
@@ -212,8 +218,10 @@ class WasteTracker:
                 if entry is None:
                     # Named by the call's reference for repeated tool calls, else by its part.
                     name = f"repeated call {item.reference}" if item.reference else f"identical {item.part} text"
-                    self._texts[item.digest] = [1, item.tokens, name]
+                    self._texts[item.digest] = [1, item.tokens, name, self.calls]
                 else:
+                    self._charge(WasteKind.DUPLICATE.value, entry[2], (entry[0] - 1) * entry[1], entry[3])
+                    entry[3] = self.calls
                     entry[0] += 1
                     self._text_duplicate += entry[1]
         elif item.category is Category.RESULTS:
@@ -230,6 +238,8 @@ class WasteTracker:
         elif item.category in _TEXT_CATEGORIES:
             entry = self._texts.get(item.digest) if item.tokens >= MIN_DUPLICATE_TEXT_TOKENS else None
             if entry is not None:
+                self._charge(WasteKind.DUPLICATE.value, entry[2], (entry[0] - 1) * entry[1], entry[3])
+                entry[3] = self.calls
                 entry[0] -= 1
                 if entry[0] == 0:
                     del self._texts[item.digest]
@@ -245,8 +255,40 @@ class WasteTracker:
                     return
                 touched.add(key)
 
+    def _charge(self, kind: str, reference: str, tokens: int, since: int) -> None:
+        if tokens > 0 and self.calls > since:
+            key = (kind, reference)
+            self._token_calls[key] = self._token_calls.get(key, 0) + tokens * (self.calls - since)
+
+    def token_calls(self) -> dict[tuple[str, str], int]:
+        """Session view: ``(kind, reference) -> tokens x calls`` each waste rode along in, up to now."""
+        out = dict(self._token_calls)
+
+        def add(kind: str, reference: str, tokens: int, since: int) -> None:
+            if tokens > 0 and self.calls > since:
+                out[(kind, reference)] = out.get((kind, reference), 0) + tokens * (self.calls - since)
+
+        for key, group in self._groups.items():
+            reference = _reference(key, group.items[-1]) if group.items else key
+            add(WasteKind.DUPLICATE.value, reference, group.duplicate, group.since)
+            add(WasteKind.STALE.value, reference, group.stale, group.since)
+        cap = self.options.result_cap
+        for digest, entry in self._kept.items():
+            reference = self._kept_refs.get(digest, "body:" + digest)
+            add(WasteKind.BLOAT.value, reference, max(0, entry[1] - cap), entry[2])
+            add(WasteKind.DUPLICATE.value, f"{reference} (same body under other references)",
+                (entry[0] - 1) * entry[1], entry[3])
+        for digest, entry in self._texts.items():
+            add(WasteKind.DUPLICATE.value, entry[2], (entry[0] - 1) * entry[1], entry[3])
+        return out
+
     def _regroup(self, key: str) -> None:
         group = self._groups[key]
+        if group.items or group.duplicate or group.stale:
+            reference = _reference(key, group.items[-1] if group.items else group.kept)
+            self._charge(WasteKind.DUPLICATE.value, reference, group.duplicate, group.since)
+            self._charge(WasteKind.STALE.value, reference, group.stale, group.since)
+        group.since = self.calls
         self._duplicate -= group.duplicate
         self._stale -= group.stale
         if group.kept is not None:
@@ -267,9 +309,11 @@ class WasteTracker:
     def _keep(self, item: Item) -> None:
         entry = self._kept.get(item.digest)
         if entry is None:
-            self._kept[item.digest] = [1, item.tokens]
+            self._kept[item.digest] = [1, item.tokens, self.calls, self.calls]
+            self._kept_refs.setdefault(item.digest, _reference(_key(item), item))
             self._bloat += max(0, item.tokens - self.options.result_cap)
         else:
+            self._charge_cross(item.digest, entry)
             entry[0] += 1
             self._cross_duplicate += entry[1]
 
@@ -277,12 +321,28 @@ class WasteTracker:
         entry = self._kept.get(item.digest)
         if entry is None:
             return
+        self._charge_cross(item.digest, entry)
         entry[0] -= 1
         if entry[0] == 0:
+            reference = self._kept_refs.pop(item.digest, "body:" + item.digest)
+            self._charge(WasteKind.BLOAT.value, reference, max(0, entry[1] - self.options.result_cap), entry[2])
             del self._kept[item.digest]
             self._bloat -= max(0, entry[1] - self.options.result_cap)
         else:
             self._cross_duplicate -= entry[1]
+
+    def _charge_cross(self, digest: str, entry: list[int]) -> None:
+        reference = self._kept_refs.get(digest, "body:" + digest)
+        self._charge(WasteKind.DUPLICATE.value, f"{reference} (same body under other references)",
+                     (entry[0] - 1) * entry[1], entry[3])
+        entry[3] = self.calls
+
+
+def _reference(key: str, kept: Item | None) -> str:
+    """How a group is named in findings: its reference, or what its body-keyed result was."""
+    if not key.startswith("body:"):
+        return key
+    return f"identical result of {(kept.label if kept is not None else None) or 'a tool'}"
 
 
 def waste_of(items: Iterable[Item], options: WasteOptions | None = None) -> dict[WasteKind, int]:
@@ -318,7 +378,7 @@ def _findings(tracker: WasteTracker, total: int) -> Report:
 
     for key, group in tracker._groups.items():
         kept = group.items[-1]
-        reference = key if not key.startswith("body:") else f"identical result of {kept.label or 'a tool'}"
+        reference = _reference(key, kept)
         dup, stale = group.evaluate()
         copy = kept.digest in seen_kept
         if copy:
@@ -330,10 +390,13 @@ def _findings(tracker: WasteTracker, total: int) -> Report:
         add(WasteKind.STALE.value, reference, len(stale), sum(i.tokens for i in stale), "drop", plan.drop)
         if copy:
             continue
+        # Aging: not used again for many calls, whatever its size; summarised to a quarter of the cap.
+        aging = bool(kept.reference) and tracker._last_use.get(kept.reference, tracker.calls) <= aging_cut
         if kept.tokens > options.result_cap:
-            add(WasteKind.BLOAT.value, reference, 1, kept.tokens - options.result_cap, "summarise", plan.summarise)
-        elif kept.reference and tracker._last_use.get(kept.reference, tracker.calls) <= aging_cut:
-            # Aging: not used again for many calls; summarised to a quarter of the cap.
+            # A bloated result that is also aging is summarised once, as aging (the larger saving).
+            add(WasteKind.BLOAT.value, reference, 1, kept.tokens - options.result_cap, "summarise",
+                [] if aging else plan.summarise)
+        if aging:
             add("aging", reference, 1, kept.tokens - min(kept.tokens, options.result_cap // 4), "summarise",
                 plan.summarise)
     for digest, (copies, tokens) in cross.items():
@@ -341,7 +404,7 @@ def _findings(tracker: WasteTracker, total: int) -> Report:
         # one finding for all its extra copies, named by the first one kept.
         add(WasteKind.DUPLICATE.value, f"{seen_kept[digest]} (same body under other references)", copies,
             copies * tokens, "drop", plan.drop)
-    for digest, (copies, tokens, name) in tracker._texts.items():
+    for digest, (copies, tokens, name, _) in tracker._texts.items():
         if copies > 1:
             add(WasteKind.DUPLICATE.value, name, copies - 1, (copies - 1) * tokens, "drop", plan.drop)
     totals = tracker.totals()

@@ -21,6 +21,7 @@ COMMANDS = (
     "inspect",
     "fidelity",
     "analyze",
+    "report",
     "diff",
     "context",
     "replay",

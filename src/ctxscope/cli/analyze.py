@@ -25,8 +25,13 @@ PROGRESS_MIN_BYTES = 8 * 1024 * 1024
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
+    add_parser(subparsers, "analyze", "profile the context of agent transcripts (Claude Code, Codex, message arrays)")
+
+
+def add_parser(subparsers: argparse._SubParsersAction, name: str, summary: str) -> argparse.ArgumentParser:
+    """The analyze command's parser under ``name`` (``report`` is the same command, by ctxlens's name)."""
     parser = subparsers.add_parser(
-        "analyze", help="profile the context of agent transcripts (Claude Code, Codex, message arrays)",
+        name, help=summary,
         description="Profile the context window of agent transcripts: composition, growth, waste.")
     parser.add_argument("files", nargs="+", metavar="FILE", help="transcript files (JSONL or JSON)")
     add_common(parser)
@@ -35,20 +40,27 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("-o", "--output", metavar="PATH", help="where to write the --html or --json report")
     parser.add_argument("--top", type=int, default=10, help="findings and parts to list (default 10)")
     parser.add_argument("--fail-over-ratio", type=float, metavar="R",
-                        help="exit 2 when a session's waste ratio exceeds R (0-1)")
+                        help="exit 2 when a session's waste ratio exceeds R (0-1); it gates the last-call "
+                             "view: waste in the last call's context / that call's used tokens")
     parser.add_argument("--no-subagents", action="store_true",
                         help="do not add the subagent files found beside a Claude Code session")
     parser.add_argument("--redact", action="store_true",
                         help="show references as the tool and a hash of its arguments (no file paths or "
-                             "commands in the report: SPEC section 7)")
+                             "commands in the report: SPEC section 7); the default for files written with -o")
+    parser.add_argument("--show-references", action="store_true",
+                        help="keep file paths and commands in references of files written with -o "
+                             "(they are redacted there by default)")
     parser.set_defaults(handler=run)
+    return parser
 
 
 def add_common(parser: argparse.ArgumentParser) -> None:
     add_transcript_options(parser)
-    parser.add_argument("--result-cap", type=int, default=DEFAULT_RESULT_CAP,
+    # ctxlens's names are accepted beside ours: what its users type.
+    parser.add_argument("--result-cap", "--tool-result-cap", dest="result_cap", type=int, default=DEFAULT_RESULT_CAP,
                         help=f"tool result tokens above which the excess is bloat (default {DEFAULT_RESULT_CAP})")
-    parser.add_argument("--tool-budget", type=int, default=DEFAULT_TOOL_BUDGET,
+    parser.add_argument("--tool-budget", "--tool-def-budget", dest="tool_budget", type=int,
+                        default=DEFAULT_TOOL_BUDGET,
                         help=f"tool definition tokens per request before overage (default {DEFAULT_TOOL_BUDGET})")
     parser.add_argument("--aging-calls", type=int, default=DEFAULT_AGING_CALLS,
                         help=f"calls without use after which a result is aging (default {DEFAULT_AGING_CALLS})")
@@ -155,11 +167,15 @@ def run(args: argparse.Namespace) -> int:
         raise UserError("--top must be at least 1")
     results = analyse(args.files, args, subagents=not args.no_subagents)
     sessions = [s for r in results for s in r.sessions if s.rows]
-    if args.redact:
+    # SPEC section 7: a local report file holds no text of the session unless asked.
+    if args.redact or (args.output and not args.show_references):
         for session in sessions:
             if session.waste is not None:
                 for finding in session.waste.findings:
                     finding.reference = redact(finding.reference)
+            if session.session_waste is not None:
+                for item in session.session_waste.findings:
+                    item.reference = redact(item.reference)
     if args.html:
         from ..report import html as html_report
 

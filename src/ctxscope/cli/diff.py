@@ -47,6 +47,8 @@ def summary(session: Any) -> dict[str, Any]:
         "categories": {c.value: last.calibrated.get(c, 0) for c in CATEGORIES if last and last.calibrated.get(c)},
         "waste_tokens": session.waste.wasted if session.waste else 0,
         "waste_ratio": round(session.waste_ratio, 6),
+        "counting": session.counting, "inference": session.inference,
+        "inferred_prefix_tokens": session.inferred_prefix,
     }
 
 
@@ -64,11 +66,13 @@ def run(args: argparse.Namespace) -> int:
         sys.stdout.write(json.dumps(doc, indent=2) + "\n")
     else:
         out = sys.stdout
+        for side, data in (("before", a), ("after", b)):
+            out.write(f"{side}: counting {data['counting']}; inference {data['inference']}\n")
         out.write(f"{'':<16}{'before':>14}{'after':>14}{'delta':>14}\n")
         for k in keys:
             out.write(f"{k:<16}{a[k]:>14,}{b[k]:>14,}{delta[k]:>+14,}\n")
         out.write(f"{'waste_ratio':<16}{a['waste_ratio']:>14.1%}{b['waste_ratio']:>14.1%}"
-                  f"{(b['waste_ratio'] - a['waste_ratio']) * 100:>+13.1f}%\n")
+                  f"{(b['waste_ratio'] - a['waste_ratio']) * 100:>+11.1f} pp\n")  # a difference of shares: points
         out.write("composition of the last call (calibrated)\n")
         for c in cats:
             out.write(f"  {c:<14}{a['categories'].get(c, 0):>14,}{b['categories'].get(c, 0):>14,}{cat_delta[c]:>+14,}\n")

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import gc
 from dataclasses import dataclass, field
+from decimal import Decimal
 from typing import Callable
 
 from ..schema import Category
@@ -21,7 +22,7 @@ from ..tokens import counter_for
 from ..pipeline import TranscriptAccount
 from ..transcripts import Problem, TranscriptCall, TranscriptFile
 from ..transcripts.prefix import INFERENCE, PrefixMove
-from ..waste import Report, WasteOptions
+from ..waste import Report, WasteOptions, WasteTracker
 
 
 @dataclass(slots=True)
@@ -36,6 +37,41 @@ class CallRow:
     calibrated: dict[Category, int]
     waste: int
     compaction: str | None  # trigger when a compaction happened just before this call
+
+
+# Categories sent again on every turn whatever the conversation does: the prefix.
+EVERY_TURN = frozenset((Category.SYSTEM, Category.TOOLS, Category.RULES, Category.SKILLS))
+
+
+@dataclass(slots=True)
+class SessionFinding:
+    """One waste source over the whole session: its tokens summed over the calls it rode along in."""
+
+    kind: str
+    reference: str
+    token_calls: int
+    cost_usd: Decimal | None  # at the model's input price; None where the price is unknown
+
+
+@dataclass(slots=True)
+class SessionWaste:
+    """The session view users pay for (docs/analyze.md, "Waste over the session")."""
+
+    findings: list[SessionFinding]
+    every_turn_token_calls: int  # system, tools, rules, skills: paid again on every call
+    conversation_token_calls: int  # the rest: paid each call too, but it could be compacted away
+    input_price_per_mtok: Decimal | None
+
+    @property
+    def token_calls(self) -> int:
+        return sum(f.token_calls for f in self.findings)
+
+    def cost(self, token_calls: int) -> Decimal | None:
+        return _cost(token_calls, self.input_price_per_mtok)
+
+
+def _cost(token_calls: int, price: Decimal | None) -> Decimal | None:
+    return None if price is None else (Decimal(token_calls) * price / Decimal(1_000_000))
 
 
 @dataclass(slots=True)
@@ -54,6 +90,9 @@ class SessionResult:
     compactions: int = 0
     inference: str = INFERENCE
     prefix_moves: list[PrefixMove] = field(default_factory=list)
+    session_waste: SessionWaste | None = None
+    every_turn_token_calls: int = 0
+    conversation_token_calls: int = 0
 
     @property
     def counting(self) -> str:
@@ -144,6 +183,8 @@ def _analyze_file(path: str, format: str | None, tokenizer: str, options: WasteO
                 result.waste = waste.report(result.used)
             result.basis = latest.annotation.basis
         result.prefix_moves = state.account.prefix.moves
+        if waste is not None:
+            result.session_waste = _session_waste(result, waste)
         sessions.append(result)
     # Parents first, then their subagents, each in order of appearance.
     sessions.sort(key=lambda s: s.parent_session_id is not None)
@@ -162,6 +203,9 @@ def _account(state: _Live, call: TranscriptCall, keep_text: bool) -> None:
     ann = snapshot.annotation
     calibrated = snapshot.calibrated()
     result = state.result
+    every_turn = sum(v for c, v in ann.categories.items() if c in EVERY_TURN)
+    result.every_turn_token_calls += every_turn
+    result.conversation_token_calls += ann.estimated_tokens - every_turn
     compaction = None
     # Only compactions the transcript declares count: a rewind also drops
     # history, and the ledger's inference cannot tell the two apart here.
@@ -173,6 +217,23 @@ def _account(state: _Live, call: TranscriptCall, keep_text: bool) -> None:
                                ann.estimated_tokens, ann.reported_tokens, inferred,
                                {c: v for c, v in calibrated.items() if v}, sum(waste.values()),
                                compaction))
-    result.model = call.model or result.model
+    if call.model and call.model != result.model:
+        result.model = call.model
+        # The window of the model, as replay and the live path know it (limits.limits_for):
+        # Claude Code transcripts never say it; a Codex token_count does (below).
+        from ..limits import limits_for
+
+        result.window = limits_for(call.model, call.provider).window_tokens or result.window
     if call.window_tokens:
         result.window = call.window_tokens
+
+
+def _session_waste(result: SessionResult, tracker: WasteTracker) -> SessionWaste:
+    from ..limits import prices_for
+
+    prices = prices_for(result.model, result.provider)
+    price = prices.input if prices is not None else None
+    findings = [SessionFinding(kind, reference, calls, _cost(calls, price))
+                for (kind, reference), calls in tracker.token_calls().items() if calls > 0]
+    findings.sort(key=lambda f: (-f.token_calls, f.kind, f.reference))
+    return SessionWaste(findings, result.every_turn_token_calls, result.conversation_token_calls, price)

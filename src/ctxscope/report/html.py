@@ -11,7 +11,7 @@ from __future__ import annotations
 import html
 from typing import Sequence
 
-from ..schema import CATEGORIES, Category
+from ..schema import CATEGORIES, INFERRED_PREFIX_LABEL, Category
 from .analysis import FileResult, SessionResult
 
 COLOURS = {
@@ -98,8 +98,22 @@ def session_html(session: SessionResult, top: int = 15) -> str:
                     for f in (waste.findings[:top] if waste else [])]
     summary = (f"{len(session.rows)} calls, {session.compactions} compactions, context now "
                f"{session.used:,} tokens (peak {session.peak:,}), model {session.model or '-'}, basis {session.basis}")
+    summary += (f". Counting: {session.counting}. Inference: {session.inference}; "
+                f"{INFERRED_PREFIX_LABEL} {session.inferred_prefix:,} tokens at the last call")
     waste_line = (f"Waste {waste.wasted:,} tokens ({waste.ratio:.1%}); suggested compaction saves "
                   f"{waste.plan.saving:,} tokens." if waste else "")
+    view = session.session_waste
+    session_rows = []
+    if view is not None:
+        session_rows = [(f.kind, f"{f.token_calls:,}", f"{f.cost_usd:.4f}" if f.cost_usd is not None else "unknown",
+                         f.reference) for f in view.findings[:top]]
+        cost = view.cost(view.token_calls)
+        session_line = (f"Over the session: {view.token_calls:,} token-calls of waste"
+                        f"{f' (${cost:.4f} at the input price)' if cost is not None else ' (price unknown)'}; "
+                        f"every turn (system, tools, rules, skills) {view.every_turn_token_calls:,} token-calls, "
+                        f"conversation {view.conversation_token_calls:,}.")
+    else:
+        session_line = ""
     title = _esc(session.session_id) + (f" <small>(subagent of {_esc(session.parent_session_id)})</small>"
                                        if session.parent_session_id else "")
     return (f'<section class="session"><h2>Session {title}</h2><p>{_esc(summary)}</p>'
@@ -107,7 +121,9 @@ def session_html(session: SessionResult, top: int = 15) -> str:
             f'<h3>Composition (calibrated view, last call)</h3>{_table(["category", "tokens", "share"], comp_rows, (1, 2))}'
             f'<h3>Largest parts</h3>{_table(["part", "tokens"], parts_rows, (1,))}'
             f'<h3>Waste findings</h3><p>{_esc(waste_line)}</p>'
-            f'{_table(["severity", "kind", "count", "tokens saved", "reference"], finding_rows, (2, 3))}</section>')
+            f'{_table(["severity", "kind", "count", "tokens saved", "reference"], finding_rows, (2, 3))}'
+            f'<h3>Waste over the session</h3><p>{_esc(session_line)}</p>'
+            f'{_table(["kind", "token-calls", "cost (USD)", "reference"], session_rows, (1, 2))}</section>')
 
 
 _CSS = ("body{font-family:system-ui,sans-serif;margin:24px;color:#222}table{border-collapse:collapse;margin:8px 0}"

@@ -1,4 +1,4 @@
-"""The ``ctxscope analyze --json`` document (schema in docs/analyze.md, ``schema_version`` 1)."""
+"""The ``ctxscope analyze --json`` document (schema in docs/analyze.md, ``schema_version`` 2)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,9 @@ from typing import Any
 from ..schema import CATEGORIES, SPEC_VERSION
 from .analysis import FileResult, SessionResult
 
-SCHEMA_VERSION = 1
+# 2: estimated_tokens includes the inferred system+tools prefix (inferred_tokens says how much);
+# counting, inference, prefix_moves, session_waste and rollup added.
+SCHEMA_VERSION = 2
 
 
 def dumps(doc: Any) -> str:
@@ -54,6 +56,7 @@ def session_json(session: SessionResult) -> dict[str, Any]:
             "findings": [f.to_json() for f in waste.findings] if waste else [],
             "plan": waste.plan.to_json() if waste else {"saving": 0, "drop": [], "summarise": []},
         },
+        "session_waste": session_waste_json(session),
         "growth": [
             {"call": r.index, "line": r.line, "timestamp_ns": r.timestamp_ns,
              "estimated_tokens": r.estimated, "inferred_tokens": r.inferred, "reported_tokens": r.reported,
@@ -65,6 +68,28 @@ def session_json(session: SessionResult) -> dict[str, Any]:
     }
 
 
+def _money(value) -> str | None:
+    return None if value is None else f"{value:.6f}"
+
+
+def session_waste_json(session: SessionResult) -> dict[str, Any]:
+    """The session view: token-calls per finding, their cost at the input price where known."""
+    view = session.session_waste
+    if view is None:
+        return {}
+    return {
+        "token_calls": view.token_calls,
+        "cost_usd": _money(view.cost(view.token_calls)),
+        "input_price_per_mtok_usd": None if view.input_price_per_mtok is None else str(view.input_price_per_mtok),
+        "every_turn_token_calls": view.every_turn_token_calls,
+        "every_turn_cost_usd": _money(view.cost(view.every_turn_token_calls)),
+        "conversation_token_calls": view.conversation_token_calls,
+        "conversation_cost_usd": _money(view.cost(view.conversation_token_calls)),
+        "findings": [{"kind": f.kind, "reference": f.reference, "token_calls": f.token_calls,
+                      "cost_usd": _money(f.cost_usd)} for f in view.findings],
+    }
+
+
 def _last(session: SessionResult) -> dict:
     last = session.last
     if last is None:
@@ -72,10 +97,28 @@ def _last(session: SessionResult) -> dict:
     return {c: last.calibrated[c] for c in CATEGORIES if last.calibrated.get(c)}
 
 
+def rollup_json(files: list[FileResult]) -> dict[str, Any]:
+    """Every session of the run ranked by waste (last call's context) and by peak context."""
+    sessions = [(f.path, s) for f in files for s in f.sessions if s.rows]
+
+    def row(path: str, s: SessionResult) -> dict[str, Any]:
+        return {"path": path, "session_id": s.session_id, "calls": len(s.rows),
+                "waste_tokens": s.waste.wasted if s.waste else 0, "waste_ratio": round(s.waste_ratio, 6),
+                "peak_tokens": s.peak, "window_tokens": s.window}
+
+    return {
+        "sessions": len(sessions),
+        "by_waste": [row(p, s) for p, s in sorted(sessions, key=lambda x: (-(x[1].waste.wasted if x[1].waste else 0),
+                                                                           x[1].session_id))],
+        "by_peak": [row(p, s) for p, s in sorted(sessions, key=lambda x: (-x[1].peak, x[1].session_id))],
+    }
+
+
 def files_json(files: list[FileResult]) -> dict[str, Any]:
     return {
         "schema_version": SCHEMA_VERSION,
         "spec_version": SPEC_VERSION,
+        "rollup": rollup_json(files),
         "files": [
             {"path": f.path, "format": f.format, "records": f.records,
              "problems": [{"line": p.line, "message": p.message} for p in f.problems],

@@ -80,6 +80,16 @@ def render_session(session: SessionResult, out: TextIO, *, top: int = 10, growth
             if len(waste.findings) > top:
                 out.write(f"    ... {len(waste.findings) - top} more (--top N, or --json)\n")
         plan = waste.plan
+        view = session.session_waste
+        if view is not None and view.findings:
+            cost = view.cost(view.token_calls)
+            out.write(f"  waste over the session: {view.token_calls:,} token-calls"
+                      f"{f' (${cost:.4f} at the input price)' if cost is not None else ' (price unknown)'}; "
+                      f"every turn (system, tools, rules, skills) {view.every_turn_token_calls:,}, "
+                      f"conversation {view.conversation_token_calls:,}\n")
+            for f in view.findings[:top]:
+                money = f"  ${f.cost_usd:.4f}" if f.cost_usd is not None else ""
+                out.write(f"    {f.kind:<25}{f.token_calls:>14,}{money}  {_clip(f.reference)}\n")
         if plan.saving:
             out.write(f"  suggested compaction: drop {sum(f.count for f in plan.drop)} result(s), "
                       f"summarise {len(plan.summarise)}: saves {plan.saving:,} tokens\n")
@@ -89,7 +99,31 @@ def _clip(text: str, width: int = 90) -> str:
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
+def render_rollup(files: list[FileResult], out: TextIO, *, top: int = 10) -> None:
+    """Many sessions at once: ranked by waste, then by peak context, before the detail."""
+    sessions = [s for f in files for s in f.sessions if s.rows]
+    if len(sessions) < 2:
+        return
+    out.write(f"{len(sessions)} sessions in {len(files)} file(s)\n")
+    by_waste = sorted(sessions, key=lambda s: (-(s.waste.wasted if s.waste else 0), s.session_id))
+    out.write("\n  by waste (last call's context)\n")
+    out.write(f"    {'waste':>11} {'ratio':>6} {'calls':>6}  session\n")
+    for s in by_waste[:top]:
+        wasted = s.waste.wasted if s.waste else 0
+        out.write(f"    {wasted:>11,} {s.waste_ratio:6.1%} {len(s.rows):>6}  {s.session_id}\n")
+    by_peak = sorted(sessions, key=lambda s: (-s.peak, s.session_id))
+    out.write("\n  by peak context\n")
+    out.write(f"    {'peak':>11} {'window':>9} {'calls':>6}  session\n")
+    for s in by_peak[:top]:
+        window = f"{s.window:,}" if s.window else "-"
+        out.write(f"    {s.peak:>11,} {window:>9} {len(s.rows):>6}  {s.session_id}\n")
+    if len(sessions) > top:
+        out.write(f"    ... {len(sessions) - top} more (--top N)\n")
+    out.write("\n")
+
+
 def render(files: list[FileResult], out: TextIO, *, top: int = 10) -> None:
+    render_rollup(files, out, top=top)
     for f in files:
         out.write(f"{f.path}: {f.format or 'unknown format'}, {f.records:,} records, "
                   f"{len(f.sessions)} session(s)\n")

@@ -16,6 +16,9 @@ The facts this reader follows (``shared/corpus/README.md``):
   ``logicalParentUuid`` naming the chain before it) cuts the chain there;
   the ``isCompactSummary`` user line after it is a summary. Any root link
   with a ``logicalParentUuid`` is such a boundary.
+- A ``microcompact_boundary`` system link (2.1.9+) stays in the chain; the
+  results of its ``compactedToolIds`` are sent cleared from then on (a short
+  stand-in text), until a rewind goes back before it.
 - Lines with ``isSidechain: true`` (subagents, old in-file sidechains) belong
   to a session of their own, keyed by ``agentId``: never added to the parent.
 - Reported input = ``input_tokens + cache_creation_input_tokens +
@@ -34,6 +37,10 @@ from .model import (FORMAT_CLAUDE_CODE, Compaction, Problem, TranscriptCall, ant
                     dumps, parse_timestamp_ns, record_type)
 
 PROVIDER = "anthropic"
+# A microcompaction (2.1.9+) clears old tool results in what is sent, keeping the messages:
+# ``microcompactMetadata.compactedToolIds`` names them; their content becomes this stand-in.
+MICROCOMPACT_SUBTYPE = "microcompact_boundary"
+CLEARED_RESULT_TEXT = "[Old tool result content cleared]"
 # Attachment types injected into context as reminders, and where they count.
 _ATTACHMENT_PARTS = {"skill_listing": "skills", "invoked_skills": "skills", "dynamic_skill": "skills",
                      "nested_memory": "rules", "deferred_tools_delta": "tools",
@@ -45,6 +52,7 @@ class _Node:
     parent: str | None
     items: tuple[Item, ...]
     compaction: Compaction | None = None
+    cleared: frozenset[str] = frozenset()  # a microcompaction: tool call ids whose results were cleared
 
 
 @dataclass(slots=True)
@@ -58,6 +66,8 @@ class _Session:
     items: list[Item] = field(default_factory=list)  # the live context along the chain
     calls: int = 0
     last_root_compaction: Compaction | None = None
+    cleared: list[tuple[int, frozenset[str]]] = field(default_factory=list)  # (chain position, call ids)
+    stubs: dict[str, Item] = field(default_factory=dict)  # result item id -> its cleared stand-in
 
 
 class ClaudeCodeReader:
@@ -92,6 +102,9 @@ class ClaudeCodeReader:
         compaction = _compaction(record, kind, parent, line)
         if compaction is not None:
             session.nodes[uuid] = _Node(None, (), compaction)
+            return []
+        if kind == "system" and record.get("subtype") == MICROCOMPACT_SUBTYPE:
+            session.nodes[uuid] = _Node(parent, (), None, _cleared_ids(record))
             return []
         if kind == "attachment":
             session.nodes[uuid] = _Node(parent, self._attachment_items(uuid, record.get("attachment")))
@@ -132,8 +145,11 @@ class ClaudeCodeReader:
         added, reset, compaction = self._advance(session, parent)
         usage_data = message.get("usage")
         usage = anthropic_usage(usage_data) if isinstance(usage_data, dict) else None
+        items = list(session.items)
+        if session.cleared:
+            items, added, reset = self._clear(session, items, added, reset)
         call = TranscriptCall(
-            session_id=session.session_id, index=session.calls, items=list(session.items),
+            session_id=session.session_id, index=session.calls, items=items,
             added=added, reset=reset, provider=PROVIDER,
             model=model if isinstance(model, str) else None, usage=usage, compaction=compaction,
             timestamp_ns=parse_timestamp_ns(record.get("timestamp")), line=line,
@@ -158,6 +174,8 @@ class ClaudeCodeReader:
             keep = 0
         if keep < len(session.chain):
             reset = True  # a rewind or a new root: items after the fork leave the context
+            if session.cleared:
+                session.cleared = [(p, ids) for p, ids in session.cleared if p < keep]
             for uuid in session.chain[keep:]:
                 del position[uuid]
             del session.chain[keep:]
@@ -173,12 +191,32 @@ class ClaudeCodeReader:
             session.counts.append(len(session.items))
             if node.compaction is not None:
                 compaction = node.compaction
+            if node.cleared:
+                session.cleared.append((position[uuid], node.cleared))
+                reset = True  # results already in context change: take the context whole
             if node.items:
                 session.items.extend(node.items)
                 added.extend(node.items)
         if compaction is not None:
             reset = True
         return (list(session.items) if reset else added), reset, compaction
+
+    def _clear(self, session: _Session, items: list[Item], added: list[Item],
+               reset: bool) -> tuple[list[Item], list[Item], bool]:
+        """The context with the results a microcompaction cleared replaced by their stand-in."""
+        ids = frozenset().union(*(c for _, c in session.cleared))
+        stubs = session.stubs
+        out = []
+        for item in items:
+            if item.category is Category.RESULTS and item.source_call_id in ids:
+                stub = stubs.get(item.id)
+                if stub is None:
+                    # One object per result: the ledger sees it unchanged from call to call.
+                    stub = stubs[item.id] = _items.result_item(
+                        item.id, item.label, CLEARED_RESULT_TEXT, item.source_call_id, item.reference)
+                item = stub
+            out.append(item)
+        return out, (out if reset else added), reset
 
     # -- sessions -----------------------------------------------------------------
 
@@ -260,6 +298,12 @@ class ClaudeCodeReader:
         item.category = Category(category)
         item.part = category
         return (item,)
+
+
+def _cleared_ids(record: Mapping[str, Any]) -> frozenset[str]:
+    meta = record.get("microcompactMetadata")
+    ids = meta.get("compactedToolIds") if isinstance(meta, dict) else None
+    return frozenset(i for i in ids if isinstance(i, str)) if isinstance(ids, list) else frozenset()
 
 
 def _compaction(record: Mapping[str, Any], kind: str, parent: str | None, line: int) -> Compaction | None:

@@ -24,7 +24,11 @@ Rules (docs/analyze.md, "The hidden prefix"):
   history, e.g. ``@`` files, goes with it). Until the new segment has taught
   something, the size learned at the start of the session stands: learned
   when the content was smallest, it is the least mixed with what the
-  tokenizer's ratio adds as the content grows.
+  tokenizer's ratio adds as the content grows. Unless that size was half or
+  more of the context the compaction declares (``preTokens``): then it was
+  history the file does not show (a slice, a resumed session), not the
+  system prompt, and the compacted call goes without a prefix until its
+  own usage teaches one.
 
 Pure: no OpenTelemetry, no provider SDK.
 """
@@ -35,7 +39,7 @@ import hashlib
 from dataclasses import dataclass
 
 from ..schema import INFERRED_PREFIX_ID, INFERRED_PREFIX_LABEL, INFERRED_PREFIX_PART, Category, Item
-from ..selfcal import MIN_PAIRS, SelfCalibrator
+from ..selfcal import ANY_TOOLS, MIN_PAIRS, SelfCalibrator
 
 __all__ = ["INFERENCE", "MOVE_SHARE", "MOVE_TOKENS", "PrefixLearner", "PrefixMove"]
 
@@ -44,7 +48,8 @@ INFERENCE = "system+tools learned per session and model from reported input (sel
 # A learned size this far from the one shown is a move of the prefix.
 MOVE_TOKENS = 2000
 MOVE_SHARE = 0.10
-_KEY = "transcript"
+# A transcript has one tool set per session, unseen: the pooled key, learned once a call.
+_KEY = ANY_TOOLS
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,16 +77,21 @@ class PrefixLearner:
         tokens = self._shown.get(model)
         return tokens if tokens is not None else self._last
 
-    def item_for(self, index: int, model: str | None, compaction: bool = False) -> Item | None:
+    def item_for(self, index: int, model: str | None, compaction: bool = False,
+                 pre_tokens: int | None = None) -> Item | None:
         """The item standing for the prefix in call ``index`` of ``model`` (the same object while unchanged).
 
-        ``compaction``: the call follows a compaction.
+        ``compaction``: the call follows a compaction, which declared ``pre_tokens`` before it.
         """
         if compaction:
             # What rode along with the old history may have gone with it: learn anew.
             self._calibrator = SelfCalibrator(offset_only=True)
-            for known, base in self._base.items():
+            for known in list(self._shown):
+                base = self._base.get(known)
+                if base is None or (pre_tokens and base * 2 >= pre_tokens):
+                    base = 0
                 self._move(index, known, base)
+            self._last = None
         tokens = self.tokens(model)
         if not tokens:
             return None

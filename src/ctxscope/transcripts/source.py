@@ -170,7 +170,13 @@ class TranscriptFile:
     # -- internals ------------------------------------------------------------
 
     def _start(self, handle: BinaryIO, size: int, final: bool) -> bool:
-        head = handle.read(HEAD_BYTES)
+        # The whole first line (it may be long: a pasted image) and up to HEAD_BYTES more.
+        head = handle.readline(MAX_LINE_BYTES)
+        if not final and not head.endswith(b"\n"):
+            handle.seek(0)
+            return False  # the first record is still being written
+        head += handle.read(HEAD_BYTES)
+        seen_all = handle.tell() >= size
         handle.seek(0)
         if head.startswith(_BOM):
             head = head[3:]
@@ -183,9 +189,7 @@ class TranscriptFile:
                 self._problem(None, "file holds only blank space: no transcript records")
             self.unsupported = True
             return False
-        complete = head if (final or len(head) >= HEAD_BYTES) else head[:head.rfind(b"\n") + 1]
-        if not complete.strip():
-            return False  # the first record is still being written
+        complete = head if final else head[:head.rfind(b"\n") + 1]
         # Binary: a NUL or bytes that are not UTF-8 in the first line (a corrupt
         # later line is reported on its own and the rest still read).
         if _binary(complete.lstrip().split(b"\n", 1)[0][:8192]):
@@ -195,7 +199,7 @@ class TranscriptFile:
         try:
             fmt, document = detect_format(complete, self.forced_format)
         except UnknownFormat as exc:
-            if not final and len(head) < HEAD_BYTES and exc.undecided:
+            if not final and seen_all and exc.undecided:
                 return False  # only records of unknown types so far: the next ones may tell
             self._problem(1, str(exc))
             self.unsupported = True
