@@ -47,6 +47,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Protocol
 
 from . import shutdown as _shutdown
+from .apis import API_OPENAI_RESPONSES
 from .faultlog import log_failure
 from . import framing as _framing
 from . import limits as _limits
@@ -284,7 +285,7 @@ class Tracker:
         The fingerprint key (None for a given id) is what the request hashes
         to; the session key is its current conversation (:meth:`_restart`).
         """
-        if session_id is None and api == "openai.responses" and _session.current_session_id() is None:
+        if session_id is None and api == API_OPENAI_RESPONSES and _session.current_session_id() is None:
             # The provider's own conversation object is the natural key.
             conversation = body.get("conversation")
             if isinstance(conversation, Mapping):
@@ -330,7 +331,7 @@ class Tracker:
         limits = _limits.limits_for(model, provider)
         if coverage is None:
             coverage = Coverage.COMPLETE
-        if api == "openai.responses" and (body.get("previous_response_id") or body.get("conversation")):
+        if api == API_OPENAI_RESPONSES and (body.get("previous_response_id") or body.get("conversation")):
             # The provider prepends context this request does not show.
             coverage = Coverage.PARTIAL
         compaction: CompactionTrigger | None = _session.take_compaction(key)
@@ -518,7 +519,7 @@ class Tracker:
                 with state.lock:  # type: ignore[union-attr]
                     ledger.report(snapshot, usage.reported_input)
         self._learn(call, usage, error)
-        if response_id and call.api == "openai.responses":
+        if response_id and call.api == API_OPENAI_RESPONSES:
             with self._lock:
                 self._response_sessions[response_id] = (call.session_id, call.conversation_id)
                 while len(self._response_sessions) > _MAX_RESPONSE_IDS:
