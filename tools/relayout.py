@@ -47,6 +47,8 @@ MOVES: dict[str, str] = {
     "fidelity": "core.fidelity",
     "conversation": "core.conversation",
     "pipeline": "core.pipeline",
+    "media": "core.media",
+    "bounded_input": "core.bounded_input",
     # telemetry: OpenTelemetry SDK parts
     "processor": "telemetry.processor",
     "metrics": "telemetry.metrics",
@@ -54,6 +56,7 @@ MOVES: dict[str, str] = {
     "store": "telemetry.store",
     "tracker": "telemetry.tracker",
     "replay": "telemetry.replay",
+    "shutdown": "telemetry.shutdown",
     # reading other instrumentations' spans
     "foreign": "interop",
     # transcripts: one reader stack
