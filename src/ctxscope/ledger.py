@@ -188,7 +188,8 @@ class SessionLedger:
     """The snapshots of one session. Thread-safe: observations are serialised."""
 
     def __init__(self, session_id: str, *, counter: Counter | None = None, tokenizer: str = "auto",
-                 capture_labels: bool = False, proxy_encoding: bool = False) -> None:
+                 capture_labels: bool = False, proxy_encoding: bool = False,
+                 wait_for_encoding: bool = True) -> None:
         if counter is None and tokenizer not in TOKENIZERS:
             # A configuration error: raised when the ledger is built, not per request.
             raise ValueError(f"unknown tokenizer {tokenizer!r}: choose one of {', '.join(TOKENIZERS)}")
@@ -204,6 +205,9 @@ class SessionLedger:
         self._proxy_item: Item | None = None  # the last item of self._items when set
         self._fixed_counter = counter
         self._tokenizer = tokenizer
+        # False on the live path: a request is never held for the encoding's load
+        # (counted chars/4 with basis_fallback "loading" until it is ready; tokens.counter_for).
+        self._wait_for_encoding = wait_for_encoding
         self._counters: dict[str | None, Counter] = {}
         self._lock = threading.Lock()
         self._latest: Snapshot | None = None
@@ -276,7 +280,7 @@ class SessionLedger:
             return self._fixed_counter
         counter = self._counters.get(model)
         if counter is None:
-            counter = counter_for(model, self._tokenizer)
+            counter = counter_for(model, self._tokenizer, wait=self._wait_for_encoding)
             if getattr(counter, "fallback", None) != FALLBACK_LOADING:
                 self._counters[model] = counter  # a stand-in while the encoding loads is asked again
         return counter

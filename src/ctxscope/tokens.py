@@ -13,10 +13,11 @@ picks the basis for a model. Loading a tiktoken encoding (``load_encoding``):
   encoding cannot be had, logs one warning, and its counter says so
   (``fallback = "unavailable"``, the span's ``llm.context.basis_fallback``).
   The decision is kept for the process, so one run counts on one basis.
-- **Live instrumentation** (:func:`preload`, called when instrumenting): the
-  encoding loads in a background thread and never on the caller's thread. A
-  call counted before it is ready uses ``chars/4`` with ``fallback =
-  "loading"`` (on its span), and the next calls use the encoding.
+- **Live path** (``counter_for(..., wait=False)``, the tracker's; :func:`preload`
+  starts the load when instrumenting): the encoding loads in a background
+  thread and never on the caller's thread. A call counted before it is ready
+  uses ``chars/4`` with ``fallback = "loading"`` (on its span), and the next
+  calls use the encoding.
 
 Pure: no OpenTelemetry, no provider SDK.
 """
@@ -194,7 +195,6 @@ class _Load:
 _loads: dict[str, _Load] = {}
 _encodings_lock = threading.Lock()
 _warned: set[str] = set()
-_background = False  # set by preload(): counting never waits for a load
 
 
 def _load(name: str) -> _Load:
@@ -215,13 +215,11 @@ def _warn_unavailable(load: _Load, reason: str) -> None:
 
 
 def preload(names: Sequence[str] = ("o200k_base",)) -> None:
-    """Start loading encodings in the background; from now on counting never waits for a load.
+    """Start loading encodings in the background (called when instrumenting).
 
-    Called when instrumenting: the first model call must not pay for (or wait
-    on) the encoding. Calls counted before it is ready say so on their span.
+    The first model call then neither pays for the load nor waits on it: the
+    live path counts with ``counter_for(..., wait=False)``.
     """
-    global _background
-    _background = True
     for name in names:
         _load(name)
 
@@ -248,13 +246,11 @@ def load_encoding(name: str, timeout_s: float | None = None, *, warn: bool = Tru
 
 
 def reset_encoding_cache() -> None:
-    """Forget loaded encodings, the background mode and the warnings (for tests)."""
-    global _background
+    """Forget loaded encodings and the warnings (for tests)."""
     with _encodings_lock:
         _loads.clear()
         _warned.clear()
         _tiktoken_counters.clear()
-        _background = False
 
 
 TOKENIZERS = ("auto", "chars", "bytes", "tiktoken")
@@ -266,15 +262,15 @@ _UNAVAILABLE = FallbackCounter(FALLBACK_UNAVAILABLE)
 _tiktoken_counters: dict[str, TiktokenCounter] = {}
 
 
-def counter_for(model: str | None = None, tokenizer: str = "auto") -> Counter:
+def counter_for(model: str | None = None, tokenizer: str = "auto", *, wait: bool = True) -> Counter:
     """The counter for a model under a tokenizer choice.
 
     ``chars`` and ``bytes`` force the heuristics. ``auto`` and ``tiktoken`` use
     tiktoken with the model's encoding; where it cannot be had ``auto`` counts
     chars/4 (a :class:`FallbackCounter`, logged once) and ``tiktoken`` raises
-    :class:`EncodingUnavailable`. After :func:`preload` this never waits: a
-    load not done yet gives the ``loading`` fallback (and ``tiktoken`` does
-    not raise: the live path must not break the user's call).
+    :class:`EncodingUnavailable`. With ``wait=False`` (the live path) this
+    never waits: a load not done yet gives the ``loading`` fallback, and
+    ``tiktoken`` does not raise (the user's call must not break).
     """
     if tokenizer == "chars":
         return _CHARS
@@ -286,7 +282,7 @@ def counter_for(model: str | None = None, tokenizer: str = "auto") -> Counter:
     counter = _tiktoken_counters.get(name)
     if counter is not None:
         return counter
-    if _background:
+    if not wait:
         load = _load(name)
         if not load.done.is_set():
             return _LOADING

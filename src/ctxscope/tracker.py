@@ -261,7 +261,8 @@ class Tracker:
             _log.warning("ctxscope: waste tracking unavailable", exc_info=True)
         return _Session(session_id, RequestExtractor(), SessionLedger(session_id, tokenizer=self.tokenizer,
                                                                    capture_labels=self.capture_labels,
-                                                                   proxy_encoding=self.framing),
+                                                                   proxy_encoding=self.framing,
+                                                                   wait_for_encoding=False),
                         waste, FramingCache() if self.framing else None)
 
     def _evicted(self, session_ids: list[str]) -> None:
@@ -388,7 +389,7 @@ class Tracker:
                       model: str | None) -> list[Any]:
         """The request's items plus its provider framing (ledger's counter, so the same basis)."""
         try:
-            counter = counter_for(model, self.tokenizer)
+            counter = counter_for(model, self.tokenizer, wait=False)  # the ledger's, never waiting
             framing = state.framing.framing_items(  # type: ignore[union-attr]
                 body, api, counter.count, model=model, counter_key=counter)
             return items + framing if framing else items
