@@ -113,7 +113,7 @@ def test_one_llm_span_per_anthropic_call_with_the_sdks_own_tracing_on(server):
             instrumentor.instrument(tracer_provider=tracer_provider, tracker=Tracker(tokenizer="chars", framing=False))
         try:
             client = server.anthropic_client(open_telemetry={"tracer_provider": tracer_provider})
-            client.messages.create(model="claude-sonnet-4-5", max_tokens=32,
+            client.messages.create(model="claude-sonnet-4-6", max_tokens=32,
                                    messages=[{"role": "user", "content": "hello there"}])
         finally:
             if instrument:
@@ -123,7 +123,7 @@ def test_one_llm_span_per_anthropic_call_with_the_sdks_own_tracing_on(server):
 
     # Without ctxscope the SDK's own span is there (so this test can fail); with it, ours alone.
     assert llm_spans(instrument=False) == [("com.anthropic.sdk.python", "anthropic.messages.create")]
-    assert llm_spans(instrument=True) == [("ctxscope", "chat claude-sonnet-4-5")]
+    assert llm_spans(instrument=True) == [("ctxscope", "chat claude-sonnet-4-6")]
 
 
 def test_anthropic_iterations_report_the_first_samplings_input():
@@ -135,7 +135,7 @@ def test_anthropic_iterations_report_the_first_samplings_input():
     from ctxscope.instrumentation.anthropic import message_info
 
     message = BetaMessage.model_validate({
-        "id": "msg_1", "type": "message", "role": "assistant", "model": "claude-sonnet-4-5",
+        "id": "msg_1", "type": "message", "role": "assistant", "model": "claude-sonnet-4-6",
         "content": [{"type": "text", "text": "ok"}], "stop_reason": "end_turn", "stop_sequence": None,
         "usage": {"input_tokens": 9000, "output_tokens": 40, "cache_creation_input_tokens": 0,
                   "cache_read_input_tokens": 3000,

@@ -39,7 +39,7 @@ def openai_agent(client: Any, history: list[dict[str, Any]]) -> Any:
 
 
 def anthropic_agent(client: Any, history: list[dict[str, Any]]) -> Any:
-    return client.messages.create(model="claude-sonnet-4-5", max_tokens=64, system="You are a calculator.",
+    return client.messages.create(model="claude-sonnet-4-6", max_tokens=64, system="You are a calculator.",
                                   messages=history)
 
 

@@ -91,8 +91,9 @@ def test_a_black_holed_backend_delays_exit_by_the_budget_at_most(tmp_path, black
     """Default settings: the exit waits at most the 3 s budget more than with a working backend, one warning."""
     delay, stderr = exit_delay(tmp_path, black_hole, protocol)
     budget = DEFAULT_SHUTDOWN_TIMEOUT_MS / 1000
-    # The exporters alone would wait 10 s per pending export (spans, metrics twice).
-    assert budget - 0.2 < delay < teardown_s[protocol] + budget + 1.0, (teardown_s, delay, stderr)
+    # The exporters alone would wait 10 s per pending export (spans, metrics twice): 11-22 s before.
+    # 3 s of margin: on a loaded shared machine the interpreter's own teardown varies by seconds.
+    assert budget - 0.2 < delay < teardown_s[protocol] + budget + 3.0, (teardown_s, delay, stderr)
     assert stderr.count("did not finish within") == 1, stderr
     assert "Traceback" not in stderr, stderr
 
@@ -100,5 +101,5 @@ def test_a_black_holed_backend_delays_exit_by_the_budget_at_most(tmp_path, black
 def test_the_budget_is_configurable(tmp_path, black_hole, teardown_s):
     """``CTXSCOPE_SHUTDOWN_TIMEOUT_MS=500``: the exit waits about half a second for the export."""
     delay, stderr = exit_delay(tmp_path, black_hole, "http/protobuf", CTXSCOPE_SHUTDOWN_TIMEOUT_MS="500")
-    assert 0.4 < delay < teardown_s["http/protobuf"] + 0.5 + 1.0, (teardown_s, delay, stderr)
+    assert 0.4 < delay < teardown_s["http/protobuf"] + 0.5 + 3.0, (teardown_s, delay, stderr)
     assert "did not finish within 0.5 s" in stderr, stderr
