@@ -46,7 +46,7 @@ TURN_PAUSE_S = 5.0
 RANGE = "30s"
 
 
-def graph_url(prom: PrometheusServer) -> str:
+def graph_url(prom: PrometheusServer, range_: str = RANGE) -> str:
     """Prometheus' graph page with two panels over the scenario's session (the Context row's queries)."""
     sel = f'{g.SESSION}="{SESSION}"'
     tokens, limits = g.series(g.TOKENS, sel), g.series(g.LIMITS, sel)
@@ -57,7 +57,7 @@ def graph_url(prom: PrometheusServer) -> str:
     params = []
     for i, (expr, stacked) in enumerate(panels):
         params += [(f"g{i}.expr", expr), (f"g{i}.tab", "0"), (f"g{i}.stacked", "1" if stacked else "0"),
-                   (f"g{i}.show_exemplars", "0"), (f"g{i}.range_input", RANGE)]
+                   (f"g{i}.show_exemplars", "0"), (f"g{i}.range_input", range_)]
     return f"{prom.url}/graph?{urllib.parse.urlencode(params)}"
 
 
@@ -100,7 +100,7 @@ def main(argv: list[str]) -> int:
                     # first sample; federation sees only the latest: give each turn longer.
                     time.sleep(TURN_PAUSE_S * (2 if path_id == "victoriametrics" else 1))
                 wait_for(lambda: prom.query(f'{g.TOKENS}{{{g.SESSION}="{SESSION}"}}'), 30)
-                screenshot(graph_url(prom), output, workdir)
+                screenshot(graph_url(prom, "1m" if path_id == "victoriametrics" else RANGE), output, workdir)
             finally:
                 if prom is not view.store:
                     prom.stop()

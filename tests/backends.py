@@ -56,7 +56,7 @@ BINARIES = {
     # name: (path under the cache directory, the part of backends/build.sh that makes it)
     "otelcol": (_otelcol_build(), "otelcol"),
     "jaeger": (f"bin/jaeger-{VERSIONS['JAEGER_MODULE_VERSION']}", "jaeger"),
-    "prometheus3": (f"bin/prometheus-{VERSIONS['PROMETHEUS_MODULE_VERSION']}", "prometheus3"),
+    "prometheus3": (f"bin/prometheus-{VERSIONS['PROMETHEUS_MODULE_VERSION']}-nosd", "prometheus3"),
     "victoria-metrics": (f"victoria-metrics-{VERSIONS['VICTORIAMETRICS_DEBIAN_VERSION']}/usr/bin/victoria-metrics",
                          "victoriametrics"),
     "vmalert": (f"victoria-metrics-{VERSIONS['VICTORIAMETRICS_DEBIAN_VERSION']}/usr/bin/vmalert", "victoriametrics"),
@@ -159,7 +159,9 @@ class Collector(Process):
                  remote_write: str | None = None, sets: Iterable[str] = ()) -> None:
         super().__init__(workdir)
         self.config = config
-        self.sets = list(sets)
+        # The Collector's own metrics listen on localhost:8888 by default: off here, so
+        # that Collectors of parallel tests (and of other jobs on the machine) do not collide.
+        self.sets = ["service::telemetry::metrics::level=none", *sets]
         self.grpc_port, self.http_port = free_port(), free_port()
         self.prometheus_port, self.health_port = free_port(), free_port()
         self.env = {
