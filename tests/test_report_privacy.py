@@ -24,12 +24,18 @@ def _assistant(uuid: str, parent: str, n: int, content: list, reported: int) -> 
                   "output_tokens": 1}}, requestId=f"req{n}")
 
 
+# A rules file the harness injects into a prompt, twice: a part and a repeated-text finding named by it.
+RULES = (f"<system-reminder>\nContents of /home/u/{SENTINEL}/{SENTINEL}.md (project instructions):\n\n"
+         + "Always run the tests before you commit. " * 20 + "\n</system-reminder>")
+
+
 def transcript(path: Path) -> None:
     """A prompt, a file read twice (a duplicate finding names its reference) and a command, each with the sentinel."""
     read = {"file_path": f"/work/{SENTINEL}/app.py"}
     body = f"def {SENTINEL}():\n" + "    return 1\n" * 600  # large: bloat and a duplicate
     recs = [
-        _rec("user", "u1", None, 1, {"role": "user", "content": f"please look at {SENTINEL} now"}),
+        _rec("user", "u0", None, 0, {"role": "user", "content": RULES}),
+        _rec("user", "u1", "u0", 1, {"role": "user", "content": f"please look at {SENTINEL} now\n" + RULES}),
         _assistant("a1", "u1", 2, [{"type": "tool_use", "id": "t1", "name": "Read", "input": read}], 9000),
         _rec("user", "r1", "a1", 3, {"role": "user", "content": [
             {"type": "tool_result", "tool_use_id": "t1", "content": body}]}),

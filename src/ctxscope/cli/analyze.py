@@ -48,8 +48,8 @@ def add_parser(subparsers: argparse._SubParsersAction, name: str, summary: str) 
                         help="show references as the tool and a hash of its arguments (no file paths or "
                              "commands in the report: SPEC section 7); the default for files written with -o")
     parser.add_argument("--show-references", action="store_true",
-                        help="keep file paths and commands in references of files written with -o "
-                             "(they are redacted there by default)")
+                        help="keep file paths and commands in references, and rules/skill names in parts, "
+                             "of files written with -o (they are redacted there by default)")
     parser.set_defaults(handler=run)
     return parser
 
@@ -176,6 +176,8 @@ def run(args: argparse.Namespace) -> int:
             if session.session_waste is not None:
                 for item in session.session_waste.findings:
                     item.reference = redact(item.reference)
+            # Part paths name rules files and skills by the name the session gave them.
+            session.parts = {redact_part(p): v for p, v in session.parts.items()}
     if args.html:
         from ..report import html as html_report
 
@@ -204,14 +206,35 @@ def run(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def redact(reference: str) -> str:
-    """``Read:file_path=src/app.py`` -> ``Read:#<hash>``: the tool stays, its arguments do not."""
+# Part names ctxscope itself gives (not taken from the session), kept as they are when redacting.
+_OWN_PART_NAMES = frozenset(("CLAUDE.md", "AGENTS.md", "memory", "index", "other", "text", "inferred-prefix"))
+
+
+def _hash(text: str) -> str:
     import hashlib
 
+    return "#" + hashlib.blake2b(text.encode(), digest_size=6).hexdigest()
+
+
+def redact(reference: str) -> str:
+    """``Read:file_path=src/app.py`` -> ``Read:#<hash>``: the tool stays, its arguments do not.
+
+    A repeated-text finding (``identical rules/<file> text``) has its part redacted.
+    """
     tool, sep, rest = reference.partition(":")
     if not sep:
+        if reference.startswith("identical ") and reference.endswith(" text"):
+            return f"identical {redact_part(reference[len('identical '):-len(' text')])} text"
         return reference
-    return f"{tool}:#{hashlib.blake2b(rest.encode(), digest_size=6).hexdigest()}"
+    return f"{tool}:{_hash(rest)}"
+
+
+def redact_part(part: str) -> str:
+    """``rules/notes-for-acme.md`` -> ``rules/#<hash>``: rules files and skills are named by the session."""
+    category, sep, rest = part.partition("/")
+    if not sep or category not in ("rules", "skills") or rest in _OWN_PART_NAMES:
+        return part
+    return f"{category}/{_hash(rest)}"
 
 
 def _write(path: str, text: str) -> None:

@@ -7,8 +7,8 @@ truncated last line, an oversize line or leading records of unknown types
 are handled the same way everywhere:
 
 - Bad input never raises: each problem becomes a :class:`~.model.Problem`
-  (a line number and a one-line message), kept in ``problems`` and passed to
-  ``on_problem``; the rest of the file is still read. The readers' own
+  (a line number and a one-line message), passed to ``on_problem`` or, without
+  one, kept in ``problems``; the rest of the file is still read. The readers' own
   problems (a record without a type) join the same list.
 - ``poll()`` reads what was appended since the last call; a last line
   without its newline is left for the next poll (it may be half-written)
@@ -85,7 +85,6 @@ class TranscriptFile:
         self._progress = progress
         self._document = False
         self._document_read = False
-        self._reader_problems = 0
         self._last_ts: Any = None  # the raw timestamp of the last record that had one
         # line -> (raw timestamp of the record before it, byte offset where the line starts), recent lines
         self._before: dict[int, tuple[Any, int]] = {}
@@ -275,7 +274,7 @@ class TranscriptFile:
                 del before[next(iter(before))]
             for call in self._guard(lambda: reader.feed(record, lineno), lineno):
                 yield self._timed(call)
-            if len(reader_problems) != self._reader_problems:
+            if reader_problems:
                 self._take_reader_problems()
             timestamp = record.get("timestamp")
             if timestamp is not None:
@@ -304,18 +303,21 @@ class TranscriptFile:
             return []
 
     def _problem(self, line: int | None, message: str) -> None:
-        problem = Problem(line, message)
-        self.problems.append(problem)
+        self._report(Problem(line, message))
+
+    def _report(self, problem: Problem) -> None:
+        # Handed to ``on_problem`` when there is one (a watch runs for days: nothing
+        # piles up here), else kept in ``problems``.
         if self._on_problem is not None:
             self._on_problem(self.path, problem)
+        else:
+            self.problems.append(problem)
 
     def _take_reader_problems(self) -> None:
         problems = self.reader.problems if self.reader is not None else []
-        for problem in problems[self._reader_problems:]:
-            self.problems.append(problem)
-            if self._on_problem is not None:
-                self._on_problem(self.path, problem)
-        self._reader_problems = len(problems)
+        for problem in problems:
+            self._report(problem)
+        problems.clear()  # taken over: the reader's list does not grow with the file
 
 
 def _lines(handle: BinaryIO) -> Iterator[tuple[bytes, bool, bool]]:
