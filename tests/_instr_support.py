@@ -16,7 +16,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 from ctxscope.config import OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT
 from ctxscope.processor import ContextSpanProcessor
-from ctxscope.schema import Attr, GenAI, Metric, MetricAttr
+from ctxscope.schema import Attr, Metric, MetricAttr
 from ctxscope.tracker import Tracker
 
 

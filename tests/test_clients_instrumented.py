@@ -22,7 +22,7 @@ import pytest
 
 pytest.importorskip("oteltest.sink")
 
-from _otlp_sink import Receiver, attrs, spans_of, wait_for  # noqa: E402
+from _otlp_sink import Receiver, attrs, wait_for  # noqa: E402
 
 AGENTS = Path(__file__).parent / "agents"
 

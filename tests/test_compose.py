@@ -11,7 +11,6 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
-import pytest
 import yaml
 
 from backends import binary_path, requires

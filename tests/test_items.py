@@ -17,7 +17,6 @@ from ctxscope.items import (
     API_ANTHROPIC,
     API_OPENAI_CHAT,
     API_OPENAI_RESPONSES,
-    DOCUMENT_PAGE_TOKENS,
     RequestExtractor,
     detect_api,
     items_from_request,

@@ -25,7 +25,7 @@ from typing import Any, Iterator
 import pytest
 
 from metric_paths import PATHS, MetricPath, PathView, run_path
-from prometheus_helpers import SERVICE, SESSIONS, PromAPI, rules_for_test, vector, wait_for
+from prometheus_helpers import SERVICE, SESSIONS, rules_for_test, vector, wait_for
 
 ROOT = Path(__file__).resolve().parent.parent
 

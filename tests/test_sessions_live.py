@@ -9,7 +9,7 @@ the middle of a history is an edit, not a compaction.
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any
 
 import pytest
 

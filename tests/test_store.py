@@ -13,7 +13,7 @@ from ctxscope.errors import InputError
 from ctxscope.ledger import SessionLedger
 from ctxscope.observation import Observation, Usage
 from ctxscope.schema import Category, Item
-from ctxscope.store import MAX_SESSIONS, LocalStore, RecordTooLarge, StoreRefused, data_dir
+from ctxscope.store import MAX_SESSIONS, LocalStore, StoreRefused, data_dir
 from ctxscope.tokens import CharsCounter
 
 SECRET = "SENTINEL-store-7f3a"

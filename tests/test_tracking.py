@@ -13,7 +13,6 @@ import json
 import os
 from pathlib import Path
 
-import pytest
 
 from conftest import CORPUS, DATA, requires_corpus
 from ctxscope.report.analysis import analyze_file

@@ -23,7 +23,7 @@ from ctxscope.instrumentation.openai import OpenAIInstrumentor
 from ctxscope.schema import Attr, GenAI
 from ctxscope.testing import ProviderServer, Reply, reported_input_tokens
 
-from _instr_support import attr, categories, instrumented, make_telemetry
+from _instr_support import attr, categories, instrumented
 
 LIBRARIES = (httpx, httpx2)
 SYSTEM = {"role": "system", "content": "You are terse."}  # 14 chars -> 4 tokens

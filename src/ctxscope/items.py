@@ -27,7 +27,6 @@ from typing import Any, Mapping
 from . import framing as _framing
 from .payload import DOCUMENT_PAGE_TOKENS, compact_json
 from . import apis
-from .payload import as_list as _as_list
 from .payload import get as _get
 from .payload import plain as _plain
 from .request_formats import (

@@ -28,7 +28,6 @@ import hashlib
 import logging
 import math
 import os
-import tempfile
 import threading
 from typing import Callable, Iterable, Protocol, Sequence
 

@@ -33,7 +33,7 @@ from typing import Any, Mapping
 from .. import apis, bounded_input
 from .. import framing as _framing
 from ..errors import InputError, UserError
-from ..items import API_ANTHROPIC, API_OPENAI_CHAT, API_OPENAI_RESPONSES, detect_api, items_from_request
+from ..items import detect_api, items_from_request
 from ..ledger import Snapshot
 from ..pipeline import CallFacts, SessionAccount
 from ..schema import CATEGORIES, Category

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 from enum import Enum
 from typing import Any, Mapping
 

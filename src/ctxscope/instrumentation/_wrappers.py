@@ -27,7 +27,6 @@ and ``gen_ai.output.messages`` (at the end), and/or a
 
 from __future__ import annotations
 
-import contextvars
 import logging
 import threading
 import time

@@ -24,7 +24,7 @@ from ..items import API_OPENAI_RESPONSES as API_RESPONSES
 from ..payload import get as _get
 from ._content import ChatOutput, chat_output, responses_output
 from ._instrumentor import ProviderInstrumentor, create_targets, create_wrapper, helper_targets
-from ._wrappers import Api, ResponseInfo, Telemetry, usage_from
+from ._wrappers import Api, ResponseInfo, Telemetry
 
 _log = logging.getLogger("ctxscope.instrumentation")
 
