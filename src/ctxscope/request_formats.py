@@ -31,7 +31,7 @@ from .payload import image_tokens_b64 as _image_tokens_b64
 from .payload import plain as _plain
 from .payload import split_data_url as _split_data_url
 from .schema import Category, Item
-from .apis import API_ANTHROPIC, API_OPENAI_CHAT, API_OPENAI_RESPONSES
+from .apis import API_ANTHROPIC, API_OPENAI_CHAT, API_OPENAI_RESPONSES, APIS  # noqa: F401 - re-exported
 
 ToolText = Callable[[str, Any], str]
 
