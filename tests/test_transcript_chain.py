@@ -174,16 +174,17 @@ def _sink() -> tuple[CallEmitter, InMemorySpanExporter]:
 
 
 def test_replay_sees_the_same_calls_and_contexts(session_file):
-    """Four request spans, estimated 10/45/45/30 (analyze's content; the prefix is analyze's), one marker."""
+    """Four request spans, estimated as analyze estimates them: 10/45/45/30 of content plus the inferred prefix."""
     emitter, exporter = _sink()
     result = replay_files([str(session_file)], emitter)
     assert result.calls == 4
     spans = _spans(exporter)
-    assert [s.attributes[Attr.ESTIMATED_TOKENS] for s in spans] == CONTENT
+    assert [s.attributes[Attr.ESTIMATED_TOKENS] for s in spans] == ESTIMATED
     assert [s.attributes[Attr.REPORTED_TOKENS] for s in spans] == REPORTED
     assert [s.name for s in exporter.get_finished_spans()].count("post-compaction") == 1
     analyzed = analyze_file(str(session_file), tokenizer="chars").sessions[0]
-    assert [r.estimated - r.inferred for r in analyzed.rows] == CONTENT  # the same count of the same context
+    assert [r.estimated for r in analyzed.rows] == ESTIMATED  # one pipeline: the same context, the same prefix
+    assert [r.inferred for r in analyzed.rows] == INFERRED
     expected = [(16, "truncated last line")] if "truncated" in session_file.name else []
     assert [(p.line, p.message.split(":")[0]) for _, p in result.problems] == expected
 
@@ -196,7 +197,7 @@ def test_watch_sees_the_same_calls_and_contexts(session_file, tmp_path):
                 on_problem=lambda path, p: problems.append(p))
     w.scan()
     spans = _spans(exporter)
-    assert [s.attributes[Attr.ESTIMATED_TOKENS] for s in spans] == CONTENT
+    assert [s.attributes[Attr.ESTIMATED_TOKENS] for s in spans] == ESTIMATED
     assert [s.attributes[Attr.REPORTED_TOKENS] for s in spans] == REPORTED
     assert problems == []  # a last line without its newline may still be written: not an error yet
 
@@ -254,7 +255,7 @@ def test_a_first_line_over_a_megabyte_is_still_sniffed_whole(tmp_path):
 
 
 def test_replay_counts_claude_content_with_the_same_proxy_as_analyze():
-    """A real Claude Sonnet 4.5 session: every replayed estimate is analyze's counted content (proxy included)."""
+    """A real Claude Sonnet 4.5 session: every replayed estimate is analyze's (proxy and inferred prefix included)."""
     path = Path(__file__).parent / "data" / "transcripts" / "claude_4c2ddfdc.jsonl"
     emitter, exporter = _sink()
     replay_files([str(path)], emitter)
@@ -262,5 +263,5 @@ def test_replay_counts_claude_content_with_the_same_proxy_as_analyze():
                 if s.attributes.get("gen_ai.conversation.id") == "4c2ddfdc-b619-4525-8d03-1950fb1b0257"]
     (session,) = [s for s in analyze_file(str(path), tokenizer="chars").sessions if not s.parent_session_id]
     assert len(replayed) == 7
-    assert replayed == [r.estimated - r.inferred for r in session.rows]
+    assert replayed == [r.estimated for r in session.rows]
     assert _spans(exporter)[0].attributes.get(Attr.CATEGORIES_PREFIX + "overhead", 0) > 0  # framing:proxy-encoding
