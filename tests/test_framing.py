@@ -339,12 +339,14 @@ def test_claude_version(model, version):
 
 
 def test_pure_modules_import_no_telemetry_or_sdk():
-    """framing, selfcal and fidelity load without OpenTelemetry or a provider SDK."""
+    """framing (every module of the package), selfcal and fidelity load without OpenTelemetry or a provider SDK."""
     import subprocess
     import sys
     from pathlib import Path
 
-    code = ("import sys, ctxscope.framing, ctxscope.selfcal, ctxscope.fidelity; "
+    code = ("import sys, importlib, pkgutil, ctxscope.framing, ctxscope.selfcal, ctxscope.fidelity; "
+            "[importlib.import_module(m.name) for m in pkgutil.iter_modules(ctxscope.framing.__path__, "
+            "'ctxscope.framing.')]; "
             "print(sorted(m for m in sys.modules if m.split('.')[0] in ('opentelemetry', 'openai', 'anthropic')))")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
                           cwd=Path(__file__).resolve().parent.parent)
@@ -430,3 +432,42 @@ def test_responses_reasoning_model_framing_with_and_without_functions():
     got = parts({**body, "tools": [tool]}, API_OPENAI_RESPONSES)
     assert got == {"messages": 2 * (3 + 1), "priming": 2, "functions": 1 + 1 + 1 + 9 - 4,
                    "hidden-prompt": 1 + 3 + 1 + 1 + 1}
+
+
+# What other modules and tests import from ctxscope.framing (grep of the tree when framing.py became a package).
+USED_OUTSIDE = ("API_ANTHROPIC", "API_OPENAI_CHAT", "API_OPENAI_RESPONSES", "CLAUDE_PROXY_RATIO", "PROXY_CODE",
+                "PROXY_PROSE", "ANTHROPIC_TOOL_PROMPT", "HARMONY_SYSTEM_MESSAGE", "HARMONY_FUNCTIONS_CHANNEL_NOTE",
+                "anthropic_tool_prompt", "anthropic_tool_prompt_tokens", "claude_version", "framing_items",
+                "framing_parts", "has_server_tools", "is_claude", "proxy_encoding_items", "proxy_encoding_tokens",
+                "proxy_kind", "render_openai_function", "render_openai_functions", "tool_definition_text",
+                "tools_key")
+
+
+def test_the_package_keeps_every_name_of_the_old_module():
+    """Each name of ctxscope.framing.__all__ resolves, each used outside is in it, each is its module's own object."""
+    import importlib
+
+    assert set(USED_OUTSIDE) <= set(framing.__all__)
+    assert len(framing.__all__) == len(set(framing.__all__)) == 72  # framing.py's public names, none lost
+    for name in framing.__all__:
+        value = getattr(framing, name)
+        module = getattr(value, "__module__", None)
+        if module and module.startswith("ctxscope.framing."):
+            assert getattr(importlib.import_module(module), name) is value, name
+    assert framing.framing_items.__module__ == "ctxscope.framing.request"
+    assert framing.tools_key.__module__ == "ctxscope.framing.server_tools"
+
+
+def test_liveframing_is_a_deprecated_alias_of_framing_incremental():
+    """Importing ctxscope.liveframing warns once, naming the new module, and hands out the same objects."""
+    import importlib
+    import sys
+
+    from ctxscope.framing import incremental
+
+    sys.modules.pop("ctxscope.liveframing", None)
+    with pytest.warns(DeprecationWarning, match=r"ctxscope\.framing\.incremental"):
+        old = importlib.import_module("ctxscope.liveframing")
+    assert old.FramingCache is incremental.FramingCache
+    assert old.parts_to_items is framing.parts_to_items
+    assert sorted(old.__all__) == ["FramingCache", "parts_to_items"]

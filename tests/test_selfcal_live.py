@@ -24,8 +24,8 @@ import stat
 import pytest
 
 from ctxscope import framing
+from ctxscope.framing.incremental import FramingCache
 from ctxscope.instrumentation.openai import OpenAIInstrumentor
-from ctxscope.liveframing import FramingCache
 from ctxscope.observation import Usage
 from ctxscope.schema import Attr, Category
 from ctxscope.store import LocalStore
@@ -226,7 +226,7 @@ def _turns(api: str, step: int) -> list:
 
 @requires_corpus
 def test_incremental_framing_equals_the_whole_body_on_the_corpus(tiktoken_ready):
-    """Every corpus API recording: the cache's framing of the body (whole, and after its first half) is framing.py's."""
+    """Every corpus API recording: the cache's framing of the body (whole, and after its first half) is the same."""
     from ctxscope.fidelity import read_recordings
     from ctxscope.tokens import counter_for
 

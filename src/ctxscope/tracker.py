@@ -12,7 +12,7 @@ Provider framing: each request's items get the framing items of
 :mod:`ctxscope.framing` (per-message overhead, reply priming, the functions
 block, hidden prompts: ``overhead``; server tools' hidden parts:
 ``tools/server/<type>``), computed incrementally per session by
-:class:`ctxscope.liveframing.FramingCache` so that a long history costs
+:class:`ctxscope.framing.incremental.FramingCache` so that a long history costs
 nothing more per call; for Claude models the ledger adds the proxy-encoding
 item (``SessionLedger(proxy_encoding=True)``) from its running counts.
 
@@ -53,7 +53,7 @@ from . import framing as _framing
 from . import limits as _limits
 from . import conversation as _session
 from .config import DEFAULT_MAX_SESSIONS, settings
-from .liveframing import FramingCache
+from .framing.incremental import FramingCache
 from .observation import Observation, Usage
 from .schema import CompactionTrigger, Coverage, WasteKind
 from .selfcal import MIN_PAIRS, SelfCalibrator
