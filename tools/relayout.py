@@ -36,7 +36,7 @@ MOVES: dict[str, str] = {
     "classify": "core.classify",
     "tokens": "core.tokens",
     "framing": "core.framing",
-    "liveframing": "core.framing_cache",
+    "liveframing": "core.liveframing",  # the deprecated shim of framing.incremental
     "itemdiff": "core.diff",
     "ledger": "core.ledger",
     "calibration": "core.views",
