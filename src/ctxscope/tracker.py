@@ -518,7 +518,13 @@ class Tracker:
             ledger = state.ledger if state is not None else None
             if ledger is not None:
                 with state.lock:  # type: ignore[union-attr]
+                    if usage.cleared:
+                        ledger.provider_cleared(snapshot, usage.cleared)
                     ledger.report(snapshot, usage.reported_input)
+        if usage.provider_compaction and error is None:
+            # The provider compacted during this call; the next request sends the summary
+            # back: it is the post-compaction request, whatever ctxscope infers from it.
+            _session.mark_compaction(CompactionTrigger.AUTO, call.session_id)
         self._learn(call, usage, error)
         if response_id and call.api == API_OPENAI_RESPONSES:
             with self._lock:
