@@ -21,10 +21,10 @@ import pytest
 
 from ctxscope.instrumentation.anthropic import AnthropicInstrumentor
 from ctxscope.instrumentation.openai import OpenAIInstrumentor
-from ctxscope.schema import Attr, GenAI, Metric, MetricAttr
+from ctxscope.schema import Attr, Category, GenAI, Metric, MetricAttr
 from ctxscope.testing import ProviderServer, Reply
 
-from _instr_support import attr, categories, changes, instrumented, metered
+from _instr_support import attr, categories, changes, instrumented, metered, token_gauges
 
 pytestmark = pytest.mark.filterwarnings("ignore:The model .* is deprecated:DeprecationWarning")
 
@@ -128,8 +128,8 @@ TOOL_TURNS = [
 
 @pytest.mark.parametrize("stream", [False, True])
 def test_anthropic_context_editing_is_a_removal(server, monkeypatch, stream):
-    """100 tokens of tool results cleared: a results removal of -100 on the span, results 100 -> 0, no unattributed."""
-    with instrumented(server, monkeypatch, AnthropicInstrumentor) as telemetry, metered(telemetry):
+    """100 tokens of tool results cleared: a results removal of -100 on the span, results 100 -> 0, not unattributed."""
+    with instrumented(server, monkeypatch, AnthropicInstrumentor) as telemetry, metered(telemetry) as reader:
         client = server.anthropic_client()
         server.reply(Reply.text("ok", clear_tool_results=1))
         body = dict(model=CLAUDE, max_tokens=50, messages=TOOL_TURNS)
@@ -139,14 +139,20 @@ def test_anthropic_context_editing_is_a_removal(server, monkeypatch, stream):
         else:
             client.beta.messages.create(**body)
         span = telemetry.one_call()
-        cats = categories(span)
-        assert cats["results"] == 0 and cats["prompts"] == 10
-        assert "unattributed" not in cats
+        # prompts 10, the call's arguments {"p":"a"} 9 chars -> 3, the result's 100 cleared.
+        assert categories(span) == {"prompts": 10, "assistant": 3, "results": 0}
+        assert attr(span, Attr.ESTIMATED_TOKENS) == 13
         assert ("results", "removal", -100) in changes(span)
         removal = [e for e in span.events if e.attributes.get("id") == "provider-edit:clear_tool_uses_20250919"]
         assert len(removal) == 1 and removal[0].attributes["label"] == "clear_tool_uses_20250919"
-        # The server reported the request without the cleared content: estimate and report agree on it.
-        assert attr(span, Attr.ESTIMATED_TOKENS) == sum(cats.values())
+        # The server reports the request without the cleared content: 10 hidden + "user" 1 + 10,
+        # "assistant" 3 + "tool_use" 2 + "toolu_1" 2 + "read" 1 + "a" 1, "user" 1 + "tool_result" 3
+        # + "toolu_1" 2 = 36. The estimate (13) no longer exceeds it: no scaling (factor 1), and
+        # unattributed is the 23 the server's own framing adds, not the cleared 100.
+        assert attr(span, Attr.REPORTED_TOKENS) == 36
+        assert attr(span, Attr.CALIBRATION_FACTOR) == 1.0
+        assert token_gauges(reader, attr(span, Attr.SESSION_ID)) == {"prompts": 10, "assistant": 3, "results": 0,
+                                                                     "unattributed": 23}
 
 
 def test_responses_compaction_item_is_a_compaction(server, monkeypatch):
@@ -164,3 +170,28 @@ def test_responses_compaction_item_is_a_compaction(server, monkeypatch):
         post = telemetry.spans("post-compaction")
         assert len(post) == 1 and attr(post[0], Attr.COMPACTION_TRIGGER) == "auto"
         assert _compactions(reader) == {"auto": 1}
+
+
+def test_thinking_cleared_comes_off_the_assistant_category():
+    """clear_thinking_20251015 cleared 30 of 50 thinking tokens: assistant 50 -> 20; a zero edit is no change."""
+    from ctxscope.apis.anthropic_messages import cleared
+    from ctxscope.observation import Usage
+    from ctxscope.tracker import Tracker
+
+    edits = cleared({"applied_edits": [
+        {"type": "clear_thinking_20251015", "cleared_thinking_turns": 1, "cleared_input_tokens": 30},
+        {"type": "clear_tool_uses_20250919", "cleared_tool_uses": 0, "cleared_input_tokens": 0}]})
+    assert edits == (("clear_thinking_20251015", 30),)
+    tracker = Tracker(tokenizer="chars", framing=False)
+    body = {"model": CLAUDE, "max_tokens": 10, "messages": [
+        {"role": "user", "content": "u" * 40},
+        {"role": "assistant", "content": [{"type": "thinking", "thinking": "t" * 200, "signature": "s"}]},
+        {"role": "user", "content": "q" * 40}]}
+    call = tracker.observe_request(body, "anthropic.messages", provider="anthropic", session_id="think")
+    assert call.snapshot.annotation.categories[Category.ASSISTANT] == 50
+    tracker.observe_response(call, Usage(input_tokens=40, output_tokens=1, reported_input=40, cleared=edits))
+    annotation = call.snapshot.annotation
+    assert annotation.categories[Category.ASSISTANT] == 20
+    assert annotation.estimated_tokens == 40
+    assert [(c.category, c.change_type.value, c.delta_tokens) for c in annotation.changes
+            if c.source_kind == "context_edit"] == [(Category.ASSISTANT, "removal", -30)]
