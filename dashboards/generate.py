@@ -471,6 +471,18 @@ def _share(part: str, whole: str, threshold: float) -> str:
             f"> {threshold}")
 
 
+def _recorded_share(part: str, whole: str, threshold: float) -> str:
+    """:func:`_share` over the sessions whose breakdown was recorded (a category besides unattributed)."""
+    recorded = series(TOKENS, f'{CATEGORY}!="{UNATTRIBUTED}"')
+    return (f"(\n  sum by ({BY_SESSION}) ({part})\n"
+            f"    / on ({BY_SESSION})\n"
+            f"  sum by ({BY_SESSION}) ({whole})\n"
+            f"  and on ({BY_SESSION})\n"
+            f"  sum by ({BY_SESSION}) ({recorded}) > 0\n"
+            f")\n"
+            f"> {threshold}")
+
+
 SESSION_OF = "{{ $labels.%s }}" % SESSION
 SERVICE_OF = "{{ $labels.%s }}" % SERVICE
 VALUE_PCT = "{{ $value | humanizePercentage }}"
@@ -496,7 +508,10 @@ ALERTS: tuple[Alert, ...] = (
           "(duplicate, stale, bloat, tool definition overage)."),
     Alert("CtxscopeUnattributedShareHigh",
           "threshold 0.2: 20% of the provider-reported input is not explained by ctxscope's estimate",
-          _share(series(TOKENS, f'{CATEGORY}="{UNATTRIBUTED}"'), series(REPORTED), 0.2), "10m", "warning",
+          # Only sessions whose breakdown was recorded (some category other than unattributed):
+          # a call without content (coverage unrecorded) is all unattributed and explains nothing.
+          _recorded_share(series(TOKENS, f'{CATEGORY}="{UNATTRIBUTED}"'), series(REPORTED), 0.2),
+          "10m", "warning",
           f"Much of session {SESSION_OF}'s input is unattributed",
           f"{VALUE_PCT} of the provider-reported input of session {SESSION_OF} of {SERVICE_OF} is not "
           "explained by the items ctxscope saw: an unknown system prompt, a hidden tool catalog or counting drift."),

@@ -182,7 +182,7 @@ def test_gen_ai_media_parts_become_chat_blocks():
 
 
 def test_unreadable_content_falls_back_to_usage(pipe):
-    """gen_ai.input.messages that is not JSON: no error, no body, the reported 55 all unattributed, partial."""
+    """gen_ai.input.messages that is not JSON: no error, no body, the reported 55 all unattributed, unrecorded."""
     attributes = {GenAI.OPERATION_NAME: "chat", GenAI.PROVIDER_NAME: "openai", GenAI.REQUEST_MODEL: "gpt-4o",
                   GenAI.INPUT_MESSAGES: "[{not json", GenAI.USAGE_INPUT_TOKENS: 55}
     call = parse_attributes(attributes)
@@ -190,7 +190,7 @@ def test_unreadable_content_falls_back_to_usage(pipe):
     pipe.write("x", "chat gpt-4o", attributes)
     assert pipe.tokens() == {"unattributed": ("unknown", 55)}
     (companion,) = pipe.companions()
-    assert companion.attributes[Attr.COVERAGE] == "partial"
+    assert companion.attributes[Attr.COVERAGE] == "unrecorded"
     assert companion.attributes[Attr.WINDOW_TOKENS] == 128_000
 
 

@@ -160,15 +160,15 @@ def test_openai_v2_event_only_content_is_read_from_its_log_event(reference):
 
 
 def test_openai_v2_event_only_without_the_log_processor_is_usage_only():
-    """event_only and no log processor added: the span has no content, usage-based figures, partial."""
+    """event_only and no log processor added: the span has no content, usage-based figures, breakdown unrecorded."""
     result = scenario(("openai-v2",), env_items=EVENT_ONLY)
     assert result.tokens() == {"unattributed": REPORTED}
-    assert [c["attributes"][Attr.COVERAGE] for c in result.companions()] == ["partial", "partial"]
+    assert [c["attributes"][Attr.COVERAGE] for c in result.companions()] == ["unrecorded", "unrecorded"]
 
 
 @pytest.mark.parametrize("name", FOREIGN)
 def test_content_capture_off_records_usage_based_figures(name):
-    """No content on the spans: no failure; 55 reported, all unattributed, window and utilisation; partial."""
+    """No content on the spans: no failure; 55 reported, all unattributed, window and utilisation; unrecorded."""
     result = scenario((name,), capture=False)
     assert result.tokens() == {"unattributed": REPORTED}
     assert result.metrics[(Metric.REPORTED_TOKENS.name, None)] == (UNKNOWN_SESSION, REPORTED)
@@ -176,7 +176,7 @@ def test_content_capture_off_records_usage_based_figures(name):
     assert result.metrics[(Metric.UTILIZATION.name, None)][1] == pytest.approx(REPORTED / WINDOW)
     assert [(c["attributes"][Attr.COVERAGE], c["attributes"][Attr.ESTIMATED_TOKENS],
              c["attributes"][Attr.REPORTED_TOKENS]) for c in result.companions()] == [
-        ("partial", 0, 33), ("partial", 0, 55)]
+        ("unrecorded", 0, 33), ("unrecorded", 0, 55)]
 
 
 def test_companion_span_is_a_child_of_the_original_and_carries_no_content():

@@ -33,6 +33,8 @@ from .schema import CompactionTrigger, GenAI
 
 __all__ = [
     "COMPACTION_SUFFIX",
+    "SIDE_CALL_SUFFIXES",
+    "chat_of",
     "compacting",
     "current_session_id",
     "fingerprint",
@@ -41,6 +43,9 @@ __all__ = [
 ]
 
 COMPACTION_SUFFIX = "/compaction"
+# Sessions of a chat's side calls, ``<chat><suffix>``: calls the agent makes for the chat that are not
+# its conversation (the summariser of a compaction). ``ctxscope context`` counts them in the chat.
+SIDE_CALL_SUFFIXES: tuple[str, ...] = (COMPACTION_SUFFIX,)
 _DEFAULT_HASH_KEY = b"ctxscope-v1"
 _HASH_KEY = settings().hash_key or _DEFAULT_HASH_KEY
 
@@ -83,6 +88,17 @@ class session(contextlib.ContextDecorator):  # noqa: N801 - used as ``with ctxsc
 
     def __exit__(self, *exc: object) -> None:
         _session_id.reset(self._tokens.pop())
+
+
+def chat_of(session_id: str) -> tuple[str, str | None]:
+    """(the chat a session belongs to, the kind of its side calls or None for the conversation itself).
+
+    ``demo/compaction`` -> (``demo``, ``compaction``); ``demo`` -> (``demo``, None).
+    """
+    for suffix in SIDE_CALL_SUFFIXES:
+        if session_id.endswith(suffix) and len(session_id) > len(suffix):
+            return session_id[: -len(suffix)], suffix.lstrip("/")
+    return session_id, None
 
 
 def current_session_id() -> str | None:

@@ -260,6 +260,30 @@ class SessionLedger:
                 effective_window_tokens, compact_threshold_tokens, timestamp_ns,
                 sample_offset_ns, item_stage)
 
+    def provider_cleared(self, snapshot: Snapshot, edits: Iterable[tuple[str, int]]) -> Snapshot:
+        """Provider-side context editing: what the provider cleared before the model saw the request.
+
+        Each edit is a removal on the call's annotation (a change the span shows),
+        its tokens taken off the category it cleared (tool results, or thinking
+        for ``clear_thinking_*``), never below 0: the client still sends the full
+        history, so the next call starts from it again. The items and parts stay.
+        """
+        annotation = snapshot.annotation
+        with self._lock:
+            for edit_type, tokens in edits:
+                category = Category.ASSISTANT if edit_type.startswith("clear_thinking") else Category.RESULTS
+                left = max(0, annotation.categories.get(category, 0) - int(tokens))
+                annotation.categories[category] = left
+                change = Change(id=f"provider-edit:{edit_type}", category=category, estimated_tokens=0,
+                                delta_tokens=-int(tokens), change_type=ChangeType.REMOVAL, label=edit_type,
+                                source_kind="context_edit")
+                changes = sorted([change, *annotation.changes], key=lambda c: -abs(c.delta_tokens))
+                annotation.omitted_changes += max(0, len(changes) - MAX_CHANGES_PER_SPAN)
+                annotation.changes = changes[:MAX_CHANGES_PER_SPAN]
+            annotation.estimated_tokens = sum(v for c, v in annotation.categories.items()
+                                              if c is not Category.UNATTRIBUTED)
+        return snapshot
+
     def report(self, snapshot: Snapshot, reported_tokens: int | None) -> Snapshot:
         """Attach the provider-reported input and the calibration factor (raw estimates stay)."""
         if reported_tokens is None:

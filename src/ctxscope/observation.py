@@ -28,6 +28,13 @@ class Usage:
     # blocks): 0 when known to be none. Self-calibration learns from a request offering
     # server tools only when this is 0 (a run's reported input sums a loop).
     server_tool_calls: int | None = None
+    # Provider-side context management (docs/instrumentation.md, "Provider-side context editing"):
+    # the provider compacted the context during the call (Anthropic's compaction iteration or
+    # block, a Responses compaction item in the output) ...
+    provider_compaction: bool = False
+    # ... or cleared parts of it before the model saw it (Anthropic context editing): one
+    # (edit type, cleared input tokens) per applied edit.
+    cleared: tuple[tuple[str, int], ...] = ()
 
 
 @dataclass(slots=True)

@@ -143,13 +143,16 @@ class TranscriptAccount:
                 sample_offset_ns: int | None = None) -> tuple[Snapshot, int]:
         """The call's snapshot (reported input attached) and the inferred prefix's tokens in it."""
         compaction = call.compaction
-        prefix = self.prefix.item_for(call.index, call.model, compaction is not None,
-                                      compaction.pre_tokens if compaction is not None else None)
+        coverage = transcript_coverage(call.items)
+        # A call without text has no composition to complete: no prefix inferred, none learned.
+        prefix = None if coverage is Coverage.UNRECORDED else self.prefix.item_for(
+            call.index, call.model, compaction is not None,
+            compaction.pre_tokens if compaction is not None else None)
         # A new list: a reader may keep the one it handed over.
         items = [*call.items, prefix] if prefix is not None else call.items
         facts = CallFacts(
             items, model=call.model, provider=call.provider, stage=Stage.TRANSCRIPT_OBSERVED,
-            coverage=Coverage.PARTIAL, compaction=call.compaction.trigger if call.compaction is not None else None,
+            coverage=coverage, compaction=call.compaction.trigger if call.compaction is not None else None,
             window_tokens=call.window_tokens,
             timestamp_ns=call.timestamp_ns if timestamp_ns is None else timestamp_ns,
             sample_offset_ns=sample_offset_ns,
@@ -157,6 +160,20 @@ class TranscriptAccount:
             added=None if call.reset else call.added, reported=call.reported_tokens)
         snapshot = self.account.observe(facts)
         inferred = (prefix.fixed_tokens or 0) if prefix is not None else 0
-        self.prefix.learn(call.index, call.model, snapshot.annotation.estimated_tokens - inferred,
-                          call.reported_tokens)
+        if coverage is not Coverage.UNRECORDED:
+            self.prefix.learn(call.index, call.model, snapshot.annotation.estimated_tokens - inferred,
+                              call.reported_tokens)
         return snapshot, inferred
+
+
+def transcript_coverage(items: Sequence[Item]) -> Coverage:
+    """A transcript call's coverage: ``partial`` (SPEC section 4), ``unrecorded`` when it holds no text.
+
+    A transcript that kept the calls' usage but none of their content (redacted,
+    stripped, an export without messages) has no composition to measure: its
+    reported total stands alone rather than being taken for system prompt and tools.
+    """
+    for item in items:
+        if item.chars or item.fixed_tokens:
+            return Coverage.PARTIAL
+    return Coverage.UNRECORDED

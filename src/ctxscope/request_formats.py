@@ -32,6 +32,7 @@ from .payload import plain as _plain
 from .payload import split_data_url as _split_data_url
 from .schema import Category, Item
 from .apis import API_ANTHROPIC, API_OPENAI_CHAT, API_OPENAI_RESPONSES, APIS  # noqa: F401 - re-exported
+from .apis import anthropic_messages as _anthropic
 
 ToolText = Callable[[str, Any], str]
 
@@ -395,6 +396,11 @@ def _content(b: Builder, role: str, content: Any) -> None:
             b.media(block, None if role in ("user", "system", "developer") else default, role)
         elif kind == "thinking":
             b.add("assistant/thinking", _get(block, "thinking") or "", role=role, source_kind="thinking")
+        elif kind == "compaction":
+            # Anthropic server-side compaction: the summary that stands for the history before it
+            # (without content, a failed compaction the server ignores).
+            if _get(block, "content") is not None:
+                b.add("summaries", _get(block, "content"), role=role, source_kind="summary")
         elif kind == "redacted_thinking":
             data = _get(block, "data")
             b.add("assistant/thinking", "", role=role, content_key=data or "",
@@ -568,6 +574,8 @@ def messages_of(body: Mapping[str, Any], api: str) -> list[Any]:
         if isinstance(value, Iterable) and not isinstance(value, (str, bytes, Mapping)):
             raise ValueError(f"{key} is a one-shot iterator: not read, so that the SDK still can (pass a list)")
         raise ValueError(f"{key} is not a list but {type(value).__name__}")
+    if api == API_ANTHROPIC:
+        return list(_anthropic.after_compaction(listed))
     return listed
 
 

@@ -56,6 +56,9 @@ class Stage(_StrEnum):
 class Coverage(_StrEnum):
     COMPLETE = "complete"
     PARTIAL = "partial"
+    # SPEC 2.2: no composition could be measured (a foreign span without content, a transcript
+    # without text): the reported total stands alone, the breakdown was not recorded.
+    UNRECORDED = "unrecorded"
 
 
 class ChangeType(_StrEnum):

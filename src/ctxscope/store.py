@@ -42,15 +42,18 @@ import time
 from collections import defaultdict, deque
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Iterable, Mapping
 
 from . import shutdown as _shutdown
 from .config import read as read_settings
 from .config import settings
+from .conversation import chat_of
 from .observation import Observation
 
 __all__ = [
     "FORMAT_VERSION",
+    "ChatInfo",
+    "chats_of",
     "MAX_FILE_BYTES",
     "MAX_SESSIONS",
     "LocalStore",
@@ -197,6 +200,40 @@ class SessionInfo:
     size_bytes: int
 
 
+@dataclass(frozen=True)
+class ChatInfo:
+    """One chat in the store: its conversation's session and its side calls' (``<chat>/compaction``)."""
+
+    chat_id: str
+    sessions: tuple[SessionInfo, ...]  # the conversation's first (when stored), then the side calls'
+    last_ns: int
+
+    def side_kind(self, info: SessionInfo) -> str | None:
+        return chat_of(info.session_id)[1]
+
+
+def chats_of(sessions: Iterable[SessionInfo]) -> list[ChatInfo]:
+    """Stored sessions grouped into chats (:func:`ctxscope.conversation.chat_of`), latest first."""
+    groups: dict[str, list[SessionInfo]] = {}
+    for info in sessions:
+        groups.setdefault(chat_of(info.session_id)[0], []).append(info)
+    chats = []
+    for chat_id, members in groups.items():
+        members.sort(key=lambda s: (chat_of(s.session_id)[1] is not None, s.session_id))
+        chats.append(ChatInfo(chat_id, tuple(members), max(s.last_ns for s in members)))
+    chats.sort(key=lambda c: (c.last_ns, c.chat_id), reverse=True)
+    return chats
+
+
+def _text_bytes(item: Any) -> int:
+    # UTF-8 bytes of the text; an item kept without its text (media, encrypted) by its characters
+    # (base64 and ids are ASCII). str.isascii() is O(1) in CPython: the common case costs nothing.
+    text = item.text
+    if not text:
+        return int(item.chars)
+    return len(text) if text.isascii() else len(text.encode("utf-8", "surrogatepass"))
+
+
 def record_from_observation(observation: Observation) -> dict[str, Any]:
     """The stored record of one call: counts, identities and part paths only."""
     snapshot = observation.snapshot
@@ -208,14 +245,19 @@ def record_from_observation(observation: Observation) -> dict[str, Any]:
     # items, then the rare paths the ledger renamed (past the parts cap, or
     # placed under their category) are folded into the part it counted them in.
     by_path: defaultdict[tuple[Any, str], int] = defaultdict(int)
+    bytes_by_path: defaultdict[tuple[Any, str], int] = defaultdict(int)
     for item in snapshot.items:
         by_path[item.category, item.part] += item.chars
+        bytes_by_path[item.category, item.part] += _text_bytes(item)
     chars: dict[str, int] = {}
+    sizes: dict[str, int] = {}
     for (category, path), count in by_path.items():
+        size = bytes_by_path[category, path]
         if path not in parts:
             nested = f"{category.value}/{path}" if path else category.value
             path = nested if nested in parts else f"{category.value}/other"
         chars[path] = chars.get(path, 0) + int(count)
+        sizes[path] = sizes.get(path, 0) + int(size)
     usage = observation.usage
     compaction = snapshot.compaction
     return {
@@ -237,6 +279,7 @@ def record_from_observation(observation: Observation) -> dict[str, Any]:
         "annotation": ann,
         "parts": parts,
         "chars": chars,
+        "bytes": sizes,
         "calibrated": {c.value: int(v) for c, v in snapshot.calibrated().items()},
         "apportioned": dict(snapshot.apportioned()),
         "apportioned_label": snapshot.apportioned_label,

@@ -46,12 +46,31 @@ Usage rule (deterministic, so tests can work values out by hand):
   ``server_calls`` (Responses: output item types such as ``web_search_call``,
   one completed item each, before the reply's message).
 
+Provider-side context management (as the APIs report it):
+
+* ``Reply(compaction="summary")``: a server-side compaction during the call.
+  Anthropic: the content starts with a ``compaction`` block holding the
+  summary, ``usage.iterations`` lists the ``compaction`` sampling (input: the
+  whole request; output: ``ceil(len(summary) / 4)``) and then the ``message``
+  sampling, whose input is the compacted context (``system``, ``tools`` and the
+  summary block, by the rule above) and which the top-level usage repeats.
+  Responses: the output starts with a ``compaction`` item whose
+  ``encrypted_content`` is opaque; the usage is the request's, by the rule above.
+* ``Reply(clear_tool_results=n)``: Anthropic context editing
+  (``clear_tool_uses_20250919``) clears the oldest ``n`` ``tool_result``
+  blocks: their ``content`` leaves the reported input, and
+  ``context_management.applied_edits`` reports ``cleared_tool_uses`` and
+  ``cleared_input_tokens`` (the content's tokens by the rule above).
+* An Anthropic request whose history holds a ``compaction`` block is read from
+  that block on, as the API does (what precedes it is dropped).
+
 Errors answer with the provider's status and error JSON and the header
 ``x-should-retry: false``, so the SDKs raise at once instead of retrying.
 """
 
 from __future__ import annotations
 
+import base64
 import json
 import re
 import threading
@@ -61,6 +80,7 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Callable, Iterable, Mapping
 from .apis import API_ANTHROPIC, API_GEMINI, API_OLLAMA, API_OPENAI_CHAT, API_OPENAI_RESPONSES
+from .apis.anthropic_messages import after_compaction
 
 __all__ = [
     "HIDDEN_OVERHEAD_TOKENS",
@@ -144,6 +164,8 @@ class Reply:
     # and a streamed answer's events are sent this far apart (the whole stream is never one write).
     reset_after_bytes: int | None = None
     stream_interval_s: float = 0.0
+    compaction: str | None = None  # a server-side compaction's summary (module docstring)
+    clear_tool_results: int = 0  # Anthropic context editing: the oldest tool results cleared
 
     @classmethod
     def text(cls, content: str, **options: Any) -> "Reply":
@@ -213,10 +235,45 @@ class _Answer:
         self.reply = reply
         self.ids = ids
         self.model = reply.model or str(body.get("model") or "unknown-model")
-        self.input_tokens = reported_input_tokens(body, api, overhead)
+        self.applied_edits: list[dict[str, Any]] = []
+        self.compaction_iteration: dict[str, Any] | None = None
+        seen = body
+        if api == API_ANTHROPIC and isinstance(body.get("messages"), list):
+            seen = {**body, "messages": list(after_compaction(body["messages"]))}
+            if reply.clear_tool_results:
+                seen = self._clear_tool_results(seen, reply.clear_tool_results)
+        self.input_tokens = reported_input_tokens(seen, api, overhead)
+        if reply.compaction is not None and api == API_ANTHROPIC:
+            summary_block = {"role": "assistant", "content": [{"type": "compaction", "content": reply.compaction}]}
+            self.compaction_iteration = {"type": "compaction", "input_tokens": self.input_tokens,
+                                         "output_tokens": _ceil4(len(reply.compaction)),
+                                         "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0}
+            self.input_tokens = reported_input_tokens({**seen, "messages": [summary_block]}, api, overhead)
         self.output_tokens = output_tokens(reply.content, reply.tool_calls)
         prefix = "toolu_" if api == API_ANTHROPIC else "call_"
         self.calls = [(c, c.id or ids.next(prefix)) for c in reply.tool_calls]
+
+    def _clear_tool_results(self, body: dict[str, Any], n: int) -> dict[str, Any]:
+        """Context editing: the oldest ``n`` tool results' content cleared (and reported)."""
+        cleared_uses = cleared_tokens = 0
+        messages = []
+        for message in body["messages"]:
+            content = message.get("content") if isinstance(message, Mapping) else None
+            if isinstance(content, list):
+                blocks = []
+                for block in content:
+                    if (isinstance(block, Mapping) and block.get("type") == "tool_result"
+                            and cleared_uses < n):
+                        cleared_uses += 1
+                        cleared_tokens += sum(_ceil4(len(s)) for s in _strings(block.get("content")))
+                        block = {**block, "content": []}
+                    blocks.append(block)
+                message = {**message, "content": blocks}
+            messages.append(message)
+        if cleared_uses:
+            self.applied_edits.append({"type": "clear_tool_uses_20250919", "cleared_tool_uses": cleared_uses,
+                                       "cleared_input_tokens": cleared_tokens})
+        return {**body, "messages": messages}
 
     # -- OpenAI chat ---------------------------------------------------------
 
@@ -281,6 +338,9 @@ class _Answer:
     def _responses_output(self) -> list[dict[str, Any]]:
         output: list[dict[str, Any]] = [
             {"type": kind, "id": self.ids.next("ws_"), "status": "completed"} for kind in self.reply.server_calls]
+        if self.reply.compaction is not None:
+            opaque = base64.b64encode(self.reply.compaction.encode()).decode()  # stands for the encrypted state
+            output.insert(0, {"type": "compaction", "id": self.ids.next("cmp_"), "encrypted_content": opaque})
         if self.reply.content or not self.calls:
             output.append({"type": "message", "id": self.ids.next("msg_"), "status": "completed",
                            "role": "assistant",
@@ -361,10 +421,16 @@ class _Answer:
         if self.reply.server_tool_use is not None:
             usage["server_tool_use"] = (dict(self.reply.server_tool_use) if final
                                         else {k: 0 for k in self.reply.server_tool_use})
+        if self.compaction_iteration is not None and final:
+            message = {k: usage[k] for k in ("input_tokens", "cache_creation_input_tokens",
+                                             "cache_read_input_tokens", "output_tokens")}
+            usage["iterations"] = [self.compaction_iteration, {"type": "message", **message}]
         return usage
 
     def _anthropic_content(self) -> list[dict[str, Any]]:
         content: list[dict[str, Any]] = []
+        if self.reply.compaction is not None:
+            content.append({"type": "compaction", "content": self.reply.compaction})
         if self.reply.content or not self.calls:
             content.append({"type": "text", "text": self.reply.content})
         for call, call_id in self.calls:
@@ -373,8 +439,11 @@ class _Answer:
 
     def _message(self, mid: str, content: list[dict[str, Any]], stop: str | None, output: int,
                  final: bool = True) -> dict[str, Any]:
-        return {"id": mid, "type": "message", "role": "assistant", "model": self.model, "content": content,
-                "stop_reason": stop, "stop_sequence": None, "usage": self._anthropic_usage(output, final)}
+        message = {"id": mid, "type": "message", "role": "assistant", "model": self.model, "content": content,
+                   "stop_reason": stop, "stop_sequence": None, "usage": self._anthropic_usage(output, final)}
+        if self.applied_edits and final:
+            message["context_management"] = {"applied_edits": self.applied_edits}
+        return message
 
     def anthropic_json(self) -> dict[str, Any]:
         stop = "tool_use" if self.calls else "end_turn"
@@ -388,7 +457,11 @@ class _Answer:
 
         yield event("message_start", message=self._message(mid, [], None, 1, final=False))
         for index, block in enumerate(self._anthropic_content()):
-            if block["type"] == "text":
+            if block["type"] == "compaction":
+                yield event("content_block_start", index=index, content_block={"type": "compaction", "content": None})
+                yield event("content_block_delta", index=index,
+                            delta={"type": "compaction_delta", "content": block["content"]})
+            elif block["type"] == "text":
                 yield event("content_block_start", index=index, content_block={"type": "text", "text": ""})
                 if index == 0:
                     yield event("ping")
@@ -410,7 +483,11 @@ class _Answer:
         delta_usage: dict[str, Any] = {"output_tokens": self.output_tokens}
         if self.reply.server_tool_use is not None:
             delta_usage["server_tool_use"] = dict(self.reply.server_tool_use)
-        yield event("message_delta", delta={"stop_reason": stop, "stop_sequence": None}, usage=delta_usage)
+        if self.compaction_iteration is not None:
+            delta_usage.update(self._anthropic_usage(self.output_tokens))
+            delta_usage.pop("service_tier", None)
+        extra = {"context_management": {"applied_edits": self.applied_edits}} if self.applied_edits else {}
+        yield event("message_delta", delta={"stop_reason": stop, "stop_sequence": None}, usage=delta_usage, **extra)
         yield event("message_stop")
 
     # -- Gemini ----------------------------------------------------------------

@@ -332,7 +332,8 @@ class Tracker:
         limits = _limits.limits_for(model, provider)
         if coverage is None:
             coverage = Coverage.COMPLETE
-        if api == API_OPENAI_RESPONSES and (body.get("previous_response_id") or body.get("conversation")):
+        if (api == API_OPENAI_RESPONSES and coverage is not Coverage.UNRECORDED
+                and (body.get("previous_response_id") or body.get("conversation"))):
             # The provider prepends context this request does not show.
             coverage = Coverage.PARTIAL
         compaction: CompactionTrigger | None = _session.take_compaction(key)
@@ -354,7 +355,8 @@ class Tracker:
         with state.lock:
             # The extractor reads SDK objects (pydantic messages) as they are.
             items = state.extractor.extract(body, api)
-            if state.framing is not None:
+            # Without content there is nothing to frame: no invented overhead.
+            if state.framing is not None and coverage is not Coverage.UNRECORDED:
                 items = self._with_framing(state, items, body, api, model)
             snapshot = state.ledger.observe(
                 items, model=model, coverage=coverage, compaction=compaction,
@@ -518,7 +520,13 @@ class Tracker:
             ledger = state.ledger if state is not None else None
             if ledger is not None:
                 with state.lock:  # type: ignore[union-attr]
+                    if usage.cleared:
+                        ledger.provider_cleared(snapshot, usage.cleared)
                     ledger.report(snapshot, usage.reported_input)
+        if usage.provider_compaction and error is None:
+            # The provider compacted during this call; the next request sends the summary
+            # back: it is the post-compaction request, whatever ctxscope infers from it.
+            _session.mark_compaction(CompactionTrigger.AUTO, call.session_id)
         self._learn(call, usage, error)
         if response_id and call.api == API_OPENAI_RESPONSES:
             with self._lock:

@@ -6,6 +6,14 @@ compaction, a server-tool loop, an advisor: one entry per sampling) reports
 the context the model saw in its first ``message`` iteration: the top-level
 fields sum several samplings and leave a compaction's out, and a compaction
 iteration's input is the context before it was compacted.
+
+Provider-side context management: a ``compaction`` iteration (or a
+``compaction`` content block in the response) means the server compacted the
+context during the call (:func:`compacted`); ``context_management.applied_edits``
+lists what context editing cleared before the model saw the prompt, each with
+its ``cleared_input_tokens`` (:func:`cleared`). A request's compaction block
+replaces everything before it: the API ignores the blocks and messages that
+precede it (:func:`after_compaction`).
 """
 
 from __future__ import annotations
@@ -75,6 +83,52 @@ def first_sampling(value: Any) -> Any:
     return value
 
 
+# The content block that holds a server-side compaction's summary (in responses and in later requests).
+COMPACTION_BLOCK = "compaction"
+# Context editing strategies and the category of what each clears (clear_tool_uses_*: tool results,
+# with clear_tool_inputs their calls too; clear_thinking_*: thinking blocks).
+CLEAR_THINKING_PREFIX = "clear_thinking"
+
+
+def compacted(usage: Any, content: Any = None) -> bool:
+    """Whether the server compacted the context during the call (an iteration or a block says so)."""
+    iterations = field(usage, "iterations")
+    if isinstance(iterations, (list, tuple)) and any(field(e, "type") == "compaction" for e in iterations):
+        return True
+    return any(_summary(block) for block in as_list(content) or ())
+
+
+def _summary(block: Any) -> bool:
+    # A compaction block without content is a failed compaction: the server treats it as a no-op.
+    return field(block, "type") == COMPACTION_BLOCK and field(block, "content") is not None
+
+
+def cleared(context_management: Any) -> tuple[tuple[str, int], ...]:
+    """``(edit type, cleared_input_tokens)`` of each applied context edit that cleared tokens."""
+    found = []
+    for edit in as_list(field(context_management, "applied_edits")) or ():
+        tokens = count(field(edit, "cleared_input_tokens"))
+        if tokens:
+            found.append((str(field(edit, "type") or "context_edit"), tokens))
+    return tuple(found)
+
+
+def after_compaction(messages: Sequence[Any]) -> Sequence[Any]:
+    """The messages the model sees: from the last compaction block on (the API drops what precedes it)."""
+    for index in range(len(messages) - 1, -1, -1):
+        content = field(messages[index], "content")
+        blocks = as_list(content) if not isinstance(content, str) else None
+        if not blocks:
+            continue
+        for position in range(len(blocks) - 1, -1, -1):
+            if _summary(blocks[position]):
+                if index == 0 and position == 0:
+                    return messages
+                first = {"role": field(messages[index], "role"), "content": list(blocks[position:])}
+                return [first, *messages[index + 1:]]
+    return messages
+
+
 def usage(value: Any, server_tool_calls: int | None = None) -> Usage | None:
     if value is None:
         return None
@@ -88,7 +142,7 @@ def usage(value: Any, server_tool_calls: int | None = None) -> Usage | None:
     return Usage(input_tokens=count(field(value, "input_tokens")), output_tokens=count(field(value, "output_tokens")),
                  cache_read_input_tokens=count(field(value, "cache_read_input_tokens")),
                  cache_creation_input_tokens=count(field(value, "cache_creation_input_tokens")),
-                 reported_input=reported, server_tool_calls=server_tool_calls)
+                 reported_input=reported, server_tool_calls=server_tool_calls, provider_compaction=compacted(value))
 
 
 FORMAT = WireFormat(ID, PROVIDER, ("/messages",), _looks_like, _messages, _seed, usage)

@@ -1,4 +1,8 @@
-"""``ctxscope context [--session ID] [--json] [--list]``: report a recorded session.
+"""``ctxscope context [--session ID] [--json] [--list]``: a census of a recorded chat.
+
+A chat is a conversation's session and its side calls' (``<id>/compaction``);
+the JSON document lists the chats kept (latest first) and reports one, by
+default the latest: its latest call part by part and each part over the chat.
 
 Reads the local store (``CTXSCOPE_DATA_DIR`` or ``--data-dir``) that the
 embedded mode of ``ctxscope.setup()`` / ``opentelemetry-instrument`` fills.
@@ -16,16 +20,17 @@ import sys
 
 from .. import bounded_input
 from ..errors import InputError, UserError
-from ..report.context import build_report, render_sessions, render_text, sessions_json
-from ..store import LocalStore, SessionInfo
+from ..report.context import build_report, chats_json, render_sessions, render_text, sessions_json
+from ..store import ChatInfo, LocalStore, chats_of
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
-        "context", help="report a recorded session's context, part by part",
-        description="Report a session recorded in the local store: its latest call part by part "
-                    "(tokens, chars, apportioned tokens, share of the window) and each part summed "
-                    "over the session's calls with its cost. Default: the most recent session.")
+        "context", help="report a recorded chat's context, part by part",
+        description="Report a chat recorded in the local store (its conversation and side calls such as "
+                    "a compaction's summariser): its latest call part by part (tokens, chars, bytes, "
+                    "apportioned tokens, share of the window, cost) and each part summed over the chat's "
+                    "calls with its cost. Default: the most recent chat.")
     parser.add_argument("--session", metavar="ID", help="session id (or a unique prefix of one)")
     parser.add_argument("--list", action="store_true", help="list the recorded sessions, most recent first")
     parser.add_argument("--json", action="store_true", help="print a JSON document")
@@ -36,37 +41,60 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.set_defaults(handler=run)
 
 
-def _pick(store: LocalStore, wanted: str | None, sessions: list[SessionInfo]) -> str:
-    if not sessions:
+def _pick(store: LocalStore, wanted: str | None, chats: list[ChatInfo]) -> ChatInfo:
+    if not chats:
         raise UserError(f"{store.root}: no recorded sessions; run the agent under ctxscope.setup() "
                         "or opentelemetry-instrument first")
     if wanted is None:
-        return sessions[0].session_id
-    ids = [s.session_id for s in sessions]
-    if wanted in ids:
-        return wanted
-    matches = [i for i in ids if i.startswith(wanted)]
+        return chats[0]
+    by_id = {s.session_id: chat for chat in chats for s in chat.sessions}
+    by_id.update({chat.chat_id: chat for chat in chats})
+    if wanted in by_id:
+        return by_id[wanted]
+    matches = {id(chat): chat for key, chat in by_id.items() if key.startswith(wanted)}
     if len(matches) == 1:
-        return matches[0]
+        return next(iter(matches.values()))
     if matches:
         raise UserError(f"session {wanted!r} is ambiguous ({len(matches)} match); give more of the id")
     raise UserError(f"{store.root}: no session {wanted!r}; see `ctxscope context --list`")
 
 
-def _report(path: str, numbered: list[tuple[int, dict]]) -> dict:
-    """The report of a session's records; a record of the wrong shape is a one-line InputError."""
+def _read(store: LocalStore, chat: ChatInfo, limit: int) -> tuple[str, list[tuple[int, dict]],
+                                                                  list[tuple[str, str, list[tuple[int, dict]]]]]:
+    """(path, numbered records of the conversation, [(kind, path, numbered records)] of the side calls)."""
+    main: tuple[str, list[tuple[int, dict]]] | None = None
+    side = []
+    for info in chat.sessions:
+        kind = chat.side_kind(info)
+        numbered = store.read_numbered(info.session_id, max_bytes=limit)
+        path = str(store.path_for(info.session_id))
+        if kind is None:
+            main = (path, numbered)
+        else:
+            side.append((kind, path, numbered))
+    if main is None:  # only a side call's session was kept: report it as the chat
+        kind, path, numbered = side.pop(0)
+        main = (path, numbered)
+    return main[0], main[1], side
+
+
+def _report(path: str, numbered: list[tuple[int, dict]], side: list[tuple[str, str, list[tuple[int, dict]]]],
+            chats: list[dict]) -> dict:
+    """The census of a chat's records; a record of the wrong shape is a one-line InputError."""
     records = [record for _, record in numbered]
+    side_records = [(kind, [record for _, record in rows]) for kind, _, rows in side]
     try:
-        return build_report(records)
+        return build_report(records, side=side_records, chats=chats)
     except (TypeError, ValueError, AttributeError, KeyError, ArithmeticError):
         pass
     # Find the record at fault (the failure path only: one report per record).
-    for number, record in numbered:
-        try:
-            build_report([record])
-        except (TypeError, ValueError, AttributeError, KeyError, ArithmeticError) as exc:
-            raise InputError(path, f"not a record as the local store writes it ({type(exc).__name__}); "
-                             "a damaged local store file: delete it", number) from None
+    for file, rows in [(path, numbered), *((p, r) for _, p, r in side)]:
+        for number, record in rows:
+            try:
+                build_report([record])
+            except (TypeError, ValueError, AttributeError, KeyError, ArithmeticError) as exc:
+                raise InputError(file, f"not a record as the local store writes it ({type(exc).__name__}); "
+                                 "a damaged local store file: delete it", number) from None
     raise InputError(path, "records that do not add up to a report; a damaged local store file: delete it")
 
 
@@ -80,12 +108,12 @@ def run(args: argparse.Namespace) -> int:
         else:
             render_sessions(sessions, sys.stdout)
         return 0
-    session_id = _pick(store, args.session, sessions)
-    numbered = store.read_numbered(session_id, max_bytes=limit)
-    path = str(store.path_for(session_id))
+    chats = chats_of(sessions)
+    chat = _pick(store, args.session, chats)
+    path, numbered, side = _read(store, chat, limit)
     if not numbered:
         raise UserError(f"{path}: no records")
-    doc = _report(path, numbered)
+    doc = _report(path, numbered, side, chats_json(chats))
     try:
         text = json.dumps(doc, indent=2) + "\n" if args.json else _text(doc)
     except (TypeError, ValueError, AttributeError, KeyError, ArithmeticError) as exc:

@@ -184,15 +184,18 @@ class ForeignSpanProcessor(SpanProcessor):
         model = call.model
         body = call.body if call.body is not None else {"model": model or "", "messages": []}
         # A history known to be partial must not be read as a compaction by the
-        # ledger; missing tool definitions alone do not hide any history.
-        history_partial = call.body is None or call.chained
+        # ledger; missing tool definitions alone do not hide any history. Without
+        # content the breakdown was not recorded: the reported total stands alone.
+        if call.body is None:
+            coverage: Coverage | None = Coverage.UNRECORDED
+        else:
+            coverage = Coverage.PARTIAL if call.chained else None
         pending = tracker.observe_request(body, API_OPENAI_CHAT, provider=call.provider or "unknown",
                                           session_id=self._session_id(call), model=model,
-                                          timestamp_ns=span.start_time,
-                                          coverage=Coverage.PARTIAL if history_partial else None)
+                                          timestamp_ns=span.start_time, coverage=coverage)
         snapshot = pending.snapshot
         annotation = snapshot.annotation
-        if not call.complete:
+        if not call.complete and annotation.coverage is Coverage.COMPLETE:
             annotation.coverage = Coverage.PARTIAL
         annotation.sample_offset_ns = 0
         tracker.observe_response(pending, call.usage, response_model=call.response_model,
@@ -223,7 +226,7 @@ class ForeignSpanProcessor(SpanProcessor):
         if snapshot.compaction is not None:
             post = snapshot.compaction.annotation
             post.sample_offset_ns = 0
-            if not call.complete:
+            if not call.complete and post.coverage is Coverage.COMPLETE:
                 post.coverage = Coverage.PARTIAL
             self._start(SPAN_POST_COMPACTION, post, identity, inner, start).end(end_time=end)
         companion.end(end_time=end)

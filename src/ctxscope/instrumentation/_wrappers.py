@@ -39,7 +39,7 @@ from opentelemetry.trace import Span, SpanKind, Status, StatusCode, Tracer
 
 from ..faultlog import log_failure
 from ..observation import Usage
-from ..schema import INSTRUMENTATION_SCOPE, Attr, GenAI, Stage
+from ..schema import INSTRUMENTATION_SCOPE, Attr, ChangeAttr, GenAI, Stage
 from ..tracker import PendingCall, Tracker, get_tracker
 from ._content import ContentMode, request_content, span_attributes
 
@@ -363,6 +363,8 @@ class ModelCall:
                 self.telemetry.tracker.observe_response(
                     self.pending, info.usage, response_model=info.response_model, response_id=info.response_id)
                 attributes.update(self._reported_attributes())
+                if info.usage.cleared:
+                    attributes.update(self._cleared(info.usage.cleared))
             if self.captures_content:
                 self._output_attributes(info, attributes)
             self.span.set_attributes(attributes)  # one call: each takes the span's lock
@@ -428,6 +430,17 @@ class ModelCall:
                                                  context=trace.set_span_in_context(self.span)))
         except Exception:  # noqa: BLE001 - the span is complete without it
             log_failure(_log, "ctxscope: could not emit the %s call's content event", self.api)
+
+    def _cleared(self, edits: Any) -> dict[str, Any]:
+        """The categories after the provider's context editing, and its removals as change events."""
+        annotation = self.pending.snapshot.annotation  # type: ignore[union-attr]
+        if self.span.is_recording():
+            ids = {f"provider-edit:{edit_type}" for edit_type, _ in edits}
+            for event_name, event_attributes in annotation.change_events():
+                if event_attributes.get(ChangeAttr.ID) in ids:
+                    self.span.add_event(event_name, event_attributes)
+        return {key: value for key, value in annotation.to_attributes().items()
+                if key.startswith(Attr.CATEGORIES_PREFIX) or key in (Attr.ESTIMATED_TOKENS, Attr.OMITTED_CHANGES)}
 
     def _reported_attributes(self) -> dict[str, Any]:
         """The reported input and calibration the ledger attached (SPEC sections 4-5)."""

@@ -82,9 +82,20 @@ def message_info(message: Any) -> ResponseInfo:
     if reason:
         info.finish_reasons = [str(reason)]
     usage = _get(message, "usage")
+    content = _get(message, "content")
     if usage is not None:
-        info.usage = message_usage(usage, _server_blocks(_get(message, "content")))
+        info.usage = message_usage(usage, _server_blocks(content))
+    _context_management(info.usage, anthropic_messages.compacted(usage, content),
+                        _get(message, "context_management"))
     return info
+
+
+def _context_management(usage: Any, compacted: bool, context_management: Any) -> None:
+    """What the server did to the context during the call (ctxscope.apis.anthropic_messages)."""
+    usage.provider_compaction = usage.provider_compaction or compacted
+    edits = anthropic_messages.cleared(context_management)
+    if edits:
+        usage.cleared = edits
 
 
 class MessageStreamState:
@@ -94,6 +105,8 @@ class MessageStreamState:
         self._info = ResponseInfo()
         self._usage: dict[str, Any] = {}
         self._server_blocks = 0
+        self._compacted = False
+        self._context_management: Any = None
         self._output = AnthropicOutput() if capture else None
 
     def observe(self, event: Any) -> None:
@@ -105,14 +118,19 @@ class MessageStreamState:
             self._info.response_id = _get(message, "id")
             self._info.response_model = _get(message, "model")
             self._merge(_get(message, "usage"))
+            self._context_management = _get(message, "context_management") or self._context_management
         elif kind == "message_delta":
+            self._context_management = _get(event, "context_management") or self._context_management
             reason = _get(_get(event, "delta"), "stop_reason")
             if reason:
                 self._info.finish_reasons = [str(reason)]
             self._merge(_get(event, "usage"))
         elif kind == "content_block_start":
-            if _get(_get(event, "content_block"), "type") in SERVER_RUN_BLOCKS:
+            block_type = _get(_get(event, "content_block"), "type")
+            if block_type in SERVER_RUN_BLOCKS:
                 self._server_blocks += 1
+            elif block_type == anthropic_messages.COMPACTION_BLOCK:
+                self._compacted = True
 
     def _merge(self, usage: Any) -> None:
         # message_delta usage is cumulative; a field it leaves out keeps its start value.
@@ -130,6 +148,7 @@ class MessageStreamState:
     def info(self) -> ResponseInfo:
         if self._usage:
             self._info.usage = message_usage(self._usage, self._server_blocks)
+        _context_management(self._info.usage, self._compacted, self._context_management)
         if self._output is not None:
             self._info.output_messages = self._output.messages()
         return self._info

@@ -118,8 +118,11 @@ def responses_info(response: Any) -> ResponseInfo:
     info = ResponseInfo(response_model=_get(response, "model"), response_id=_get(response, "id"),
                         finish_reasons=_responses_finish(response))
     usage = _get(response, "usage")
+    output = _get(response, "output")
     if usage is not None:
-        info.usage = responses_usage(usage, _get(response, "output"))
+        info.usage = responses_usage(usage, output)
+    # Server-side compaction (context_management.compact_threshold) puts a compaction item in the output.
+    info.usage.provider_compaction = any(_get(item, "type") == "compaction" for item in output or ())
     return info
 
 

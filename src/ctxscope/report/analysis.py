@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Callable
 
-from ..schema import Category
+from ..schema import Category, Coverage
 from ..tokens import counter_for
 from ..pipeline import TranscriptAccount
 from ..transcripts import Problem, TranscriptCall, TranscriptFile
@@ -93,6 +93,12 @@ class SessionResult:
     session_waste: SessionWaste | None = None
     every_turn_token_calls: int = 0
     conversation_token_calls: int = 0
+    coverage: str = Coverage.PARTIAL.value  # of the last call; "unrecorded": the transcript holds no text
+
+    @property
+    def recorded(self) -> bool:
+        """Whether the last call's breakdown was measured (else its reported total stands alone)."""
+        return self.coverage != Coverage.UNRECORDED.value
 
     @property
     def counting(self) -> str:
@@ -182,6 +188,7 @@ def _analyze_file(path: str, format: str | None, tokenizer: str, options: WasteO
             if waste is not None:
                 result.waste = waste.report(result.used)
             result.basis = latest.annotation.basis
+            result.coverage = latest.annotation.coverage.value
         result.prefix_moves = state.account.prefix.moves
         if waste is not None:
             result.session_waste = _session_waste(result, waste)

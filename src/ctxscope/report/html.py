@@ -137,7 +137,8 @@ def render(files: list[FileResult]) -> str:
     for f in files:
         body.append(f"<h1>ctxscope analyze: {_esc(f.path)}</h1><p>{_esc(f.format or 'unknown format')}, "
                     f"{f.records:,} records, {len(f.sessions)} session(s), "
-                    "stage transcript-observed, coverage partial</p>")
+                    "stage transcript-observed, coverage "
+                    f"{_esc(', '.join(sorted({s.coverage for s in f.sessions})) or 'partial')}</p>")
         body.extend(session_html(s) for s in f.sessions)
     return ("<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\">"
             "<title>ctxscope context report</title>"

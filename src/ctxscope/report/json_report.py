@@ -41,7 +41,7 @@ def session_json(session: SessionResult) -> dict[str, Any]:
         "inferred_prefix_tokens": session.inferred_prefix,
         "prefix_moves": [{"call": m.index, "before": m.before, "after": m.after} for m in session.prefix_moves],
         "stage": "transcript-observed",
-        "coverage": "partial",
+        "coverage": session.coverage,
         "calls": len(session.rows),
         "compactions": session.compactions,
         "window_tokens": session.window,

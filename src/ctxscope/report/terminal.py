@@ -29,14 +29,17 @@ def render_session(session: SessionResult, out: TextIO, *, top: int = 10, growth
         out.write(f"  (subagent of {session.parent_session_id})")
     out.write("\n")
     out.write(f"  calls {len(session.rows)}   compactions {session.compactions}   model {session.model or '-'}"
-              f"   basis {session.basis}   coverage partial (transcript-observed)\n")
+              f"   basis {session.basis}   coverage {session.coverage} (transcript-observed)\n")
     window = f" of {session.window:,} window" if session.window else ""
     reported = last.reported if last else None
     out.write(f"  counting {session.counting}\n")
     out.write(f"  inference {session.inference}\n")
     out.write(f"  context now {used:,} tokens{window}   peak {session.peak:,}   "
               f"reported {_n(reported)}\n")
-    if last is not None:
+    if last is not None and not session.recorded:
+        out.write("\n  composition not recorded: the transcript holds no text for the last call"
+                  " (its reported total only)\n")
+    elif last is not None:
         out.write("\n  composition (calibrated view, last call)\n")
         for category in CATEGORIES:
             value = last.calibrated.get(category, 0)

@@ -3,14 +3,14 @@
 ``TranscriptFile(path).calls()`` yields one :class:`TranscriptCall` per
 provider call; :func:`observe_call` feeds one to a
 :class:`ctxscope.ledger.SessionLedger` as a ``transcript-observed`` snapshot
-with ``partial`` coverage.
+with ``partial`` coverage (``unrecorded`` for a call without text).
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ..schema import Coverage, Stage
+from ..schema import Stage
 from .detect import UnknownFormat, detect_format, make_reader
 from .model import (FORMAT_CLAUDE_CODE, FORMAT_CODEX, FORMAT_MESSAGES, FORMATS, Compaction,
                     Problem, TranscriptCall)
@@ -28,8 +28,10 @@ __all__ = [
 
 def observe_call(ledger: "SessionLedger", call: TranscriptCall) -> "Snapshot":
     """The ledger snapshot of one transcript call, with its reported input (SPEC 4, 5)."""
+    from ..pipeline import transcript_coverage
+
     snapshot = ledger.observe(
-        call.items, model=call.model, stage=Stage.TRANSCRIPT_OBSERVED, coverage=Coverage.PARTIAL,
+        call.items, model=call.model, stage=Stage.TRANSCRIPT_OBSERVED, coverage=transcript_coverage(call.items),
         compaction=call.compaction.trigger if call.compaction is not None else None,
         window_tokens=call.window_tokens, timestamp_ns=call.timestamp_ns)
     if call.reported_tokens is not None:
