@@ -319,7 +319,7 @@ class SessionLedger:
             change = self._history_change(self._items, diff, conversation_before)
             if change is RESTART:
                 restarted = True
-            elif change is not None:
+            elif isinstance(change, CompactionTrigger):  # not None, and (for mypy) not RESTART
                 trigger, inferred = change, True
         baseline = first or model_changed or basis_changed or trigger is not None
 

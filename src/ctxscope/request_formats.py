@@ -514,7 +514,7 @@ MESSAGE_FN: dict[str, Callable[[Builder, Any], None]] = {
 def head(b: Builder, body: Mapping[str, Any]) -> None:
     """Items before the conversation: system / instructions and tool definitions."""
     api = b.api
-    wire = _wire_formats.get(api)
+    wire = _WIRE_FORMATS.get(api)
     if wire is not None:  # ctxscope.apis: the format's own module
         wire.head(b, body)
         return
@@ -549,7 +549,7 @@ def head(b: Builder, body: Mapping[str, Any]) -> None:
 def messages_of(body: Mapping[str, Any], api: str) -> list[Any]:
     """The conversation of a body as a list; ValueError when it is no list (a one-shot
     iterator is refused rather than consumed: the provider SDK still has to read it)."""
-    wire = _wire_formats.get(api)
+    wire = _WIRE_FORMATS.get(api)
     if wire is not None:
         return wire.messages_of(body)
     if api == API_OPENAI_RESPONSES:
@@ -573,7 +573,7 @@ def messages_of(body: Mapping[str, Any], api: str) -> list[Any]:
 
 
 # Wire formats with modules of their own (ctxscope.apis: Gemini, Ollama) take part here.
-from .apis import FORMATS as _wire_formats  # noqa: E402 - after the names they use
+from .apis import FORMATS as _WIRE_FORMATS  # noqa: E402 - after the names they use
 
-for _wire in _wire_formats.values():
+for _wire in _WIRE_FORMATS.values():
     MESSAGE_FN[_wire.api] = _wire.message

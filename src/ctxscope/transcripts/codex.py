@@ -224,11 +224,11 @@ class CodexReader:
                                                  model=self._model))
             return out
         if kind == "reasoning":
-            texts = []
+            texts: list[str] = []
             for key in ("summary", "content"):
                 value = payload.get(key)
                 if isinstance(value, list):
-                    texts.extend(v.get("text", "") for v in value if isinstance(v, dict) and isinstance(v.get("text"), str))
+                    texts.extend(v["text"] for v in value if isinstance(v, dict) and isinstance(v.get("text"), str))
             text = "\n".join(t for t in texts if t)
             return [_items.thinking_item(self._next_id("reasoning"), text)] if text else []
         if kind in ("function_call", "custom_tool_call", "local_shell_call"):
