@@ -533,7 +533,8 @@ class SessionLedger:
         """
         cache = self._cache
         removed = [i for i in diff.removed if i.category in CONVERSATION_CATEGORIES]
-        shrunk = any(old.category in CONVERSATION_CATEGORIES and new.tokens < cache.get((old.id, old.digest), old.tokens)
+        shrunk = any(old.category in CONVERSATION_CATEGORIES
+                     and new.tokens < cache.get((old.id, old.digest), old.tokens)
                      for old, new in diff.replaced)
         if not removed and not shrunk:
             return None

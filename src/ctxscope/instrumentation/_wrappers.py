@@ -85,7 +85,8 @@ def is_omitted(value: Any) -> bool:
     return type(value).__name__ in ("Omit", "NotGiven")
 
 
-def request_body(kwargs: dict[str, Any], iterable_fields: tuple[str, ...] = ("messages", "input", "tools")) -> dict[str, Any]:
+def request_body(kwargs: dict[str, Any],
+                 iterable_fields: tuple[str, ...] = ("messages", "input", "tools")) -> dict[str, Any]:
     """The request body the SDK will send, from the call's keyword arguments.
 
     An iterator in ``messages``/``input``/``tools`` would be consumed by us

@@ -217,7 +217,8 @@ class CodexReader:
                 text = block.get("text")
                 if isinstance(text, str) and text:
                     # A summary in a replacement history is the user message Codex wrote for it.
-                    is_summary = summary and role == "user" and text.lstrip().startswith(("Another language model", "<summary"))
+                    is_summary = (summary and role == "user"
+                                  and text.lstrip().startswith(("Another language model", "<summary")))
                     out.extend(_items.text_items(self._next_id(role), text, role, summary=is_summary))
                 elif btype in ("input_image", "image"):
                     out.append(_items.image_item(self._next_id("image"), block.get("image_url"), PROVIDER, "user",
