@@ -509,6 +509,15 @@ _JSON = st.recursive(
     max_leaves=20)
 
 
+@pytest.mark.parametrize("api", [API_OPENAI_CHAT, API_ANTHROPIC])
+def test_a_block_whose_type_is_a_list_is_unknown_content(api):
+    """``{"type": []}`` (hypothesis found it) raised TypeError: now counted whole as unknown content."""
+    body = {"model": "m", "max_tokens": 5, "messages": [{"role": "user", "content": [{"type": [], "x": "abcd"}]}]}
+    [item] = items_from_request(body, api)
+    assert (item.part, item.source_kind, item.text) == ("prompts/text", "unknown", '{"type":[],"x":"abcd"}')
+    assert item.chars == 22  # the block's compact JSON, every character of it
+
+
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.sampled_from([API_OPENAI_CHAT, API_OPENAI_RESPONSES, API_ANTHROPIC]), st.lists(_JSON, max_size=5),
        _JSON)

@@ -387,6 +387,8 @@ def _content(b: Builder, role: str, content: Any) -> None:
             b.text(block, role, default)
             continue
         kind = _get(block, "type")
+        if not isinstance(kind, str):
+            kind = None  # a list or number names no block type (and a list cannot be looked up): unknown content
         if kind in _TEXT_KINDS:
             b.text(_get(block, "text") or "", role, default)
         elif kind == "refusal":
