@@ -106,7 +106,8 @@ def compare() -> list[dict[str, object]]:
             continue
         try:
             _, _, lens_out = measure([str(ctxlens), "analyze", "--json", str(path)])
-            _, _, ours_out = measure([*CTXSCOPE, "analyze", "--json", "--no-subagents", "--tokenizer", "chars", str(path)])
+            _, _, ours_out = measure([*CTXSCOPE, "analyze", "--json", "--no-subagents", "--tokenizer", "chars",
+                                      str(path)])
         except SystemExit:
             continue
         lens, ours = json.loads(lens_out), json.loads(ours_out)

@@ -14,6 +14,7 @@ import base64
 import statistics
 import time
 import zlib
+from functools import partial
 from typing import Callable
 
 from ctxscope import payload
@@ -65,8 +66,8 @@ def main() -> dict[str, float]:
     }
     figures: dict[str, float] = {}
     for name, (data, read) in cases.items():
-        decode = _median_ms(lambda: base64.b64decode(data))
-        total = _median_ms(lambda: read(data))
+        decode = _median_ms(partial(base64.b64decode, data))
+        total = _median_ms(partial(read, data))
         figures[f"{name}_ms"] = round(total, 2)
         figures[f"{name}_decode_ms"] = round(decode, 2)
         print(f"{name}: {total:.2f} ms to read ({len(data) / 1e6:.1f} MB of base64; "

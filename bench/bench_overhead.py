@@ -338,9 +338,11 @@ def main() -> dict[str, Any]:
     print(f"  wrapper, sampled out      {figures['wrapper_sampled_out_median_ms']:8.3f} ms   (ALWAYS_OFF: metrics fed,"
           f" no span recorded)")
     print(f"  tracker alone per call    {figures['observe_request_median_ms']:8.3f} ms   (extract, diff, count, waste)")
-    print(f"  of which extraction       {figures['extract_median_ms']:8.3f} ms   ledger {figures['ledger_median_ms']:.3f} ms")
+    print(f"  of which extraction       {figures['extract_median_ms']:8.3f} ms   "
+          f"ledger {figures['ledger_median_ms']:.3f} ms")
     print(f"  span processor on_end     {figures['on_end_us']:8.1f} us")
-    print(f"  first call added          {figures['first_call_added_ms']:8.1f} ms  (counts all {figures['items']} items once)")
+    print(f"  first call added          {figures['first_call_added_ms']:8.1f} ms  "
+          f"(counts all {figures['items']} items once)")
     print(f"  memory per live session   {figures['memory_per_session_kib']:8.0f} KiB")
     print(f"  one metric collection     {figures['collection_cpu_ms']:8.2f} ms CPU "
           f"({figures['collection_sessions']} live sessions, {figures['collection_points']} points)")

@@ -396,7 +396,8 @@ class InstrumentedAgent:
             "OTEL_EXPORTER_PROMETHEUS_PORT", "")
         with open(self.log, "wb") as log:
             self.process = subprocess.Popen(
-                [str(bindir / "opentelemetry-instrument"), sys.executable, str(Path(__file__).parent / "scripted_agent.py")],
+                [str(bindir / "opentelemetry-instrument"), sys.executable,
+                 str(Path(__file__).parent / "scripted_agent.py")],
                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log, env=self.env, cwd=workdir,
                 text=True, bufsize=1)
 

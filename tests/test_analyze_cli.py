@@ -78,7 +78,8 @@ def _rereads(path: Path) -> Path:
             {"type": "tool_result", "tool_use_id": f"t{n}", "content": body}]}))
         parent = f"u{n + 1}"
     lines.append(rec(type="assistant", uuid="a3", parentUuid=parent, requestId="r3",
-                     message={"id": "m3", "model": "claude-x", "usage": usage, "content": [{"type": "text", "text": "ok"}]}))
+                     message={"id": "m3", "model": "claude-x", "usage": usage,
+                              "content": [{"type": "text", "text": "ok"}]}))
     path.write_text("\n".join(lines) + "\n")
     return path
 
@@ -157,7 +158,8 @@ def test_subagents_beside_session_are_separate_sessions(tmp_path: Path, capsys):
     """A 2.1.x layout <session>/subagents/agent-*.jsonl adds the subagent as its own session."""
     shutil.copy(MAIN, tmp_path / "s.jsonl")
     (tmp_path / "s" / "subagents").mkdir(parents=True)
-    shutil.copy(DATA / "transcripts" / "claude_agent-36541525.jsonl", tmp_path / "s" / "subagents" / "agent-36541525.jsonl")
+    shutil.copy(DATA / "transcripts" / "claude_agent-36541525.jsonl",
+                tmp_path / "s" / "subagents" / "agent-36541525.jsonl")
     code, out, _ = run(capsys, "analyze", str(tmp_path / "s.jsonl"), "--json", "--tokenizer", "chars")
     sessions = [s for f in json.loads(out)["files"] for s in f["sessions"]]
     assert code == 0
@@ -194,7 +196,8 @@ def test_subagents_beside_session_in_the_20x_layout(tmp_path: Path, capsys):
                        "--json", "--tokenizer", "chars")
     files = json.loads(out)["files"]
     assert code == 0
-    assert [Path(f["path"]).name for f in files] == ["4c2ddfdc-b619-4525-8d03-1950fb1b0257.jsonl", "agent-36541525.jsonl"]
+    assert [Path(f["path"]).name for f in files] == ["4c2ddfdc-b619-4525-8d03-1950fb1b0257.jsonl",
+                                                     "agent-36541525.jsonl"]
     assert files[1]["sessions"][0]["parent_session_id"] == "4c2ddfdc-b619-4525-8d03-1950fb1b0257"
 
 

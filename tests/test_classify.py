@@ -23,9 +23,12 @@ def test_claude_code_context_reminder_splits_rules_by_file():
     """Two CLAUDE.md files inside Claude Code's reminder: two rules items, the rest environment."""
     head = ("<system-reminder>\nAs you answer the user's questions, you can use the following context:\n"
             "# claudeMd\nCodebase and user instructions are shown below.\n\n")
-    user_md = "Contents of /home/u/.claude/CLAUDE.md (user's private global instructions for all projects):\n\nBe terse.\n\n"
-    project_md = "Contents of /repo/CLAUDE.md (project instructions, checked into the codebase):\n\n# Build\nuv run pytest\n"
-    tail = "# currentDate\nToday's date is 2025-06-01.\n\n      IMPORTANT: this context may or may not be relevant.\n</system-reminder>\n"
+    user_md = ("Contents of /home/u/.claude/CLAUDE.md (user's private global instructions for all projects):\n\n"
+               "Be terse.\n\n")
+    project_md = ("Contents of /repo/CLAUDE.md (project instructions, checked into the codebase):\n\n"
+                  "# Build\nuv run pytest\n")
+    tail = ("# currentDate\nToday's date is 2025-06-01.\n\n"
+            "      IMPORTANT: this context may or may not be relevant.\n</system-reminder>\n")
     assert parts(head + user_md + project_md + tail) == [
         ("environment", head), ("rules/CLAUDE.md", user_md), ("rules/CLAUDE.md", project_md), ("environment", tail)]
     labels = [s.label for s in classify_text(head + user_md + project_md + tail)]
@@ -58,7 +61,8 @@ def test_codex_agents_md_user_instructions_and_environment_context():
 
 def test_system_prompt_env_block_and_git_status():
     """Claude Code's system prompt: <env> and the trailing gitStatus snapshot are environment."""
-    intro, env, mid = "You are Claude Code.\n", "<env>\nWorking directory: /repo\nPlatform: linux\n</env>", "\nBe careful.\n"
+    intro, mid = "You are Claude Code.\n", "\nBe careful.\n"
+    env = "<env>\nWorking directory: /repo\nPlatform: linux\n</env>"
     git = "gitStatus: This is the git status at the start of the conversation.\nCurrent branch: main\n"
     assert parts(intro + env + mid + git, "system") == [
         (None, intro), ("environment", env), (None, mid), ("environment", git)]
@@ -94,14 +98,16 @@ def test_skills_index_and_bodies():
     assert classify_text(body) == [Segment(body, "skills/pdf", "pdf")]
     claude = "Base directory for this skill: /home/u/.claude/skills/my-worktree-actors\n\n# Actors\n..."
     assert classify_text(claude) == [Segment(claude, "skills/my-worktree-actors", "my-worktree-actors")]
-    listing = "<system-reminder>\nThe following skills are available for use with the Skill tool:\n\n- pdf\n</system-reminder>"
+    listing = ("<system-reminder>\nThe following skills are available for use with the Skill tool:\n\n"
+               "- pdf\n</system-reminder>")
     assert parts(listing) == [("skills/index", listing)]
 
 
 def test_tool_results_only_lose_appended_reminders():
     """A result that reads a CLAUDE.md stays a result; the harness's reminder after it is environment."""
     body = "Contents of /repo/CLAUDE.md (project instructions):\n\nUse uv.\n"
-    reminder = "<system-reminder>\nWhenever you read a file, you should consider whether it looks malicious.\n</system-reminder>\n"
+    reminder = ("<system-reminder>\nWhenever you read a file, you should consider whether it looks malicious.\n"
+                "</system-reminder>\n")
     assert parts(body + reminder, "tool") == [(None, body), ("environment", reminder)]
 
 
@@ -128,7 +134,8 @@ def test_tool_references():
         "Read:file_path=a.py,limit=50,offset=10"
     assert tool_reference("Bash", {"command": "git  status\n", "description": "status", "timeout": 5}) == \
         "Bash:command=git status"
-    assert tool_reference("shell", {"command": ["bash", "-lc", "cat  x.py"], "workdir": "/r"}) == "shell:command=cat x.py"
+    assert tool_reference("shell", {"command": ["bash", "-lc", "cat  x.py"], "workdir": "/r"}) == \
+        "shell:command=cat x.py"
     assert tool_reference("exec_command", {"cmd": "rg foo", "yield_time_ms": 100}) == "exec_command:cmd=rg foo"
     assert tool_reference("apply_patch", "*** Begin Patch") == "apply_patch:input=*** Begin Patch"
     long = tool_reference("apply_patch", "x" * 500)

@@ -336,8 +336,10 @@ def test_span_and_event_both(capture, server):
 def test_a_failed_call_keeps_its_input_and_the_error(capture, server):
     """A provider error: the input content stays on the span, no output, error.type set."""
     c = capture("SPAN_AND_EVENT")
+    import openai
+
     server.reply(Reply.error(400, "bad request"))
-    with pytest.raises(Exception):
+    with pytest.raises(openai.BadRequestError):  # the provider's own error, untouched
         server.openai_client().chat.completions.create(model="gpt-4o", messages=[{"role": "user", "content": PROMPT}])
     span = c.tel.one_call()
     assert c.content(span) == {GenAI.INPUT_MESSAGES: [{"role": "user", "parts": [{"type": "text", "content": PROMPT}]}]}

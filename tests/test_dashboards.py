@@ -213,7 +213,8 @@ def test_panels_fit_the_24_column_grid(path: Path):
 
 
 def test_grafana_alerting_is_generated_from_the_prometheus_rules():
-    """Grafana's provisioned alert rules are the Prometheus rules: same expression, for, labels; committed as generated."""
+    """Grafana's provisioned alert rules are the Prometheus rules: same expression, for, labels; committed as
+    generated."""
     gen = _generator()
     alerting_file = DASHBOARDS / "provisioning" / "alerting" / "ctxscope-alerts.yaml"
     assert alerting_file.read_text(encoding="utf-8") == gen.render_alerting(gen.grafana_alerting())

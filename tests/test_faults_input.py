@@ -142,7 +142,8 @@ def test_inspect_bad_number_in_a_jsonl_line_names_that_line(tmp_path):
 @pytest.mark.parametrize("device", ["/dev/zero", "/dev/urandom"])
 def test_inspect_refuses_a_device_without_reading_it(device):
     """/dev/zero and /dev/urandom were read whole until memory ran out: refused at once."""
-    one_line_error(cli("inspect", device, timeout=10, process=True), f"{device}: is a character device, not a regular file")
+    one_line_error(cli("inspect", device, timeout=10, process=True),
+                   f"{device}: is a character device, not a regular file")
 
 
 def test_inspect_refuses_a_fifo_without_blocking(tmp_path):
@@ -226,7 +227,8 @@ def test_context_refuses_a_session_file_replaced_by_a_device_link(tmp_path):
 
 @pytest.mark.parametrize("line, expected", [
     ('{"v":1,"session":"agent-1","usage":{"reported_input":NaN}}', ":2: not a JSON record (NaN is not a finite number"),
-    ('{"v":1,"session":"agent-1","parts":' + "[" * 300 + "]" * 300 + "}", ":2: not a JSON record (JSON nested too deeply"),
+    ('{"v":1,"session":"agent-1","parts":' + "[" * 300 + "]" * 300 + "}",
+     ":2: not a JSON record (JSON nested too deeply"),
     ('{"v":1,"session":"agent-1","parts":{"prompts":"many"}}', ":2: not a record as the local store writes it"),
     ('[1, 2]', ":2: not a JSON record (not an object)"),
 ])

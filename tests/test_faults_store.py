@@ -94,7 +94,7 @@ def test_50_sigkills_during_rotation_leave_each_session_listed_once_and_every_fi
     rng = random.Random(17)
     start = 0
     leftovers_seen = 0
-    for kill in range(50):
+    for _ in range(50):
         proc = subprocess.Popen([sys.executable, "-c", WRITER, str(root), str(CAP), str(start)],
                                 stdout=subprocess.PIPE, text=True)
         assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"

@@ -262,7 +262,8 @@ def _compactions(pipe: Pipe) -> dict[str, int]:
 
 
 def test_a_history_replaced_by_a_new_prompt_is_no_compaction(pipe):
-    """GenAI spans whose history (300 tokens) is replaced by one new 1-token prompt: no summary, nothing kept: no compaction.
+    """GenAI spans whose history (300 tokens) is replaced by one new 1-token prompt: no summary, nothing kept:
+    no compaction.
 
     SPEC version 2: a compaction is inferred only from a summary or a sliding window (docs/accounting.md).
     """
@@ -275,7 +276,8 @@ def test_a_history_replaced_by_a_new_prompt_is_no_compaction(pipe):
 
 
 def test_a_sliding_window_over_gen_ai_spans_is_a_trim(pipe):
-    """The two oldest messages dropped, the newest kept: one compaction with trigger trim, on its post-compaction span."""
+    """The two oldest messages dropped, the newest kept: one compaction with trigger trim, on its post-compaction
+    span."""
     for history in (_history(LONG, LONG), _history(LONG, LONG, "a", "b"), _history("a", "b", "c")):
         pipe.write("x", "chat gpt-4o", {GenAI.OPERATION_NAME: "chat", GenAI.REQUEST_MODEL: "gpt-4o",
                                         GenAI.CONVERSATION_ID: "c", GenAI.TOOL_DEFINITIONS: "[]",

@@ -356,18 +356,18 @@ def test_pure_modules_import_no_telemetry_or_sdk():
 
 def test_sdk_message_objects_are_framed_like_dicts():
     """Messages the SDKs hand back (objects read by attribute) get the same framing as their dicts."""
-    from types import SimpleNamespace as NS
+    from types import SimpleNamespace as Obj
 
-    call = NS(id="c1", type="function", function=NS(name="get_capital", arguments="{}"))
-    as_objects = {"model": "gpt-4o", "messages": [USER, NS(role="assistant", content=None, tool_calls=[call]),
+    call = Obj(id="c1", type="function", function=Obj(name="get_capital", arguments="{}"))
+    as_objects = {"model": "gpt-4o", "messages": [USER, Obj(role="assistant", content=None, tool_calls=[call]),
                                                   {"role": "tool", "tool_call_id": "c1", "content": "Paris"}]}
     as_dicts = {"model": "gpt-4o", "messages": [USER, {"role": "assistant", "tool_calls": [
         {"id": "c1", "type": "function", "function": {"name": "get_capital", "arguments": "{}"}}]},
         {"role": "tool", "tool_call_id": "c1", "content": "Paris"}]}
     assert parts(as_objects, count=chars) == parts(as_dicts, count=chars)
-    block = NS(type="tool_use", id="t1", name="f", input={"a": 1})
+    block = Obj(type="tool_use", id="t1", name="f", input={"a": 1})
     anthropic = {"model": "claude-sonnet-4-5", "messages": [{"role": "user", "content": "hi"},
-                                                           NS(role="assistant", content=[block])]}
+                                                           Obj(role="assistant", content=[block])]}
     as_dict = {**anthropic, "messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": [
         {"type": "tool_use", "id": "t1", "name": "f", "input": {"a": 1}}]}]}
     assert parts(anthropic, API_ANTHROPIC, chars) == parts(as_dict, API_ANTHROPIC, chars)

@@ -143,7 +143,8 @@ def mutated(draw: st.DrawFn, data: bytes) -> bytes:
         if not data:
             break
         if kind == "number":
-            digits = [i for i in range(len(data)) if data[i:i + 1].isdigit() and (i == 0 or not data[i - 1:i].isdigit())]
+            digits = [i for i in range(len(data))
+                      if data[i:i + 1].isdigit() and (i == 0 or not data[i - 1:i].isdigit())]
             if digits:
                 i = draw(st.sampled_from(digits))
                 j = i

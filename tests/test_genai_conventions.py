@@ -99,7 +99,8 @@ def test_duration_and_token_usage_histograms(server, sampler):
 
 
 def test_one_llm_span_per_anthropic_call_with_the_sdks_own_tracing_on(server):
-    """The anthropic SDK's built-in call span (scope com.anthropic.sdk.python) is left out while ctxscope's is the call's."""
+    """The anthropic SDK's built-in call span (scope com.anthropic.sdk.python) is left out while ctxscope's is the
+    call's."""
     pytest.importorskip("anthropic")
     from ctxscope.instrumentation.anthropic import AnthropicInstrumentor
 

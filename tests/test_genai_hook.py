@@ -149,7 +149,8 @@ def test_the_hook_gives_ctxscopes_own_composition_and_no_content_leaves(tmp_path
     assert (second["categories"]["assistant"], second["categories"]["results"]) == (5, 8)
     assert _compositions(runs["all"][1]) == _compositions(own)
     # The official instrumentation's own spans are there too (one per call), without content.
-    official = [s for s in hook.spans() if s.name.startswith("chat") and not attrs(s.attributes).get("llm.context.stage")]
+    official = [s for s in hook.spans()
+                if s.name.startswith("chat") and not attrs(s.attributes).get("llm.context.stage")]
     assert len(official) == 2
     for handler in (hook, own):
         assert handler.raw and not any(SECRET in blob for blob in handler.raw)

@@ -520,7 +520,8 @@ def test_abandoned_stream_ends_its_span_when_collected(tel, server, client):
 
 
 def test_with_raw_response_span_has_the_usage_and_parse_is_unchanged(tel, client):
-    """with_raw_response: the span reads the already-read body (reported 20); the caller's parse() is the same object."""
+    """with_raw_response: the span reads the already-read body (reported 20); the caller's parse() is the same
+    object."""
     raw = client.chat.completions.with_raw_response.create(model="gpt-4o", messages=FIRST)
     span = tel.one_call()
     assert attr(span, Attr.REPORTED_TOKENS) == 20

@@ -156,11 +156,15 @@ RESPONSES = {
     "model": "gpt-5",
     "instructions": "You are Codex.",
     "input": [
-        {"role": "user", "content": [{"type": "input_text", "text": "<environment_context>\n  <cwd>/r</cwd>\n</environment_context>"}]},
+        {"role": "user", "content": [{"type": "input_text",
+                                      "text": "<environment_context>\n  <cwd>/r</cwd>\n</environment_context>"}]},
         {"role": "user", "content": [{"type": "input_text", "text": "fix it"},
-                                     {"type": "input_image", "image_url": f"data:image/png;base64,{IMG}", "detail": "low"}]},
-        {"type": "reasoning", "id": "rs_1", "summary": [{"type": "summary_text", "text": "Plan."}], "encrypted_content": "zzz"},
-        {"type": "function_call", "call_id": "call_a", "name": "shell", "arguments": '{"command":["bash","-lc","cat x"]}'},
+                                     {"type": "input_image", "image_url": f"data:image/png;base64,{IMG}",
+                                      "detail": "low"}]},
+        {"type": "reasoning", "id": "rs_1", "summary": [{"type": "summary_text", "text": "Plan."}],
+         "encrypted_content": "zzz"},
+        {"type": "function_call", "call_id": "call_a", "name": "shell",
+         "arguments": '{"command":["bash","-lc","cat x"]}'},
         {"type": "function_call_output", "call_id": "call_a", "output": "hello"},
         {"type": "custom_tool_call", "call_id": "call_b", "name": "apply_patch", "input": "*** Begin Patch"},
         {"type": "custom_tool_call_output", "call_id": "call_b", "output": "Done!"},
@@ -503,6 +507,15 @@ _JSON = st.recursive(
                          "tool_use_id", "tool_calls", "function", "arguments", "call_id", "output",
                          "image_url", "url", "summary", "thinking"]), inner, max_size=5),
     max_leaves=20)
+
+
+@pytest.mark.parametrize("api", [API_OPENAI_CHAT, API_ANTHROPIC])
+def test_a_block_whose_type_is_a_list_is_unknown_content(api):
+    """``{"type": []}`` (hypothesis found it) raised TypeError: now counted whole as unknown content."""
+    body = {"model": "m", "max_tokens": 5, "messages": [{"role": "user", "content": [{"type": [], "x": "abcd"}]}]}
+    [item] = items_from_request(body, api)
+    assert (item.part, item.source_kind, item.text) == ("prompts/text", "unknown", '{"type":[],"x":"abcd"}')
+    assert item.chars == 22  # the block's compact JSON, every character of it
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -1,4 +1,5 @@
-"""Traces for real: the scripted agent's spans through the built Collector (collector-config/otelcol.yaml) into Jaeger v2.
+"""Traces for real: the scripted agent's spans through the built Collector (collector-config/otelcol.yaml)
+into Jaeger v2.
 
 The agent runs under ``opentelemetry-instrument`` and sends OTLP to the
 Collector, whose traces pipeline exports to Jaeger v2 (built from the Go
@@ -96,7 +97,8 @@ def test_call_spans_keep_their_context_attributes_and_change_events(run: Run) ->
 
 
 def test_the_dashboards_trace_link_finds_the_sessions_traces(run: Run) -> None:
-    """The dashboard's "Traces of session" link, filled in, is a Jaeger search that returns exactly sess-near's traces."""
+    """The dashboard's "Traces of session" link, filled in, is a Jaeger search that returns exactly sess-near's
+    traces."""
     dashboard = json.loads((ROOT / "dashboards" / "ctxscope-context.json").read_text(encoding="utf-8"))
     (link,) = dashboard["links"]
     url = (link["url"].replace("${jaeger_url}", run.jaeger.url).replace("${service}", SERVICE)

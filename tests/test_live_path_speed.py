@@ -79,7 +79,8 @@ def test_rebinding_a_field_of_an_old_message_is_seen_within_the_sweep_bound():
 
 def test_nested_edit_of_an_old_message_is_seen_within_the_sweep_bound_and_at_once_in_the_window():
     """A block's text changed in place: at once in the last DEEP_CHECK_WINDOW messages, within the bound before them."""
-    messages = [{"role": "user", "content": [{"type": "text", "text": f"block {i}"}]} for i in range(WINDOW + 2 * SWEEP)]
+    messages = [{"role": "user", "content": [{"type": "text", "text": f"block {i}"}]}
+                for i in range(WINDOW + 2 * SWEEP)]
     body = {"model": "claude-x", "max_tokens": 5, "messages": messages}
     extractor = RequestExtractor()
     first = extractor.extract(body, API_ANTHROPIC)
@@ -162,7 +163,8 @@ def _histories(draw: Any) -> tuple[list[dict], list[tuple]]:
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(_histories())
 def test_small_window_incremental_matches_fresh(history):
-    """Window 2, sweep 1: new objects and window edits give a fresh pass's items at once, any in-place edit within the bound."""
+    """Window 2, sweep 1: new objects and window edits give a fresh pass's items at once, any in-place edit within
+    the bound."""
     saved = items_module.DEEP_CHECK_WINDOW, items_module.SWEEP_PER_CALL
     items_module.DEEP_CHECK_WINDOW, items_module.SWEEP_PER_CALL = 2, 1  # short histories reach past the window
     try:

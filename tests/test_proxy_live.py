@@ -69,7 +69,8 @@ def live(monkeypatch):
 
 
 def test_live_span_has_the_proxy_item(live):
-    """Call 1: proxy 8 (a baseline); call 2 appends two turns: proxy 10, one replacement +2; call 3 unchanged: no event."""
+    """Call 1: proxy 8 (a baseline); call 2 appends two turns: proxy 10, one replacement +2; call 3 unchanged: no
+    event."""
     tel, client = live
     client.messages.create(**request(MESSAGES))
     client.messages.create(**request(MORE))
@@ -114,7 +115,8 @@ def test_not_claude_no_item_and_model_switch_drops_it():
 
 
 def test_running_sums_match_a_full_recount_under_random_edits():
-    """40 calls of appends, removals, in-place replacements: the item always equals proxy_encoding_items of all items."""
+    """40 calls of appends, removals, in-place replacements: the item always equals proxy_encoding_items of all
+    items."""
     rng = random.Random(7)
     ledger = SessionLedger("s", tokenizer="chars", proxy_encoding=True)
     messages: list[dict] = []

@@ -27,7 +27,8 @@ def _session(calls: int, seed: int = 7) -> list[dict]:
     for _ in range(calls):
         messages.append({"role": "user", "content": " ".join(rng.choice(WORDS) for _ in range(rng.randint(20, 400)))})
         bodies.append({"model": "gpt-4o", "messages": list(messages)})
-        messages.append({"role": "assistant", "content": " ".join(rng.choice(WORDS) for _ in range(rng.randint(5, 200)))})
+        answer = " ".join(rng.choice(WORDS) for _ in range(rng.randint(5, 200)))
+        messages.append({"role": "assistant", "content": answer})
     return bodies
 
 

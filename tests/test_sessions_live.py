@@ -150,7 +150,8 @@ def test_an_explicit_session_id_wins_over_the_restart(run):
 
 
 def test_a_tool_call_and_its_result_removed_is_no_compaction(server):
-    """An agent dropping one tool call and its result from the middle of its history: the same session, no compaction."""
+    """An agent dropping one tool call and its result from the middle of its history: the same session, no
+    compaction."""
     pytest.importorskip("openai")
     run = Run(server, "openai")
     try:
@@ -177,7 +178,8 @@ def test_a_tool_call_and_its_result_removed_is_no_compaction(server):
 
 
 def test_a_chat_run_then_a_responses_run_of_one_conversation_are_two_sessions(server):
-    """A framework running one conversation through chat completions, then again through Responses: two sessions, no compaction."""
+    """A framework running one conversation through chat completions, then again through Responses: two sessions,
+    no compaction."""
     pytest.importorskip("openai")
     run = Run(server, "openai")
     try:

@@ -10,7 +10,8 @@ import anthropic
 import openai
 import pytest
 
-from ctxscope.testing import HIDDEN_OVERHEAD_TOKENS, ProviderServer, Reply, ToolCall, output_tokens, reported_input_tokens
+from ctxscope.testing import (HIDDEN_OVERHEAD_TOKENS, ProviderServer, Reply, ToolCall, output_tokens,
+                              reported_input_tokens)
 
 
 @pytest.fixture(scope="module")

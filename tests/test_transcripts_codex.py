@@ -32,9 +32,13 @@ def test_repeated_token_count_is_counted_once(tmp_path: Path):
 
 def test_compacted_replaces_the_context(tmp_path: Path):
     """After `compacted`, the next call's context is the base instructions and the replacement history."""
-    rec = lambda kind, payload: json.dumps({"timestamp": "2026-01-01T00:00:00Z", "type": kind, "payload": payload})
-    msg = lambda role, text: rec("response_item", {"type": "message", "role": role,
-                                                   "content": [{"type": "input_text", "text": text}]})
+    def rec(kind, payload):
+        return json.dumps({"timestamp": "2026-01-01T00:00:00Z", "type": kind, "payload": payload})
+
+    def msg(role, text):
+        return rec("response_item", {"type": "message", "role": role,
+                                     "content": [{"type": "input_text", "text": text}]})
+
     lines = [rec("session_meta", {"id": "s1", "base_instructions": {"text": "You are Codex."}}),
              msg("user", "a" * 400), msg("assistant", "b" * 400), msg("user", "next"), msg("assistant", "ok"),
              rec("compacted", {"message": "", "replacement_history": [

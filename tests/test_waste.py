@@ -65,7 +65,8 @@ def test_aging_result_is_flagged_after_many_calls():
     tracker = WasteTracker(WasteOptions(aging_calls=2))
     items = [result("A", "x", 300)]
     for n in range(4):
-        items = items + [Item(id=f"t{n}", category=Category.ASSISTANT, part="assistant/text", chars=0, digest=str(n), tokens=1)]
+        items = items + [Item(id=f"t{n}", category=Category.ASSISTANT, part="assistant/text", chars=0, digest=str(n),
+                              tokens=1)]
         tracker.observe_items(items)
     findings = tracker.report(1000).findings
     assert [(f.kind, f.reference, f.tokens_saved) for f in findings] == [("aging", "A", 200)]
@@ -102,7 +103,8 @@ def test_incremental_tracker_equals_batch_over_random_histories():
 def test_repeated_text_outside_results_is_duplicate():
     """An environment reminder of 50 tokens injected 3 times: 2 copies, 100 tokens duplicate; 'ok' ignored."""
     def text(part: str, body: str, tokens: int, n: int) -> Item:
-        return Item(id=f"{part}{n}", category=Category(part.split("/")[0]), part=part, chars=0, digest=body, tokens=tokens)
+        return Item(id=f"{part}{n}", category=Category(part.split("/")[0]), part=part, chars=0, digest=body,
+                    tokens=tokens)
 
     items = [text("environment", "rem", 50, n) for n in range(3)] + [text("prompts/text", "ok", 1, n) for n in range(4)]
     report = analyze(items)

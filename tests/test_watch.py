@@ -71,7 +71,8 @@ def append(path: Path, lines: list[bytes]) -> None:
 
 @pytest.mark.parametrize("notify", ["auto", "poll"])
 def test_every_call_once_in_order_through_pauses_and_rotations(tmp_path, notify):
-    """Line by line, a mid-line pause, a new subagent folder, a replaced file, a truncated rewrite: each call once, in order."""
+    """Line by line, a mid-line pause, a new subagent folder, a replaced file, a truncated rewrite: each call once,
+    in order."""
     sinks = Sinks()
     folder = tmp_path / "projects" / "-tmp-private"
     folder.mkdir(parents=True)
@@ -315,7 +316,8 @@ def test_watch_command_errors_are_one_line(tmp_path, capsys):
 
 
 def test_a_file_truncated_while_no_watch_ran_is_read_again_from_the_start(tmp_path):
-    """Rewritten shorter during a restart (same inode): re-read whole, calls 1-3 not repeated, call 4 emitted at once."""
+    """Rewritten shorter during a restart (same inode): re-read whole, calls 1-3 not repeated, call 4 emitted at
+    once."""
     import json
 
     def slim(lines: list[bytes]) -> list[bytes]:  # the same records without cwd, version, gitBranch

@@ -29,12 +29,12 @@ import math
 import os
 import re
 import stat
-from typing import Any
+from typing import Any, Iterable
 
 from .errors import InputError, UserError
 
-__all__ = ["DEFAULT_MAX_INPUT_MB", "MAX_DEPTH", "ExtraData", "check_regular", "count", "loads", "max_bytes",
-           "read_bytes", "read_text"]
+__all__ = ["DEFAULT_MAX_INPUT_MB", "MAX_DEPTH", "ExtraData", "ExtraDataError", "check_regular", "count", "loads",
+           "max_bytes", "read_bytes", "read_text"]
 
 DEFAULT_MAX_INPUT_MB = 64
 MAX_DEPTH = 200
@@ -121,22 +121,25 @@ def read_text(path: str | os.PathLike[str], limit: int) -> str:
         raise InputError(os.fspath(path), f"not UTF-8 text (byte {exc.start})", line) from None
 
 
-class _NotFinite(ValueError):
+class _NotFiniteError(ValueError):
     pass
 
 
-class ExtraData(InputError):
+class ExtraDataError(InputError):
     """The text holds more than one JSON value (a JSONL file read as one document)."""
 
 
+ExtraData = ExtraDataError  # the name before the Error suffix, kept for callers
+
+
 def _reject_constant(name: str) -> Any:
-    raise _NotFinite(name)
+    raise _NotFiniteError(name)
 
 
 def _finite_float(text: str) -> float:
     value = float(text)
     if not math.isfinite(value):
-        raise _NotFinite(text)
+        raise _NotFiniteError(text)
     return value
 
 
@@ -155,6 +158,7 @@ def _too_deep(value: Any, limit: int) -> bool:
     stack = [(value, 1)]
     while stack:
         node, depth = stack.pop()
+        children: Iterable[Any]
         if isinstance(node, dict):
             children = node.values()
         elif isinstance(node, list):
@@ -176,7 +180,7 @@ def loads(text: str | bytes, path: str, line: int | None = None, *, what: str = 
     """
     try:
         value = json.loads(text, parse_constant=_reject_constant, parse_float=_finite_float)
-    except _NotFinite as exc:
+    except _NotFiniteError as exc:
         source = text.decode("utf-8", "replace") if isinstance(text, bytes) else text
         raise InputError(path, f"{exc} is not a finite number; {what} numbers must be finite",
                          _line_of_constant(source, line)) from None
@@ -185,7 +189,7 @@ def loads(text: str | bytes, path: str, line: int | None = None, *, what: str = 
     except ValueError as exc:
         where = line if line is not None else getattr(exc, "lineno", None)
         msg = getattr(exc, "msg", str(exc))
-        error = ExtraData if msg == "Extra data" else InputError
+        error = ExtraDataError if msg == "Extra data" else InputError
         raise error(path, f"not valid {what} ({msg})", where) from None
     if _too_deep(value, max_depth):
         raise InputError(path, f"{what} nested too deeply (more than {max_depth} levels)", line)

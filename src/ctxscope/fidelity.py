@@ -236,7 +236,8 @@ class Estimate:
 
 def is_media(item: Item) -> bool:
     """Whether an item is media counted by a provider rule (image, document pages, audio)."""
-    return item.fixed_tokens is not None and item.source_kind not in _NOT_MEDIA and item.category is not Category.OVERHEAD
+    return (item.fixed_tokens is not None and item.source_kind not in _NOT_MEDIA
+            and item.category is not Category.OVERHEAD)
 
 
 def estimate(body: Mapping[str, Any], api: str, counter: Counter, model: str | None = None) -> Estimate:

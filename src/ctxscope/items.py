@@ -27,13 +27,13 @@ from typing import Any, Mapping
 from . import framing as _framing
 from .payload import DOCUMENT_PAGE_TOKENS, compact_json
 from . import apis
+from .apis import APIS
 from .payload import get as _get
 from .payload import plain as _plain
 from .request_formats import (
     API_ANTHROPIC,
     API_OPENAI_CHAT,
     API_OPENAI_RESPONSES,
-    APIS,
     MESSAGE_FN,
     Builder,
     Ids,

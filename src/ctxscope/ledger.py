@@ -343,7 +343,7 @@ class SessionLedger:
             change = self._history_change(self._items, diff, conversation_before)
             if change is RESTART:
                 restarted = True
-            elif change is not None:
+            elif isinstance(change, CompactionTrigger):  # not None, and (for mypy) not RESTART
                 trigger, inferred = change, True
         baseline = first or model_changed or basis_changed or trigger is not None
 
@@ -557,7 +557,8 @@ class SessionLedger:
         """
         cache = self._cache
         removed = [i for i in diff.removed if i.category in CONVERSATION_CATEGORIES]
-        shrunk = any(old.category in CONVERSATION_CATEGORIES and new.tokens < cache.get((old.id, old.digest), old.tokens)
+        shrunk = any(old.category in CONVERSATION_CATEGORIES
+                     and new.tokens < cache.get((old.id, old.digest), old.tokens)
                      for old, new in diff.replaced)
         if not removed and not shrunk:
             return None

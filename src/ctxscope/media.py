@@ -519,9 +519,10 @@ def mp3_duration_from_head(head: bytes, total: int, tail: bytes = b"") -> float 
     A variable bitrate without a header gives None: walk the frames then.
     """
     start = _first_frame(head)
-    if start is None:
+    header = _mp3_frame(head, start) if start is not None else None
+    if start is None or header is None:  # _first_frame vouches for the header at start
         return None
-    length, samples, rate = _mp3_frame(head, start)
+    length, samples, rate = header
     frame = head[start:start + min(length, 200)]
     for tag, offset in ((b"Xing", 4), (b"Info", 4), (b"VBRI", 14)):
         at = frame.find(tag)

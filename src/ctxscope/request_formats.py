@@ -388,6 +388,8 @@ def _content(b: Builder, role: str, content: Any) -> None:
             b.text(block, role, default)
             continue
         kind = _get(block, "type")
+        if not isinstance(kind, str):
+            kind = None  # a list or number names no block type (and a list cannot be looked up): unknown content
         if kind in _TEXT_KINDS:
             b.text(_get(block, "text") or "", role, default)
         elif kind == "refusal":
@@ -520,7 +522,7 @@ MESSAGE_FN: dict[str, Callable[[Builder, Any], None]] = {
 def head(b: Builder, body: Mapping[str, Any]) -> None:
     """Items before the conversation: system / instructions and tool definitions."""
     api = b.api
-    wire = _wire_formats.get(api)
+    wire = _WIRE_FORMATS.get(api)
     if wire is not None:  # ctxscope.apis: the format's own module
         wire.head(b, body)
         return
@@ -555,7 +557,7 @@ def head(b: Builder, body: Mapping[str, Any]) -> None:
 def messages_of(body: Mapping[str, Any], api: str) -> list[Any]:
     """The conversation of a body as a list; ValueError when it is no list (a one-shot
     iterator is refused rather than consumed: the provider SDK still has to read it)."""
-    wire = _wire_formats.get(api)
+    wire = _WIRE_FORMATS.get(api)
     if wire is not None:
         return wire.messages_of(body)
     if api == API_OPENAI_RESPONSES:
@@ -581,7 +583,7 @@ def messages_of(body: Mapping[str, Any], api: str) -> list[Any]:
 
 
 # Wire formats with modules of their own (ctxscope.apis: Gemini, Ollama) take part here.
-from .apis import FORMATS as _wire_formats  # noqa: E402 - after the names they use
+from .apis import FORMATS as _WIRE_FORMATS  # noqa: E402 - after the names they use
 
-for _wire in _wire_formats.values():
+for _wire in _WIRE_FORMATS.values():
     MESSAGE_FN[_wire.api] = _wire.message

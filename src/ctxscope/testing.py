@@ -830,10 +830,10 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(404, json.dumps({"error": {"message": f"no route {self.path}", "type": "not_found_error",
                                                   "param": None, "code": None}}).encode(), "application/json")
             return
-        reply = self.owner._next(request)
+        reply = self.owner._next(request)  # noqa: SLF001 - the handler is the server's own half
         if reply.delay_s:
             time.sleep(reply.delay_s)
-        request_id = self.owner._request_ids.next("req_")
+        request_id = self.owner._request_ids.next("req_")  # noqa: SLF001 - the handler is the server's own half
         if reply.status >= 400:
             self._send(reply.status, json.dumps(_error_body(api, reply)).encode(), "application/json",
                        {"x-should-retry": "false", "x-request-id": request_id, "request-id": request_id})
@@ -846,7 +846,8 @@ class _Handler(BaseHTTPRequestHandler):
             streamed = bool(match and match.group(2) == "streamGenerateContent")
         elif api == API_OLLAMA:
             streamed = body.get("stream") is not False  # Ollama streams unless told not to
-        answer = _Answer(answer_body, api, reply, self.owner._ids, self.owner.overhead_tokens)
+        ids = self.owner._ids  # noqa: SLF001 - the handler is the server's own half
+        answer = _Answer(answer_body, api, reply, ids, self.owner.overhead_tokens)
         answer.sse = "alt=sse" in self.path
         answer.groq = self.path.startswith("/openai/v1/")
         if streamed:

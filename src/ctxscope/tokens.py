@@ -8,7 +8,7 @@ picks the basis for a model. Loading a tiktoken encoding (``load_encoding``):
   only a broken cache reaches): a loaded machine never changes the basis.
 - **No local copy**: tiktoken downloads it, bounded by
   :data:`ENCODING_LOAD_TIMEOUT_S` (a machine without network may hang).
-- ``tokenizer="tiktoken"`` is tiktoken or :class:`EncodingUnavailable` (a
+- ``tokenizer="tiktoken"`` is tiktoken or :class:`EncodingUnavailableError` (a
   one-line error); ``"auto"`` falls back to ``chars/4`` only when the
   encoding cannot be had, logs one warning, and its counter says so
   (``fallback = "unavailable"``, the span's ``llm.context.basis_fallback``).
@@ -56,8 +56,11 @@ class Counter(Protocol):
     def count(self, text: str) -> int: ...
 
 
-class EncodingUnavailable(UserError):
+class EncodingUnavailableError(UserError):
     """``--tokenizer tiktoken`` and the encoding cannot be loaded (one line: which, why, what to do)."""
+
+
+EncodingUnavailable = EncodingUnavailableError  # the name before the Error suffix, kept for callers
 
 
 class CharsCounter:
@@ -267,7 +270,7 @@ def counter_for(model: str | None = None, tokenizer: str = "auto", *, wait: bool
     ``chars`` and ``bytes`` force the heuristics. ``auto`` and ``tiktoken`` use
     tiktoken with the model's encoding; where it cannot be had ``auto`` counts
     chars/4 (a :class:`FallbackCounter`, logged once) and ``tiktoken`` raises
-    :class:`EncodingUnavailable`. With ``wait=False`` (the live path) this
+    :class:`EncodingUnavailableError`. With ``wait=False`` (the live path) this
     never waits: a load not done yet gives the ``loading`` fallback, and
     ``tiktoken`` does not raise (the user's call must not break).
     """
@@ -294,7 +297,7 @@ def counter_for(model: str | None = None, tokenizer: str = "auto", *, wait: bool
         if encoding is None:
             if tokenizer == "tiktoken":
                 load = _load(name)
-                raise EncodingUnavailable(
+                raise EncodingUnavailableError(
                     f"--tokenizer tiktoken: the {name} encoding cannot be loaded ({load.reason()}); point "
                     "TIKTOKEN_CACHE_DIR at a folder holding it, or use --tokenizer auto to count chars/4")
             return _UNAVAILABLE

@@ -148,12 +148,12 @@ class WasteTracker:
         self.options = options or WasteOptions()
         self._items: list[Item] = []
         self._groups: dict[str, _Group] = {}
-        self._kept: dict[str, list[int]] = {}  # digest -> [kept copies, tokens]
+        self._kept: dict[str, list[int]] = {}  # digest -> [kept copies, tokens, bloat since, duplicate since]
         self._duplicate = 0  # within groups
         self._stale = 0
         self._cross_duplicate = 0  # identical kept bodies under different references
         # Other content repeated verbatim (a reminder re-injected, a prompt pasted
-        # twice, the same tool call again): digest -> [copies, tokens, name]; every
+        # twice, the same tool call again): digest -> [copies, tokens, name, since]; every
         # copy after the first is duplicate.
         self._texts: dict[str, list] = {}
         self._text_duplicate = 0
@@ -278,8 +278,8 @@ class WasteTracker:
             add(WasteKind.BLOAT.value, reference, max(0, entry[1] - cap), entry[2])
             add(WasteKind.DUPLICATE.value, f"{reference} (same body under other references)",
                 (entry[0] - 1) * entry[1], entry[3])
-        for digest, entry in self._texts.items():
-            add(WasteKind.DUPLICATE.value, entry[2], (entry[0] - 1) * entry[1], entry[3])
+        for copies, tokens, name, since in self._texts.values():
+            add(WasteKind.DUPLICATE.value, name, (copies - 1) * tokens, since)
         return out
 
     def _regroup(self, key: str) -> None:
@@ -361,6 +361,7 @@ def analyze(items: Iterable[Item], total: int | None = None,
 
 
 def _findings(tracker: WasteTracker, total: int) -> Report:
+    # WasteTracker.report's body, kept out of the class for its length: it reads the tracker's state.
     options = tracker.options
     findings: list[Finding] = []
     plan = Plan()
@@ -376,7 +377,7 @@ def _findings(tracker: WasteTracker, total: int) -> Report:
         findings.append(finding)
         into.append(finding)
 
-    for key, group in tracker._groups.items():
+    for key, group in tracker._groups.items():  # noqa: SLF001 - WasteTracker.report's body
         kept = group.items[-1]
         reference = _reference(key, kept)
         dup, stale = group.evaluate()
@@ -391,7 +392,8 @@ def _findings(tracker: WasteTracker, total: int) -> Report:
         if copy:
             continue
         # Aging: not used again for many calls, whatever its size; summarised to a quarter of the cap.
-        aging = bool(kept.reference) and tracker._last_use.get(kept.reference, tracker.calls) <= aging_cut
+        last_use = tracker._last_use  # noqa: SLF001 - WasteTracker.report's body
+        aging = bool(kept.reference and last_use.get(kept.reference, tracker.calls) <= aging_cut)
         if kept.tokens > options.result_cap:
             # A bloated result that is also aging is summarised once, as aging (the larger saving).
             add(WasteKind.BLOAT.value, reference, 1, kept.tokens - options.result_cap, "summarise",
@@ -404,7 +406,7 @@ def _findings(tracker: WasteTracker, total: int) -> Report:
         # one finding for all its extra copies, named by the first one kept.
         add(WasteKind.DUPLICATE.value, f"{seen_kept[digest]} (same body under other references)", copies,
             copies * tokens, "drop", plan.drop)
-    for digest, (copies, tokens, name, _) in tracker._texts.items():
+    for copies, tokens, name, _ in tracker._texts.values():  # noqa: SLF001 - WasteTracker.report's body
         if copies > 1:
             add(WasteKind.DUPLICATE.value, name, copies - 1, (copies - 1) * tokens, "drop", plan.drop)
     totals = tracker.totals()

@@ -284,7 +284,8 @@ def _content_parts(parts: Any) -> list[dict[str, Any]]:
             out.append({"type": "tool_call", "id": _get(call, "id"), "name": _get(call, "name"),
                         "arguments": _get(call, "args")})
         elif response is not None:
-            out.append({"type": "tool_call_response", "id": _get(response, "id"), "response": _get(response, "response")})
+            out.append({"type": "tool_call_response", "id": _get(response, "id"),
+                        "response": _get(response, "response")})
         elif inline is not None:
             out.append({"type": "blob", "mime_type": field(inline, "mimeType", "mime_type"),
                         "modality": str(field(inline, "mimeType", "mime_type") or "").split("/")[0],

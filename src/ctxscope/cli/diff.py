@@ -75,7 +75,8 @@ def run(args: argparse.Namespace) -> int:
                   f"{(b['waste_ratio'] - a['waste_ratio']) * 100:>+11.1f} pp\n")  # a difference of shares: points
         out.write("composition of the last call (calibrated)\n")
         for c in cats:
-            out.write(f"  {c:<14}{a['categories'].get(c, 0):>14,}{b['categories'].get(c, 0):>14,}{cat_delta[c]:>+14,}\n")
+            out.write(f"  {c:<14}{a['categories'].get(c, 0):>14,}{b['categories'].get(c, 0):>14,}"
+                      f"{cat_delta[c]:>+14,}\n")
     if args.fail_over_ratio is not None and b["waste_ratio"] > args.fail_over_ratio:
         print(f"ctxscope: waste ratio {b['waste_ratio']:.3f} of {args.after} exceeds {args.fail_over_ratio}",
               file=sys.stderr)

@@ -101,7 +101,7 @@ def load(spec: str, *, max_input_mb: float | None = None) -> Loaded:
     else:
         try:
             data = _parse(path, text, None)
-        except bounded_input.ExtraData:
+        except bounded_input.ExtraDataError:
             numbered = [n for n, ln in enumerate(text.splitlines(), 1) if ln.strip()]
             if len(numbered) > 1:
                 raise UserError(f"{path}: holds {len(numbered)} JSON lines; pick one with {path}:LINE") from None

@@ -35,7 +35,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--poll", type=float, default=DEFAULT_POLL_S, metavar="SECONDS",
                         help=f"polling interval where file notifications are unavailable (default {DEFAULT_POLL_S:g})")
     parser.add_argument("--rescan", type=float, default=DEFAULT_RESCAN_S, metavar="SECONDS",
-                        help=f"full check interval with notifications, for missed events (default {DEFAULT_RESCAN_S:g})")
+                        help="full check interval with notifications, for missed events "
+                             f"(default {DEFAULT_RESCAN_S:g})")
     parser.add_argument("--notify", choices=("auto", "poll"), default="auto",
                         help="auto: inotify on Linux, else polling; poll: always poll")
     parser.add_argument("--from-start", action="store_true",

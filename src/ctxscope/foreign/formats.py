@@ -421,7 +421,7 @@ def _oi_content(entry: Mapping[str, Any]) -> Any:
     contents = _indexed(entry, "message.contents.")
     if not contents:
         return entry.get("message.content")
-    blocks = []
+    blocks: list[dict[str, Any]] = []
     for block in contents:
         kind = block.get("message_content.type")
         if kind == "text":

@@ -247,7 +247,8 @@ def _chat_input(body: Mapping[str, Any]) -> list[Message]:
 def _responses_item(item: Any) -> Message | None:
     kind = _get(item, "type")
     if kind == "function_call":
-        return {"role": "assistant", "parts": [_call(_get(item, "call_id"), _get(item, "name"), _get(item, "arguments"))]}
+        call = _call(_get(item, "call_id"), _get(item, "name"), _get(item, "arguments"))
+        return {"role": "assistant", "parts": [call]}
     if kind == "function_call_output":
         return {"role": "tool", "parts": [_response(_get(item, "call_id"), _get(item, "output"))]}
     if kind == "reasoning":

@@ -33,9 +33,10 @@ from ._wrappers import (
 _log = logging.getLogger("ctxscope.instrumentation")
 
 try:
+    # mypy finds the module but not the class in it (opentelemetry-instrumentation 0.66b2): Any then.
     from opentelemetry.instrumentation.instrumentor import BaseInstrumentor  # type: ignore[attr-defined]
 except ImportError:  # pragma: no cover - the provider extras bring it
-    BaseInstrumentor = object  # type: ignore[assignment,misc]
+    BaseInstrumentor = object
 
 
 # ---------------------------------------------------------------------------
@@ -211,7 +212,7 @@ def _beside_other_configurator() -> None:
         _log.warning("ctxscope: could not set up beside the configured providers", exc_info=True)
 
 
-class ProviderInstrumentor(BaseInstrumentor):  # type: ignore[misc,valid-type]
+class ProviderInstrumentor(BaseInstrumentor):
     """Context spans for one provider SDK's model calls."""
 
     _instruments: tuple[str, ...] = ()
@@ -237,7 +238,7 @@ class ProviderInstrumentor(BaseInstrumentor):  # type: ignore[misc,valid-type]
         telemetry = Telemetry(tracer_provider, kwargs.get("tracker"), content=content_mode_from_env(),
                               logger_provider=kwargs.get("logger_provider"),
                               meter_provider=kwargs.get("meter_provider"))
-        type(self)._telemetry = telemetry
+        type(self)._telemetry = telemetry  # noqa: SLF001 - the class's own state, set on the class (one instrumentation per process)
         if telemetry.tracker.tokenizer in ("auto", "tiktoken"):
             # The encoding loads in the background from now on: never on the first call's thread,
             # and a call counted before it is ready says so on its span (docs/instrumentation.md).
@@ -256,6 +257,7 @@ class ProviderInstrumentor(BaseInstrumentor):  # type: ignore[misc,valid-type]
 
     def _uninstrument(self, **kwargs: Any) -> None:
         unwrap_all(self._create_targets, self._helper_targets)
-        if type(self)._telemetry is not None:
-            type(self)._telemetry.close()
-            type(self)._telemetry = None
+        telemetry = self._telemetry
+        if telemetry is not None:
+            telemetry.close()
+            type(self)._telemetry = None  # noqa: SLF001 - the class's own state, set on the class (one instrumentation per process)

@@ -61,14 +61,14 @@ def _bind(proxy: Any, call: ModelCall, state: StreamState) -> None:
     def finish() -> None:
         live = ref()
         if live is not None:
-            live._self_finish()
+            live._self_finish()  # noqa: SLF001 - wrapt keeps a proxy's own attributes under _self_
         elif not call.ended:
             call.finish(_info(state))
 
     def fail(error: BaseException) -> None:
         live = ref()
         if live is not None:
-            live._self_fail(error)
+            live._self_fail(error)  # noqa: SLF001 - wrapt keeps a proxy's own attributes under _self_
         elif not call.ended:
             call.fail(error, _info(state))
 
@@ -93,7 +93,7 @@ def _info(state: StreamState) -> ResponseInfo | None:
         return None
 
 
-class _StreamProxy(wrapt.ObjectProxy):  # type: ignore[misc]
+class _StreamProxy(wrapt.ObjectProxy):
     """What the sync and async proxies share: the call, the state, ending once."""
 
     def __init__(self, wrapped: Any, call: ModelCall, state: StreamState) -> None:
@@ -191,7 +191,7 @@ class AsyncStream(_StreamProxy):
             self._self_finish()
 
 
-class ManagerProxy(wrapt.ObjectProxy):  # type: ignore[misc]
+class ManagerProxy(wrapt.ObjectProxy):
     """Proxy of a streaming helper's manager (sync and async).
 
     ``start`` (optional) opens a call when the manager is entered and

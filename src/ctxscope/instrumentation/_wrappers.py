@@ -85,7 +85,8 @@ def is_omitted(value: Any) -> bool:
     return type(value).__name__ in ("Omit", "NotGiven")
 
 
-def request_body(kwargs: dict[str, Any], iterable_fields: tuple[str, ...] = ("messages", "input", "tools")) -> dict[str, Any]:
+def request_body(kwargs: dict[str, Any],
+                 iterable_fields: tuple[str, ...] = ("messages", "input", "tools")) -> dict[str, Any]:
     """The request body the SDK will send, from the call's keyword arguments.
 
     An iterator in ``messages``/``input``/``tools`` would be consumed by us
@@ -212,7 +213,7 @@ class Telemetry:
         """A session left the tracker: a marker span (and the metrics directly) end its series."""
         if next((t for t in Telemetry._live if t.tracker is self.tracker), self) is not self:
             return
-        attributes = {Attr.SESSION_ID: session_id, Attr.SESSION_ENDED: True}
+        attributes: dict[str, str | bool] = {Attr.SESSION_ID: session_id, Attr.SESSION_ENDED: True}
         span = self.tracer.start_span(SPAN_SESSION_END, kind=SpanKind.INTERNAL,
                                       context=otel_context.Context(), attributes=attributes)
         self.record(attributes, 0, span)
@@ -254,11 +255,13 @@ class ModelCall:
             if telemetry.content.on_spans:
                 attributes.update(span_attributes(self.content))
         observed = time.time_ns()
-        annotation = self._observe_request(body, session_id, observed)
-        if annotation is not None:
+        pending = self._observe_request(body, session_id, observed)
+        annotation = None
+        if pending is not None:
+            annotation = pending.snapshot.annotation
             # Given at start (one attribute set, and samplers see the session and the context).
             attributes.update(self._identity())
-            if self.pending.snapshot.compaction is not None:  # type: ignore[union-attr]
+            if pending.snapshot.compaction is not None:
                 attributes[GenAI.CONVERSATION_COMPACTED] = True  # the first call after it; never false
             attributes.update(annotation.to_attributes())
         name = f"{OPERATION_CHAT} {self.model}" if self.model else OPERATION_CHAT
@@ -292,16 +295,16 @@ class ModelCall:
             log_failure(_log, "ctxscope: could not read the %s request's content", self.api)
             return {}
 
-    def _observe_request(self, body: Mapping[str, Any], session_id: str | None, observed: int) -> Any:
-        """The request's annotation from the tracker, or None when that failed (logged)."""
+    def _observe_request(self, body: Mapping[str, Any], session_id: str | None,
+                         observed: int) -> PendingCall | None:
+        """The request as the tracker took it (also kept as ``pending``), or None when that failed (logged)."""
         try:
             pending = self.telemetry.tracker.observe_request(
                 body, self.api, provider=self.provider, session_id=session_id, model=self.model,
                 timestamp_ns=observed)
             self.pending = pending
-            annotation = pending.snapshot.annotation
-            annotation.sample_offset_ns = max(0, observed - self._started)
-            return annotation
+            pending.snapshot.annotation.sample_offset_ns = max(0, observed - self._started)
+            return pending
         except Exception:  # noqa: BLE001 - ours: log, never reach the caller
             log_failure(_log, "ctxscope: could not annotate the %s call", self.api)
             return None

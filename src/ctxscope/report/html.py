@@ -65,14 +65,17 @@ def chart_svg(session: SessionResult) -> str:
                          f'y2="{_PAD_T + plot_h}" stroke="#000" stroke-dasharray="4 3"/>'
                          f'<text x="{x(i) + 3:.1f}" y="{_PAD_T + 12}" font-size="11">compaction</text>')
     # Axes and labels.
-    parts.append(f'<line x1="{_PAD_L}" y1="{_PAD_T + plot_h}" x2="{_PAD_L + plot_w}" y2="{_PAD_T + plot_h}" stroke="#333"/>')
+    parts.append(f'<line x1="{_PAD_L}" y1="{_PAD_T + plot_h}" x2="{_PAD_L + plot_w}" y2="{_PAD_T + plot_h}" '
+                 'stroke="#333"/>')
     parts.append(f'<line x1="{_PAD_L}" y1="{_PAD_T}" x2="{_PAD_L}" y2="{_PAD_T + plot_h}" stroke="#333"/>')
     for frac in (0, 0.5, 1):
         value = int(peak * frac)
         parts.append(f'<text x="{_PAD_L - 6}" y="{y(value) + 4:.1f}" font-size="11" text-anchor="end">{value:,}</text>')
     parts.append(f'<text x="{_PAD_L}" y="{_H - 8}" font-size="12">call {sample[0].index}</text>')
-    parts.append(f'<text x="{_PAD_L + plot_w}" y="{_H - 8}" font-size="12" text-anchor="end">call {sample[-1].index}</text>')
-    parts.append(f'<text x="{_PAD_L + plot_w / 2:.0f}" y="{_H - 8}" font-size="12" text-anchor="middle">calls (tokens, calibrated)</text>')
+    parts.append(f'<text x="{_PAD_L + plot_w}" y="{_H - 8}" font-size="12" text-anchor="end">'
+                 f'call {sample[-1].index}</text>')
+    parts.append(f'<text x="{_PAD_L + plot_w / 2:.0f}" y="{_H - 8}" font-size="12" text-anchor="middle">'
+                 'calls (tokens, calibrated)</text>')
     parts.append("</svg>")
     legend = "".join(f'<span class="key"><i style="background:{COLOURS[c]}"></i>{c.value}</span>' for c in present)
     return "".join(parts) + f'<div class="legend">{legend}</div>'
@@ -118,7 +121,8 @@ def session_html(session: SessionResult, top: int = 15) -> str:
                                        if session.parent_session_id else "")
     return (f'<section class="session"><h2>Session {title}</h2><p>{_esc(summary)}</p>'
             f'<h3>Composition over calls</h3>{chart_svg(session)}'
-            f'<h3>Composition (calibrated view, last call)</h3>{_table(["category", "tokens", "share"], comp_rows, (1, 2))}'
+            '<h3>Composition (calibrated view, last call)</h3>'
+            f'{_table(["category", "tokens", "share"], comp_rows, (1, 2))}'
             f'<h3>Largest parts</h3>{_table(["part", "tokens"], parts_rows, (1,))}'
             f'<h3>Waste findings</h3><p>{_esc(waste_line)}</p>'
             f'{_table(["severity", "kind", "count", "tokens saved", "reference"], finding_rows, (2, 3))}'

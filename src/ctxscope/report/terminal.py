@@ -90,9 +90,9 @@ def render_session(session: SessionResult, out: TextIO, *, top: int = 10, growth
                       f"{f' (${cost:.4f} at the input price)' if cost is not None else ' (price unknown)'}; "
                       f"every turn (system, tools, rules, skills) {view.every_turn_token_calls:,}, "
                       f"conversation {view.conversation_token_calls:,}\n")
-            for f in view.findings[:top]:
-                money = f"  ${f.cost_usd:.4f}" if f.cost_usd is not None else ""
-                out.write(f"    {f.kind:<25}{f.token_calls:>14,}{money}  {_clip(f.reference)}\n")
+            for over in view.findings[:top]:
+                money = f"  ${over.cost_usd:.4f}" if over.cost_usd is not None else ""
+                out.write(f"    {over.kind:<25}{over.token_calls:>14,}{money}  {_clip(over.reference)}\n")
         if plan.saving:
             out.write(f"  suggested compaction: drop {sum(f.count for f in plan.drop)} result(s), "
                       f"summarise {len(plan.summarise)}: saves {plan.saving:,} tokens\n")

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ..schema import Stage
-from .detect import UnknownFormat, detect_format, make_reader
+from .detect import UnknownFormat, UnknownFormatError, detect_format, make_reader
 from .model import (FORMAT_CLAUDE_CODE, FORMAT_CODEX, FORMAT_MESSAGES, FORMATS, Compaction,
                     Problem, TranscriptCall)
 from .source import MAX_LINE_BYTES, TimedCall, TranscriptFile
@@ -21,7 +21,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
 __all__ = [
     "FORMATS", "FORMAT_CLAUDE_CODE", "FORMAT_CODEX", "FORMAT_MESSAGES", "MAX_LINE_BYTES",
-    "Compaction", "Problem", "TimedCall", "TranscriptCall", "TranscriptFile", "UnknownFormat",
+    "Compaction", "Problem", "TimedCall", "TranscriptCall", "TranscriptFile", "UnknownFormat", "UnknownFormatError",
     "detect_format", "make_reader", "observe_call",
 ]
 

@@ -272,7 +272,7 @@ class ClaudeCodeReader:
             elif kind == "tool_result":
                 body = block.get("content")
                 out.extend(self._tools.result_items(block.get("tool_use_id"), _items.block_text(body),
-                                                    lambda: item_id))
+                                                    lambda: item_id))  # noqa: B023 - called at once, or never
                 if isinstance(body, list):
                     for sub, part in enumerate(body):
                         if isinstance(part, dict) and part.get("type") == "image":

@@ -217,18 +217,19 @@ class CodexReader:
                 text = block.get("text")
                 if isinstance(text, str) and text:
                     # A summary in a replacement history is the user message Codex wrote for it.
-                    is_summary = summary and role == "user" and text.lstrip().startswith(("Another language model", "<summary"))
+                    is_summary = (summary and role == "user"
+                                  and text.lstrip().startswith(("Another language model", "<summary")))
                     out.extend(_items.text_items(self._next_id(role), text, role, summary=is_summary))
                 elif btype in ("input_image", "image"):
                     out.append(_items.image_item(self._next_id("image"), block.get("image_url"), PROVIDER, "user",
                                                  model=self._model))
             return out
         if kind == "reasoning":
-            texts = []
+            texts: list[str] = []
             for key in ("summary", "content"):
                 value = payload.get(key)
                 if isinstance(value, list):
-                    texts.extend(v.get("text", "") for v in value if isinstance(v, dict) and isinstance(v.get("text"), str))
+                    texts.extend(v["text"] for v in value if isinstance(v, dict) and isinstance(v.get("text"), str))
             text = "\n".join(t for t in texts if t)
             return [_items.thinking_item(self._next_id("reasoning"), text)] if text else []
         if kind in ("function_call", "custom_tool_call", "local_shell_call"):

@@ -22,7 +22,7 @@ _CODEX_LEGACY_TYPES = {"message", "reasoning", "function_call", "function_call_o
                        "local_shell_call", "custom_tool_call", "custom_tool_call_output"}
 
 
-class UnknownFormat(ValueError):
+class UnknownFormatError(ValueError):
     """No record of the head matches a known transcript format.
 
     ``undecided`` is True when every record read was a JSON object of a type
@@ -32,6 +32,9 @@ class UnknownFormat(ValueError):
     def __init__(self, message: str, *, undecided: bool = False) -> None:
         super().__init__(message)
         self.undecided = undecided
+
+
+UnknownFormat = UnknownFormatError  # the name before the Error suffix, kept for callers
 
 
 # Records of unknown types read past before giving up on a JSONL file's format.
@@ -48,7 +51,7 @@ def detect_format(head: bytes, forced: str | None = None) -> tuple[str, bool]:
     read past, up to ``MAX_SNIFFED_RECORDS`` of them within ``head``.
     """
     if forced is not None and forced not in FORMATS:
-        raise UnknownFormat(f"unknown format {forced!r}: choose one of {', '.join(FORMATS)}")
+        raise UnknownFormatError(f"unknown format {forced!r}: choose one of {', '.join(FORMATS)}")
     text = head.lstrip()
     if text.startswith(b"\xef\xbb\xbf"):
         text = text[3:].lstrip()
@@ -64,7 +67,7 @@ def detect_format(head: bytes, forced: str | None = None) -> tuple[str, bool]:
         # A JSON document (array, or an object spread over lines).
         return forced or FORMAT_MESSAGES, True
     if record is not None and not isinstance(record, dict):
-        raise UnknownFormat("not a JSON or JSONL transcript (the first line is not a JSON object)")
+        raise UnknownFormatError("not a JSON or JSONL transcript (the first line is not a JSON object)")
     if forced is not None:
         return forced, False
     first_kind: Any = None
@@ -86,8 +89,8 @@ def detect_format(head: bytes, forced: str | None = None) -> tuple[str, bool]:
         if fmt is not None:
             return fmt, False
     if not seen:
-        raise UnknownFormat("not a JSON or JSONL transcript (the first line is not a JSON object)")
-    raise UnknownFormat("unrecognised transcript format (first record has type "
+        raise UnknownFormatError("not a JSON or JSONL transcript (the first line is not a JSON object)")
+    raise UnknownFormatError("unrecognised transcript format (first record has type "
                         f"{str(first_kind)[:40]!r}); pass --format {'/'.join(FORMATS)}", undecided=True)
 
 
@@ -139,4 +142,4 @@ def make_reader(fmt: str, name: str, path: str | None = None) -> Reader:
         from .messages import MessagesReader
 
         return MessagesReader(name)
-    raise UnknownFormat(f"unknown format {fmt!r}: choose one of {', '.join(FORMATS)}")
+    raise UnknownFormatError(f"unknown format {fmt!r}: choose one of {', '.join(FORMATS)}")

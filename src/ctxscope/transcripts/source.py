@@ -32,9 +32,10 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, BinaryIO, Callable, Iterator
 
-from .detect import UnknownFormat, detect_format, make_reader
+from .detect import UnknownFormatError, detect_format, make_reader
 from .model import Problem, Reader, TranscriptCall, loads, parse_timestamp_ns
 
 MAX_LINE_BYTES = 32 * 1024 * 1024  # a longer line is reported and skipped
@@ -197,7 +198,7 @@ class TranscriptFile:
             return False
         try:
             fmt, document = detect_format(complete, self.forced_format)
-        except UnknownFormat as exc:
+        except UnknownFormatError as exc:
             if not final and seen_all and exc.undecided:
                 return False  # only records of unknown types so far: the next ones may tell
             self._problem(1, str(exc))
@@ -272,7 +273,7 @@ class TranscriptFile:
             before[lineno] = (self._last_ts, start)
             if len(before) > _MAX_LINE_TIMES:
                 del before[next(iter(before))]
-            for call in self._guard(lambda: reader.feed(record, lineno), lineno):
+            for call in self._guard(partial(reader.feed, record, lineno), lineno):
                 yield self._timed(call)
             if reader_problems:
                 self._take_reader_problems()

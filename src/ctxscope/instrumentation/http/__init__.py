@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import importlib
 import logging
-import os
 from typing import Any, Collection
 
 from ...config import excluded_hosts, settings
@@ -35,7 +34,7 @@ _TARGETS = tuple((library, f"{cls}.send", cls == "AsyncClient") for library in L
                  for cls in ("Client", "AsyncClient"))
 
 
-class HTTPInstrumentor(BaseInstrumentor):  # type: ignore[misc,valid-type]
+class HTTPInstrumentor(BaseInstrumentor):
     """Context spans for model calls sent through ``httpx`` / ``httpx2`` clients (LiteLLM, google-genai, ...)."""
 
     _telemetry: Telemetry | None = None
@@ -51,7 +50,7 @@ class HTTPInstrumentor(BaseInstrumentor):  # type: ignore[misc,valid-type]
         install_processor(kwargs.get("tracer_provider"), kwargs.get("meter_provider"))
         telemetry = Telemetry(kwargs.get("tracer_provider"), kwargs.get("tracker"), content=content_mode_from_env(),
                               logger_provider=kwargs.get("logger_provider"))
-        type(self)._telemetry = telemetry
+        type(self)._telemetry = telemetry  # noqa: SLF001 - the class's own state, set on the class (one instrumentation per process)
         given = kwargs.get("exclude_hosts")
         excluded = excluded_hosts(given) if given is not None else settings().http_exclude_hosts
         wrapped = []
@@ -62,11 +61,12 @@ class HTTPInstrumentor(BaseInstrumentor):  # type: ignore[misc,valid-type]
                 wrapped.append((module_name, name, is_async))
             except (AttributeError, ImportError):  # the library is not installed
                 _log.debug("ctxscope: %s.%s not found; not instrumented", module_name, name)
-        type(self)._wrapped = tuple(wrapped)
+        type(self)._wrapped = tuple(wrapped)  # noqa: SLF001 - the class's own state, set on the class (one instrumentation per process)
 
     def _uninstrument(self, **kwargs: Any) -> None:
-        unwrap_all(type(self)._wrapped)
-        type(self)._wrapped = ()
-        if type(self)._telemetry is not None:
-            type(self)._telemetry.close()
-            type(self)._telemetry = None
+        unwrap_all(self._wrapped)
+        type(self)._wrapped = ()  # noqa: SLF001 - the class's own state, set on the class (one instrumentation per process)
+        telemetry = self._telemetry
+        if telemetry is not None:
+            telemetry.close()
+            type(self)._telemetry = None  # noqa: SLF001 - the class's own state, set on the class (one instrumentation per process)

@@ -202,10 +202,10 @@ class BodyCache:
     def parse(self, content: bytes, key: str) -> Any:
         """The parsed body; ``key`` names its conversation array (``messages``, ``input``, ``contents``)."""
         with self._lock:
-            for index, entry in enumerate(self._entries):
-                if entry.key != key:
+            for index, cached in enumerate(self._entries):
+                if cached.key != key:
                     continue
-                body = entry.extend(content)
+                body = cached.extend(content)
                 if body is not None:
                     if index:
                         self._entries.insert(0, self._entries.pop(index))

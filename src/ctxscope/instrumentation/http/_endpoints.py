@@ -84,6 +84,11 @@ def register(suffix: str | None, endpoint: Endpoint, matcher: Any = None, ending
 _ENDINGS: tuple[str, ...] = tuple(suffix for suffix, _ in _SUFFIXES)
 
 
+def may_be_model_path(path: str) -> bool:
+    """True when ``path`` ends like a model endpoint's (registered ones too): the cheap first test."""
+    return path.endswith(_ENDINGS)
+
+
 def endpoint_for_path(path: str) -> Endpoint | None:
     """The model endpoint a POST to ``path`` (no query) is, or None: the test every request pays."""
     if not path.endswith(_ENDINGS):

@@ -30,7 +30,8 @@ except ImportError:  # pragma: no cover - orjson is in the dev extra
 _warned: set[str] = set()
 
 
-def _warn_once(key: str, message: str, *args: Any) -> None:
+def warn_once(key: str, message: str, *args: Any) -> None:
+    """Log ``message`` the first time ``key`` comes up in this process (a model call is never noisy)."""
     if key not in _warned:
         _warned.add(key)
         _log.warning(message, *args)
@@ -53,7 +54,7 @@ class Decoder:
             self._zlib = zlib.decompressobj()
         elif encoding not in ("", "identity"):
             self.supported = False
-            _warn_once("encoding:" + encoding, "ctxscope: a %s-encoded model response is not read "
+            warn_once("encoding:" + encoding, "ctxscope: a %s-encoded model response is not read "
                        "(the call has no usage); gzip and deflate are", encoding)
 
     def decode(self, data: bytes) -> bytes:

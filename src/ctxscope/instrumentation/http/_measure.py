@@ -101,7 +101,7 @@ class Measure:
 
     def _stop(self, what: str) -> None:
         self._reading = False
-        _frames._warn_once("read:" + what, "ctxscope: %s a %s response; the call goes without usage",
+        _frames.warn_once("read:" + what, "ctxscope: %s a %s response; the call goes without usage",
                            what, self.endpoint.api)
         _log.debug("ctxscope: %s", what, exc_info=True)
 
@@ -123,7 +123,7 @@ class Measure:
             self._take(self._reader.feed(self._decoder.decode(data)))  # type: ignore[union-attr]
             if self._reader.failed:  # type: ignore[union-attr]
                 self._reading = False
-                _frames._warn_once("size", "ctxscope: a model response over %d bytes is not read",
+                _frames.warn_once("size", "ctxscope: a model response over %d bytes is not read",
                                    _frames.MAX_BODY_BYTES)
         except Exception:  # noqa: BLE001
             self._stop("could not read")

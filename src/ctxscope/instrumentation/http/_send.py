@@ -50,7 +50,7 @@ def tee_classes(library: Any) -> tuple[type, type]:
     if cached is not None:
         return cached
 
-    class SyncTee(library.SyncByteStream):  # type: ignore[misc,name-defined]
+    class SyncTee(library.SyncByteStream):
         def __init__(self, inner: Any, measure: Measure) -> None:
             self.inner = inner
             self.measure = measure
@@ -74,7 +74,7 @@ def tee_classes(library: Any) -> tuple[type, type]:
             finally:
                 self.measure.done()
 
-    class AsyncTee(library.AsyncByteStream):  # type: ignore[misc,name-defined]
+    class AsyncTee(library.AsyncByteStream):
         def __init__(self, inner: Any, measure: Measure) -> None:
             self.inner = inner
             self.measure = measure
@@ -151,7 +151,7 @@ def url_path(url: Any) -> str:
 
 def maybe_model_call(request: Any) -> bool:
     """The test every request pays: a POST whose path ends like a model endpoint's."""
-    return request.method == "POST" and url_path(request.url).endswith(_endpoints._ENDINGS)
+    return request.method == "POST" and _endpoints.may_be_model_path(url_path(request.url))
 
 
 def plan(request: Any, excluded_hosts: frozenset[str]) -> Plan | None:
@@ -169,16 +169,16 @@ def plan(request: Any, excluded_hosts: frozenset[str]) -> Plan | None:
     if owner is not None:
         return Plan(endpoint, owner, None, "")  # measured above: its body is not read again
     if _too_large(request):
-        _frames._warn_once("request-size", "ctxscope: a model request over %d bytes is not read",
+        _frames.warn_once("request-size", "ctxscope: a model request over %d bytes is not read",
                            MAX_BODY_BYTES)
         return None
     if request.headers.get("content-encoding"):
-        _frames._warn_once("request-encoding", "ctxscope: a content-encoded model request is not read")
+        _frames.warn_once("request-encoding", "ctxscope: a content-encoded model request is not read")
         return None
     try:
         content = request.content
     except Exception:  # noqa: BLE001 - a streamed upload (RequestNotRead): not read
-        _frames._warn_once("request-stream", "ctxscope: a model request with a streamed body is not read")
+        _frames.warn_once("request-stream", "ctxscope: a model request with a streamed body is not read")
         return None
     if len(content) > MAX_BODY_BYTES:
         return None
@@ -199,7 +199,7 @@ def _measure(plan_: Plan, response: Any, call: ModelCall | None) -> Measure | No
     headers = response.headers
     length = headers.get("content-length")
     if length is not None and length.isdigit() and int(length) > MAX_BODY_BYTES:
-        _frames._warn_once("response-size", "ctxscope: a model response over %d bytes is not read",
+        _frames.warn_once("response-size", "ctxscope: a model response over %d bytes is not read",
                            MAX_BODY_BYTES)
         return None
     body = plan_.body
