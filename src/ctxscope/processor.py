@@ -369,7 +369,10 @@ class ContextSpanProcessor(SpanProcessor):
             _log.warning("ctxscope: could not record the context of a call", exc_info=True)
 
     def _record_genai(self, attributes: Mapping[str, Any], duration_s: float) -> None:
-        """``gen_ai.client.operation.duration`` and ``gen_ai.client.token.usage`` of one call (util-genai's attributes)."""
+        """``gen_ai.client.operation.duration`` and ``gen_ai.client.token.usage`` of one call.
+
+        With util-genai's attributes, names, units and buckets.
+        """
         metric_attributes = {k: attributes[k] for k in _GENAI_METRIC_KEYS if k in attributes}
         self.genai_instruments.operation_duration.record(  # type: ignore[attr-defined]
             max(0.0, duration_s), metric_attributes)
@@ -532,9 +535,9 @@ class ContextSpanProcessor(SpanProcessor):
                 processor.stop()
             return original(*args, **kwargs)
 
-        shutdown._ctxscope_hooked = True  # type: ignore[attr-defined]
+        shutdown._ctxscope_hooked = True  # type: ignore[attr-defined]  # noqa: SLF001 - our own marker
         try:
-            provider.shutdown = shutdown  # type: ignore[method-assign]
+            provider.shutdown = shutdown  # type: ignore[attr-defined]
         except (AttributeError, TypeError):
             pass
 

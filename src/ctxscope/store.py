@@ -58,8 +58,10 @@ __all__ = [
     "MAX_SESSIONS",
     "LocalStore",
     "RecordTooLarge",
+    "RecordTooLargeError",
     "SessionInfo",
     "StoreRefused",
+    "StoreRefusedError",
     "data_dir",
     "record_from_observation",
 ]
@@ -82,12 +84,17 @@ _TMP_RE = re.compile(r"^\.tmp-(\d+)-")
 _TMP_STALE_S = 600.0
 
 
-class StoreRefused(OSError):
+class StoreRefusedError(OSError):
     """The data directory is not safe to write to (one line says why)."""
 
 
-class RecordTooLarge(ValueError):
+class RecordTooLargeError(ValueError):
     """A record larger than the per-file cap allows; it is refused, the file is left as it was."""
+
+
+# The 0.1 names, kept for one release.
+StoreRefused = StoreRefusedError
+RecordTooLarge = RecordTooLargeError
 
 
 def data_dir(environ: Mapping[str, str] | None = None) -> Path:
@@ -117,9 +124,9 @@ def _prepare_root(path: Path) -> None:
     except FileExistsError:
         st = os.stat(path)
         if not stat.S_ISDIR(st.st_mode):
-            raise StoreRefused(errno.ENOTDIR, "the data directory is not a directory", str(path)) from None
+            raise StoreRefusedError(errno.ENOTDIR, "the data directory is not a directory", str(path)) from None
         if _is_open_to_others(st) and st.st_uid != os.geteuid():
-            raise StoreRefused(errno.EPERM, "the data directory is writable by others and not yours; "
+            raise StoreRefusedError(errno.EPERM, "the data directory is writable by others and not yours; "
                                "set CTXSCOPE_DATA_DIR to a directory of your own", str(path)) from None
         return
     except FileNotFoundError:
@@ -137,7 +144,7 @@ def _private_dir(path: Path) -> Path:
     except FileExistsError:
         st = os.lstat(path)
         if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.geteuid():
-            raise StoreRefused(errno.EPERM, "not a directory of yours; remove it or choose another "
+            raise StoreRefusedError(errno.EPERM, "not a directory of yours; remove it or choose another "
                                "CTXSCOPE_DATA_DIR", str(path)) from None
         return path
     os.chmod(path, 0o700)  # created here: the umask does not widen it
@@ -342,7 +349,7 @@ class LocalStore:
         line = (json.dumps(record, separators=(",", ":"), ensure_ascii=False) + "\n").encode()
         if len(line) > self.max_file_bytes // 2:
             # A rotation keeps the newest records up to half the cap: this one would not fit.
-            raise RecordTooLarge(f"a record of {len(line):,} bytes is over half the per-file cap "
+            raise RecordTooLargeError(f"a record of {len(line):,} bytes is over half the per-file cap "
                                  f"({self.max_file_bytes:,} bytes); not stored")
         with self._lock:
             self._open()

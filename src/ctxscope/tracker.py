@@ -495,6 +495,8 @@ class Tracker:
 
     @staticmethod
     def _add_waste(state: _Session, snapshot: Any) -> None:
+        if state.waste is None:
+            return
         try:
             found = state.waste.observe(snapshot)
             totals = getattr(found, "by_kind", found)

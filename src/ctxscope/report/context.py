@@ -73,7 +73,7 @@ def _call_costs(record: Mapping[str, Any], cost: CostFn) -> CallCost:
     if estimated:
         # No usage: the prompt as estimated (apportioned falls back to the estimates); said so.
         prompt = sum(int(v) for v in apportioned.values())
-    input_cost = cost(model, provider, input_tokens=int(prompt),
+    input_cost = cost(model, provider, input_tokens=int(prompt or 0),
                       cache_read_tokens=int(usage.get("cache_read_input_tokens") or 0),
                       cache_write_tokens=int(usage.get("cache_creation_input_tokens") or 0))
     output = usage.get("output_tokens")
@@ -164,7 +164,8 @@ def build_report(records: Sequence[Mapping[str, Any]], *,
             "cost_usd": _usd(last_shares.get(part, Decimal(0)) if last_shares is not None else None),
         })
 
-    calls = [(None, record, _call_costs(record, cost)) for record in records]
+    calls: list[tuple[str | None, Mapping[str, Any], CallCost]] = [
+        (None, record, _call_costs(record, cost)) for record in records]
     for kind, side_records in side:
         calls.extend((kind, record, _call_costs(record, cost)) for record in side_records)
     input_total = _sum(c.input for _, _, c in calls)
@@ -172,9 +173,9 @@ def build_report(records: Sequence[Mapping[str, Any]], *,
     total = None if input_total is None or output_total is None else input_total + output_total
     estimated_calls = sum(1 for _, _, c in calls if c.estimated)
     by_kind: dict[str, int] = {}
-    for kind, _, _ in calls:
-        if kind:
-            by_kind[kind] = by_kind.get(kind, 0) + 1
+    for side_kind, _, _ in calls:
+        if side_kind:
+            by_kind[side_kind] = by_kind.get(side_kind, 0) + 1
     return {
         "chat_id": last.get("session"),
         "chats": list(chats) if chats is not None else [],
