@@ -117,7 +117,8 @@ def test_50_sigkills_during_rotation_leave_each_session_listed_once_and_every_fi
         records = LocalStore(root).read(session)  # raises on any line that does not parse
         stamps = [r["ts"] for r in records]
         assert stamps == sorted(stamps) and len(stamps) == len(set(stamps))
-        assert sum(len(json.dumps(r)) for r in records) <= CAP
+        # The cap is on the file's bytes (compact JSON lines), not on a re-serialisation with spaces.
+        assert LocalStore(root).path_for(session).stat().st_size <= CAP
     # Leftovers seen is informative: kills that landed in a rotation (3 in 40 on main).
     print(f"temporaries left by the 50 kills before cleanup: {leftovers_seen}")
 
