@@ -10,11 +10,10 @@ from __future__ import annotations
 
 import importlib
 import sys
-import types
-import warnings
 from importlib import metadata as _metadata
 from typing import TYPE_CHECKING, Any
 
+from ._deprecated import DeprecatedModule
 from .conversation import compacting, current_session_id, mark_compaction, session
 from .schema import Annotation, Category, Change, ChangeType, Coverage, Item, Stage, WasteKind
 
@@ -65,20 +64,5 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module 'ctxscope' has no attribute {name!r}")
 
 
-class _DeprecatedModule(types.ModuleType):
-    """The old ``ctxscope.session`` module path, kept for one release: it warns and forwards."""
-
-    def __init__(self, name: str, target: str) -> None:
-        super().__init__(name)
-        self._target = target
-
-    def __getattr__(self, attribute: str) -> Any:
-        if attribute.startswith("__"):
-            raise AttributeError(attribute)
-        warnings.warn(f"{self.__name__} is deprecated: import from {self._target} (or ctxscope) instead",
-                      DeprecationWarning, stacklevel=2)
-        return getattr(importlib.import_module(self._target), attribute)
-
-
 # ``ctxscope.session`` is the context manager; ``from ctxscope.session import X`` still finds X.
-sys.modules.setdefault("ctxscope.session", _DeprecatedModule("ctxscope.session", "ctxscope.conversation"))
+sys.modules.setdefault("ctxscope.session", DeprecatedModule("ctxscope.session", "ctxscope.conversation"))
