@@ -23,15 +23,14 @@ program that ends the span.
 from __future__ import annotations
 
 import logging
-import threading
 import weakref
-from collections import OrderedDict
 from typing import TYPE_CHECKING, Any
 
 from opentelemetry import trace
 from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor
 from opentelemetry.trace import NonRecordingSpan, SpanKind
 
+from ..instrumentation._measured import RecentIds  # one bounded set of recent span ids
 from ..instrumentation._wrappers import OPERATION_CHAT, SPAN_CAPTURE_START, SPAN_POST_COMPACTION, Telemetry
 from ..items import API_OPENAI_CHAT
 from ..processor import UNKNOWN_SESSION, ensure_processor, install_once
@@ -48,30 +47,6 @@ __all__ = ["COMPANION_SPAN_PREFIX", "ForeignSpanProcessor", "install"]
 _log = logging.getLogger(__name__)
 
 COMPANION_SPAN_PREFIX = "ctxscope.context"
-# Span ids of ctxscope's own model calls and of the spans around them, kept
-# for the foreign spans that end after them (bounded: a span lives seconds).
-_MAX_TRACKED = 4096
-
-
-class _Bounded:
-    """A thread-safe set of the newest ids."""
-
-    def __init__(self, size: int = _MAX_TRACKED) -> None:
-        self._ids: OrderedDict[int, None] = OrderedDict()
-        self._size = size
-        self._lock = threading.Lock()
-
-    def add(self, value: int) -> None:
-        with self._lock:
-            self._ids[value] = None
-            if len(self._ids) > self._size:
-                self._ids.popitem(last=False)
-
-    def __contains__(self, value: object) -> bool:
-        with self._lock:
-            return value in self._ids
-
-
 def _scope(span: Any) -> str | None:
     scope = getattr(span, "instrumentation_scope", None)
     return getattr(scope, "name", None)
@@ -94,8 +69,8 @@ class ForeignSpanProcessor(SpanProcessor):
             from ..tokens import preload
 
             preload()  # counting runs in on_end, on the caller's thread: never wait there for the encoding
-        self._own_calls = _Bounded()  # span ids of ctxscope's own model-call spans
-        self._covered = _Bounded()  # span ids of foreign spans a ctxscope call ran inside
+        self._own_calls = RecentIds()  # span ids of ctxscope's own model-call spans
+        self._covered = RecentIds()  # span ids of foreign spans a ctxscope call ran inside
         self._shutdown = False
         self._events: GenAIEventContent | None = None  # once log_processor() was asked for
         ensure_processor(tracer_provider, meter_provider)

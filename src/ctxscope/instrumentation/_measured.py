@@ -19,7 +19,7 @@ from opentelemetry import trace
 _MAX = 4096  # recent spans remembered: far more than the calls in flight at once
 
 
-class _Recent:
+class RecentIds:
     """A thread-safe set of the newest span ids."""
 
     def __init__(self, size: int = _MAX) -> None:
@@ -38,8 +38,8 @@ class _Recent:
             return value in self._ids
 
 
-_calls = _Recent()  # span ids of ctxscope's model-call spans
-_enclosing = _Recent()  # span ids of the spans that were current when one started
+_calls = RecentIds()  # span ids of ctxscope's model-call spans
+_enclosing = RecentIds()  # span ids of the spans that were current when one started
 
 
 def note_call(span: Any) -> None:
