@@ -3,7 +3,7 @@
 1. Append: a session whose request holds 2,000 items (~200k tokens) gets one
    more message per request; the cost of ``SessionLedger.observe`` for that
    request (median and p90), with chars/4 and with tiktoken. When
-   ``ctxscope.items.RequestExtractor`` exists, the request body is extracted
+   ``ctxscope.core.items.RequestExtractor`` exists, the request body is extracted
    by it inside the timed region (as the instrumentation does); otherwise the
    bench builds the items itself and times the ledger alone.
 2. Cold count: a fresh ledger observing the same 2,000 items with tiktoken,
@@ -24,9 +24,9 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-from ctxscope.ledger import SessionLedger
+from ctxscope.core.ledger import SessionLedger
 from ctxscope.schema import Category, Item
-from ctxscope.tokens import CharsCounter, counter_for, load_encoding
+from ctxscope.core.tokens import CharsCounter, counter_for, load_encoding
 
 ITEMS = 2000
 APPEND_ROUNDS = 300
@@ -77,7 +77,7 @@ def _figures(samples_s: list[float]) -> dict[str, float]:
 
 def _extractor() -> Any:
     try:
-        from ctxscope.items import RequestExtractor  # developer A's module
+        from ctxscope.core.items import RequestExtractor  # developer A's module
     except ImportError:
         return None
     return RequestExtractor
@@ -108,7 +108,7 @@ def bench_append_extracted(counter: Any, label: str) -> dict[str, float] | None:
     """The same with request bodies (OpenAI chat) extracted by items.RequestExtractor."""
     extractor_class = _extractor()
     if extractor_class is None:
-        print("append with extraction: ctxscope.items.RequestExtractor not there yet, skipped")
+        print("append with extraction: ctxscope.core.items.RequestExtractor not there yet, skipped")
         return None
     rng = random.Random(13)
     messages: list[dict[str, Any]] = [{"role": "system", "content": _text(rng, 80)}]

@@ -14,8 +14,9 @@ import statistics
 import time
 from typing import Any, Callable
 
-from ctxscope.classify import classify_text
-from ctxscope.items import API_ANTHROPIC, API_OPENAI_CHAT, API_OPENAI_RESPONSES, RequestExtractor, items_from_request
+from ctxscope.core.classify import classify_text
+from ctxscope.core.items import (API_ANTHROPIC, API_OPENAI_CHAT, API_OPENAI_RESPONSES, RequestExtractor,
+                                 items_from_request)
 
 N = 2000
 ROUNDS = 200

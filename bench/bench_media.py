@@ -17,7 +17,7 @@ import zlib
 from functools import partial
 from typing import Callable
 
-from ctxscope import payload
+from ctxscope.core import payload
 
 ROUNDS = 20
 

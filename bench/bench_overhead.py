@@ -97,7 +97,7 @@ def latency() -> dict[str, float]:
     import openai.resources.chat.completions as completions
     from ctxscope.instrumentation.openai import OpenAIInstrumentor
     from ctxscope.testing import ProviderServer
-    from ctxscope.tracker import Tracker
+    from ctxscope.telemetry.tracker import Tracker
 
     logging.getLogger("opentelemetry.instrumentation.instrumentor").setLevel(logging.ERROR)
     messages, tools = conversation()
@@ -159,7 +159,7 @@ def latency() -> dict[str, float]:
 
 def in_process() -> dict[str, float]:
     """The tracker's own work per call (extract, diff, count the new item), without HTTP."""
-    from ctxscope.tracker import Tracker
+    from ctxscope.telemetry.tracker import Tracker
 
     messages, tools = conversation()
     tracker = Tracker()
@@ -182,9 +182,9 @@ def split() -> dict[str, float]:
     from opentelemetry.sdk.metrics import MeterProvider
     from opentelemetry.sdk.trace import TracerProvider
 
-    from ctxscope.items import RequestExtractor
-    from ctxscope.ledger import SessionLedger
-    from ctxscope.processor import ContextSpanProcessor
+    from ctxscope.core.items import RequestExtractor
+    from ctxscope.core.ledger import SessionLedger
+    from ctxscope.telemetry.processor import ContextSpanProcessor
     from ctxscope.schema import GenAI
 
     messages, tools = conversation()
@@ -229,7 +229,7 @@ def wrapper_alone(sampled_out: bool = False) -> float:
 
     from ctxscope.instrumentation._wrappers import Telemetry, install_processor
     from ctxscope.instrumentation.openai import API_CHAT, _sync_create
-    from ctxscope.tracker import Tracker
+    from ctxscope.telemetry.tracker import Tracker
 
     completion = ChatCompletion.model_validate({
         "id": "c", "object": "chat.completion", "created": 0, "model": MODEL,
@@ -263,7 +263,7 @@ def collection(sessions: int = 64, rounds: int = 50) -> dict[str, float]:
     from opentelemetry.sdk.metrics import MeterProvider
     from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 
-    from ctxscope.processor import ContextSpanProcessor
+    from ctxscope.telemetry.processor import ContextSpanProcessor
     from ctxscope.schema import Annotation, Attr, Category, Coverage, GenAI, Stage, WasteKind
 
     reader = InMemoryMetricReader()
@@ -298,7 +298,7 @@ def collection(sessions: int = 64, rounds: int = 50) -> dict[str, float]:
 
 
 def memory(sessions: int = 4) -> dict[str, float]:
-    from ctxscope.tracker import Tracker
+    from ctxscope.telemetry.tracker import Tracker
 
     bodies = []
     for s in range(sessions):

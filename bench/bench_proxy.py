@@ -23,7 +23,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT / "src") not in sys.path:
     sys.path.insert(0, str(ROOT / "src"))
 
-from ctxscope.tracker import Tracker  # noqa: E402
+from ctxscope.telemetry.tracker import Tracker  # noqa: E402
 
 MESSAGES = 2000
 ROUNDS = 200

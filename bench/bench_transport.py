@@ -60,7 +60,7 @@ def model_call() -> dict[str, float]:
     from bench_overhead import ITEMS, MODEL, conversation
     from ctxscope.instrumentation.http import HTTPInstrumentor
     from ctxscope.testing import ProviderServer
-    from ctxscope.tracker import Tracker
+    from ctxscope.telemetry.tracker import Tracker
 
     logging.getLogger("opentelemetry.instrumentation.instrumentor").setLevel(logging.ERROR)
     messages, tools = conversation()
@@ -121,7 +121,7 @@ def unrelated_url() -> dict[str, float]:
 
     from ctxscope.instrumentation.http import HTTPInstrumentor
     from ctxscope.instrumentation.http._send import maybe_model_call
-    from ctxscope.tracker import Tracker
+    from ctxscope.telemetry.tracker import Tracker
 
     def answer(request: httpx.Request) -> httpx.Response:
         return httpx.Response(200, content=b"{}")

@@ -2,7 +2,7 @@
 
 Run ``python dashboards/generate.py`` after changing this file (or the
 Prometheus alert rules, of which it writes Grafana-managed copies) and commit
-what it writes; ``tests/test_dashboards.py`` fails when the committed JSON
+what it writes; ``tests/shipped/test_dashboards.py`` fails when the committed JSON
 differs from what this script produces. Plain Python on purpose: every metric
 and label name comes from ``ctxscope.schema`` (the one source of truth), and
 nothing beyond the package itself is needed to rebuild the dashboards.

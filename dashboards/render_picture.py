@@ -1,7 +1,7 @@
 """Render the docs' pictures from the real data of the end-to-end scenario, one per metric path.
 
 Runs the scripted agent of ``tests/prometheus_helpers.py`` (the same sessions
-``tests/test_prometheus_e2e.py`` checks) turn by turn through one metric path
+``tests/e2e/test_prometheus_e2e.py`` checks) turn by turn through one metric path
 (tests/metric_paths.py) and screenshots Prometheus' own graph page with
 headless Chromium: session ``sess-near``'s context by category (stacked) and
 its utilisation against each of its limits, with the dashboard's own

@@ -34,7 +34,7 @@ from typing import Any
 import openai
 
 import ctxscope
-from ctxscope import limits
+from ctxscope.core import limits
 from ctxscope.testing import ProviderServer, Reply
 
 SESSION_ID = "demo-coding-agent"

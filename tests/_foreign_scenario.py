@@ -1,4 +1,4 @@
-"""One scenario of tests/test_foreign_instrumentations.py, run in a process of its own.
+"""One scenario of tests/interop/test_foreign_instrumentations.py, run in a process of its own.
 
 Instrumenting the openai SDK with several instrumentations in one process
 interferes (OpenLLMetry's uninstrument leaves a wrapper behind that still
@@ -23,10 +23,10 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from ctxscope.foreign import ForeignSpanProcessor
+from ctxscope.interop import ForeignSpanProcessor
 from ctxscope.schema import Metric, MetricAttr
 from ctxscope.testing import ProviderServer, Reply
-from ctxscope.tracker import Tracker
+from ctxscope.telemetry.tracker import Tracker
 
 TOOLS = [{"type": "function", "function": {
     "name": "read_file", "description": "Read a file",

@@ -15,9 +15,9 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from ctxscope.config import OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT
-from ctxscope.processor import ContextSpanProcessor
+from ctxscope.telemetry.processor import ContextSpanProcessor
 from ctxscope.schema import Attr, Metric, MetricAttr
-from ctxscope.tracker import Tracker
+from ctxscope.telemetry.tracker import Tracker
 
 
 @dataclass
@@ -49,7 +49,7 @@ def make_telemetry() -> Telemetry:
     provider = TracerProvider()
     provider.add_span_processor(SimpleSpanProcessor(exporter))
     # framing=False: the items' own counts, so values are worked out by hand (the
-    # provider framing model has tests of its own, tests/test_tracker.py).
+    # provider framing model has tests of its own, tests/telemetry/test_tracker.py).
     return Telemetry(provider, exporter, Tracker(tokenizer="chars", framing=False))
 
 

@@ -19,7 +19,7 @@ if TIKTOKEN_CACHE.is_dir() and "TIKTOKEN_CACHE_DIR" not in os.environ:
 
 
 def _tiktoken_available() -> bool:
-    from ctxscope.tokens import load_encoding
+    from ctxscope.core.tokens import load_encoding
 
     return load_encoding("o200k_base") is not None
 

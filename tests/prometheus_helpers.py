@@ -301,7 +301,7 @@ class ScriptedSession:
 
 C, W = Category, WasteKind
 
-# Worked out by hand in tests/test_prometheus_e2e.py; the comments give the
+# Worked out by hand in tests/e2e/test_prometheus_e2e.py; the comments give the
 # final state's calibrated view (SPEC section 5).
 SESSIONS: tuple[ScriptedSession, ...] = (
     # Final: estimates 9000 < reported 9400 -> unattributed 400, factor 1. Used 9400 of a
@@ -346,7 +346,7 @@ class AgentScenario:
         from opentelemetry.sdk.trace import TracerProvider
         from prometheus_client import CollectorRegistry, start_http_server
 
-        from ctxscope.processor import ContextSpanProcessor
+        from ctxscope.telemetry.processor import ContextSpanProcessor
 
         resource = Resource.create({"service.name": service})
         self.registry = CollectorRegistry()

@@ -27,7 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from opentelemetry import trace  # noqa: E402
 from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor  # noqa: E402
 
-from ctxscope.processor import installed_processor  # noqa: E402
+from ctxscope.telemetry.processor import installed_processor  # noqa: E402
 from prometheus_helpers import SESSIONS, play_all, play_turn  # noqa: E402
 
 

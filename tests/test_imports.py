@@ -1,6 +1,6 @@
 """Every module of the package imports, and names renamed for the linter still answer to their old ones.
 
-An unused-import clean-up once removed a re-export (``request_formats.APIS``) that ``ctxscope.items``
+An unused-import clean-up once removed a re-export (``request_formats.APIS``) that ``ctxscope.core.items``
 imported: every module that imports ``items`` then failed at import time. This walks the whole package.
 """
 
@@ -17,7 +17,7 @@ MODULES = sorted(m.name for m in pkgutil.walk_packages(ctxscope.__path__, "ctxsc
 
 
 def test_the_package_has_its_modules():
-    assert {"ctxscope.items", "ctxscope.request_formats", "ctxscope.transcripts.detect"} <= set(MODULES)
+    assert {"ctxscope.core.items", "ctxscope.core.request_items", "ctxscope.transcripts.detect"} <= set(MODULES)
 
 
 @pytest.mark.parametrize("name", MODULES)
@@ -26,8 +26,8 @@ def test_every_module_imports(name):
 
 
 @pytest.mark.parametrize("module, old, new", [
-    ("ctxscope.bounded_input", "ExtraData", "ExtraDataError"),
-    ("ctxscope.tokens", "EncodingUnavailable", "EncodingUnavailableError"),
+    ("ctxscope.core.bounded_input", "ExtraData", "ExtraDataError"),
+    ("ctxscope.core.tokens", "EncodingUnavailable", "EncodingUnavailableError"),
     ("ctxscope.transcripts.detect", "UnknownFormat", "UnknownFormatError"),
     ("ctxscope.transcripts", "UnknownFormat", "UnknownFormatError"),
 ])
@@ -40,6 +40,7 @@ def test_renamed_exceptions_keep_their_old_names(module, old, new):
 
 
 def test_items_exports_the_apis_it_walks():
-    from ctxscope import apis, items
+    from ctxscope.core import apis
+    from ctxscope.core import items
 
     assert items.APIS == apis.APIS == (apis.API_OPENAI_CHAT, apis.API_OPENAI_RESPONSES, apis.API_ANTHROPIC)

@@ -36,7 +36,7 @@ MOVES: dict[str, str] = {
     "classify": "core.classify",
     "tokens": "core.tokens",
     "framing": "core.framing",
-    "liveframing": "core.liveframing",  # the deprecated shim of framing.incremental
+    "liveframing": "core.framing.incremental",  # was already an alias of framing.incremental
     "itemdiff": "core.diff",
     "ledger": "core.ledger",
     "calibration": "core.views",

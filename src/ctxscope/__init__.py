@@ -13,13 +13,13 @@ import sys
 from importlib import metadata as _metadata
 from typing import TYPE_CHECKING, Any
 
-from ._deprecated import DeprecatedModule
-from .conversation import compacting, current_session_id, mark_compaction, session
-from .schema import Annotation, Category, Change, ChangeType, Coverage, Item, Stage, WasteKind
+from ctxscope._deprecated import DeprecatedModule
+from ctxscope.core.conversation import compacting, current_session_id, mark_compaction, session
+from ctxscope.schema import Annotation, Category, Change, ChangeType, Coverage, Item, Stage, WasteKind
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .export import Telemetry, setup
-    from .processor import ContextSpanProcessor
+    from ctxscope.telemetry.setup import Telemetry, setup
+    from ctxscope.telemetry.processor import ContextSpanProcessor
 
 
 def _installed_version() -> str:
@@ -51,9 +51,9 @@ __all__ = [
 ]
 
 _LAZY = {
-    "setup": ("ctxscope.export", "setup"),
-    "Telemetry": ("ctxscope.export", "Telemetry"),
-    "ContextSpanProcessor": ("ctxscope.processor", "ContextSpanProcessor"),
+    "setup": ("ctxscope.telemetry.setup", "setup"),
+    "Telemetry": ("ctxscope.telemetry.setup", "Telemetry"),
+    "ContextSpanProcessor": ("ctxscope.telemetry.processor", "ContextSpanProcessor"),
 }
 
 
@@ -65,4 +65,9 @@ def __getattr__(name: str) -> Any:
 
 
 # ``ctxscope.session`` is the context manager; ``from ctxscope.session import X`` still finds X.
-sys.modules.setdefault("ctxscope.session", DeprecatedModule("ctxscope.session", "ctxscope.conversation"))
+sys.modules.setdefault("ctxscope.session", DeprecatedModule("ctxscope.session", "ctxscope.core.conversation"))
+
+# Old module paths (0.1) stay importable for one release.
+from ctxscope._moved import install as _install_moved_paths  # noqa: E402
+
+_install_moved_paths()

@@ -5,7 +5,7 @@ Kept for one release so that imports of the old path keep working.
 
 import warnings
 
-from .config import (  # noqa: F401 - re-exported for the old import path
+from ctxscope.config import (  # noqa: F401 - re-exported for the old import path
     CTXSCOPE_CAPTURE_LABELS,
     CTXSCOPE_COMPACT_THRESHOLD_TOKENS,
     CTXSCOPE_DATA_DIR,

@@ -79,8 +79,8 @@ from collections import deque
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Callable, Iterable, Mapping
-from .apis import API_ANTHROPIC, API_GEMINI, API_OLLAMA, API_OPENAI_CHAT, API_OPENAI_RESPONSES
-from .apis.anthropic_messages import after_compaction
+from ctxscope.core.apis import API_ANTHROPIC, API_GEMINI, API_OLLAMA, API_OPENAI_CHAT, API_OPENAI_RESPONSES
+from ctxscope.core.apis.anthropic_messages import after_compaction
 
 __all__ = [
     "HIDDEN_OVERHEAD_TOKENS",

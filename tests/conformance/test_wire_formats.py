@@ -1,4 +1,4 @@
-"""One conformance suite for every wire format (ctxscope.apis): detection, items, reported input, fingerprint.
+"""One conformance suite for every wire format (ctxscope.core.apis): detection, items, reported input, fingerprint.
 
 Each format runs through the same checks on real requests: the recordings in
 ``../shared/corpus/api`` (chat completions and Anthropic Messages; CI has
@@ -19,9 +19,9 @@ from urllib.parse import urlparse
 import pytest
 
 from conftest import CORPUS, DATA
-from ctxscope import apis
-from ctxscope.conversation import fingerprint
-from ctxscope.items import items_from_request
+from ctxscope.core import apis
+from ctxscope.core.conversation import fingerprint
+from ctxscope.core.items import items_from_request
 from ctxscope.schema import Category
 from ctxscope.testing import ProviderServer
 from ctxscope.transcripts.messages import MessagesReader

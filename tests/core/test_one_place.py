@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from ctxscope import apis
+from ctxscope.core import apis
 
 SRC = Path(__file__).resolve().parents[2] / "src" / "ctxscope"
 
@@ -22,4 +22,4 @@ def test_environment_variables_are_read_in_config_alone():
 def test_api_ids_are_written_in_their_wire_format_modules_alone():
     ids = [wire.id for wire in apis.WIRE_FORMATS]
     writers = {name for name, text in _sources().items() for api in ids if f'"{api}"' in text or f"'{api}'" in text}
-    assert writers and all(name.startswith("apis/") for name in writers), writers
+    assert writers and all(name.startswith("core/apis/") for name in writers), writers

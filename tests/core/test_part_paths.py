@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from ctxscope.items import items_from_request
+from ctxscope.core.items import items_from_request
 
 
 def _chat(name: str) -> dict:

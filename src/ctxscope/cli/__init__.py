@@ -13,8 +13,8 @@ import logging
 import sys
 from typing import Sequence
 
-from .. import __version__
-from ..errors import UserError
+from ctxscope import __version__
+from ctxscope.errors import UserError
 
 # Subcommand modules, in the order `ctxscope --help` lists them.
 COMMANDS = (

@@ -11,15 +11,15 @@ import argparse
 import sys
 from typing import TYPE_CHECKING, Any
 
-from ..bounded_input import check_regular
-from ..errors import UserError
-from ..tokens import TOKENIZERS
-from ..transcripts import FORMATS
+from ctxscope.core.bounded_input import check_regular
+from ctxscope.errors import UserError
+from ctxscope.core.tokens import TOKENIZERS
+from ctxscope.transcripts import FORMATS
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..export import Telemetry
-    from ..replay import CallEmitter
-    from ..transcripts.model import Problem
+    from ctxscope.telemetry.setup import Telemetry
+    from ctxscope.telemetry.replay import CallEmitter
+    from ctxscope.transcripts.model import Problem
 
 MAX_PROBLEMS_SHOWN = 20
 
@@ -37,7 +37,7 @@ def add_tokenizer(parser: argparse.ArgumentParser) -> None:
 
 def transcript_paths(files: list[str], *, subagents: bool) -> list[str]:
     """The files to read: each given one (which must exist and be a file), then its subagent files."""
-    from .analyze import subagent_files
+    from ctxscope.cli.analyze import subagent_files
 
     paths: list[str] = []
     for path in files:
@@ -71,8 +71,8 @@ def export_setup(service_name: str) -> "Telemetry":
     """
     from opentelemetry.sdk.environment_variables import OTEL_SERVICE_NAME
 
-    from ..config import otel
-    from ..export import setup
+    from ctxscope.config import otel
+    from ctxscope.telemetry.setup import setup
 
     try:
         return setup(None if otel(None, OTEL_SERVICE_NAME) else service_name, instrument=False,
@@ -83,7 +83,7 @@ def export_setup(service_name: str) -> "Telemetry":
 
 def emitter_for(telemetry: "Telemetry", tokenizer: str) -> "CallEmitter":
     """The call emitter writing to ``telemetry``, and to its local store when there is one."""
-    from ..replay import CallEmitter
+    from ctxscope.telemetry.replay import CallEmitter
 
     store: Any = telemetry.store
     return CallEmitter.for_provider(telemetry.tracer_provider, tokenizer=tokenizer,

@@ -13,13 +13,14 @@ import sys
 import time
 from typing import TYPE_CHECKING, Callable
 
-from ..errors import UserError
-from ..waste import DEFAULT_AGING_CALLS, DEFAULT_RESULT_CAP, DEFAULT_TOOL_BUDGET, WasteOptions
-from . import EXIT_ERROR, EXIT_OK, EXIT_THRESHOLD
-from ._common import MAX_PROBLEMS_SHOWN, add_transcript_options, check_ratio, print_problem, transcript_paths
+from ctxscope.errors import UserError
+from ctxscope.core.waste import DEFAULT_AGING_CALLS, DEFAULT_RESULT_CAP, DEFAULT_TOOL_BUDGET, WasteOptions
+from ctxscope.cli import EXIT_ERROR, EXIT_OK, EXIT_THRESHOLD
+from ctxscope.cli._common import (MAX_PROBLEMS_SHOWN, add_transcript_options, check_ratio, print_problem,
+                                  transcript_paths)
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..report.analysis import FileResult
+    from ctxscope.report.analysis import FileResult
 
 PROGRESS_MIN_BYTES = 8 * 1024 * 1024
 
@@ -109,7 +110,7 @@ def subagent_files(path: str) -> list[str]:
 
 
 def analyse(paths: list[str], args: argparse.Namespace, *, subagents: bool = True) -> list["FileResult"]:
-    from ..report.analysis import analyze_file
+    from ctxscope.report.analysis import analyze_file
 
     options = options_from(args)
     results = []
@@ -179,11 +180,11 @@ def run(args: argparse.Namespace) -> int:
             # Part paths name rules files and skills by the name the session gave them.
             session.parts = {redact_part(p): v for p, v in session.parts.items()}
     if args.html:
-        from ..report import html as html_report
+        from ctxscope.report import html as html_report
 
         _write(args.output, html_report.render(results))
     if args.json:
-        from ..report.json_report import dumps, files_json
+        from ctxscope.report.json_report import dumps, files_json
 
         text = dumps(files_json(results))
         if args.output and not args.html:
@@ -191,7 +192,7 @@ def run(args: argparse.Namespace) -> int:
         else:
             sys.stdout.write(text + "\n")
     elif not args.html:
-        from ..report import terminal
+        from ctxscope.report import terminal
 
         terminal.render(results, sys.stdout, top=args.top)
     if not sessions:

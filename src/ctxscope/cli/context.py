@@ -6,7 +6,7 @@ default the latest: its latest call part by part and each part over the chat.
 
 Reads the local store (``CTXSCOPE_DATA_DIR`` or ``--data-dir``) that the
 embedded mode of ``ctxscope.setup()`` / ``opentelemetry-instrument`` fills.
-Store files are read through :mod:`ctxscope.bounded_input` (regular files
+Store files are read through :mod:`ctxscope.core.bounded_input` (regular files
 only, ``--max-input-mb``, nesting and number limits); a record that is not as
 the store writes it is one line naming its file and line.
 """
@@ -18,10 +18,10 @@ import io
 import json
 import sys
 
-from .. import bounded_input
-from ..errors import InputError, UserError
-from ..report.context import build_report, chats_json, render_sessions, render_text, sessions_json
-from ..store import ChatInfo, LocalStore, chats_of
+from ctxscope.core import bounded_input
+from ctxscope.errors import InputError, UserError
+from ctxscope.report.context import build_report, chats_json, render_sessions, render_text, sessions_json
+from ctxscope.telemetry.store import ChatInfo, LocalStore, chats_of
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

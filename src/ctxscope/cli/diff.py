@@ -11,11 +11,11 @@ import json
 import sys
 from typing import Any
 
-from ..errors import UserError
-from ..schema import CATEGORIES
-from . import EXIT_ERROR, EXIT_OK, EXIT_THRESHOLD
-from ._common import check_ratio
-from .analyze import add_common, analyse
+from ctxscope.errors import UserError
+from ctxscope.schema import CATEGORIES
+from ctxscope.cli import EXIT_ERROR, EXIT_OK, EXIT_THRESHOLD
+from ctxscope.cli._common import check_ratio
+from ctxscope.cli.analyze import add_common, analyse
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

@@ -7,7 +7,7 @@ import json
 import sys
 from typing import Any
 
-from .. import fidelity
+from ctxscope.core import fidelity
 
 HELP = "error of each counting basis against the provider-reported input, per model"
 DESCRIPTION = """\
@@ -86,7 +86,7 @@ def render_text(report: fidelity.Report, bases: list[str], targets: list[dict[st
 
 def rewrite_docs(path: str, text: str, command: str) -> None:
     """Replace what lies between the marker lines of a Markdown file with the report."""
-    from ..errors import UserError
+    from ctxscope.errors import UserError
 
     try:
         doc = open(path, encoding="utf-8").read()
@@ -130,8 +130,8 @@ _ENCODING_LOAD_TIMEOUT_S = 120.0
 
 def _load_tiktoken() -> None:
     """Load the encodings before counting, so the tiktoken columns are never chars/4 in disguise."""
-    from ..errors import UserError
-    from ..tokens import load_encoding
+    from ctxscope.errors import UserError
+    from ctxscope.core.tokens import load_encoding
 
     for name in ("o200k_base", "cl100k_base"):
         if load_encoding(name, timeout_s=_ENCODING_LOAD_TIMEOUT_S) is None:

@@ -7,13 +7,13 @@ section 4) unless ``--reported`` is given. In a JSONL file of recordings,
 ``FILE:LINE`` picks line LINE (1-based); a JSONL file of one line needs no
 ``:LINE``.
 
-The file is read through :mod:`ctxscope.bounded_input` (regular files only,
+The file is read through :mod:`ctxscope.core.bounded_input` (regular files only,
 ``--max-input-mb``, a nesting limit, finite numbers; usage counts whole and
 not negative): bad input is one line naming the file and line.
 
-Counting goes through :class:`ctxscope.ledger.SessionLedger`, as for live
+Counting goes through :class:`ctxscope.core.ledger.SessionLedger`, as for live
 requests, so the numbers are the ones a span would carry. The composition
-includes the provider's framing (:mod:`ctxscope.framing`: per-message
+includes the provider's framing (:mod:`ctxscope.core.framing`: per-message
 overhead, reply priming, hidden prompts in ``overhead``; tool definitions as
 the provider renders them in ``tools``; server tools' hidden parts in
 ``tools/server/<type>``), as the live tracker adds it; ``--no-framing`` shows
@@ -30,14 +30,16 @@ import sys
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from .. import apis, bounded_input
-from .. import framing as _framing
-from ..errors import InputError, UserError
-from ..items import detect_api, items_from_request
-from ..ledger import Snapshot
-from ..pipeline import CallFacts, SessionAccount
-from ..schema import CATEGORIES, Category
-from ..tokens import counter_for
+from ctxscope.core import apis
+
+from ctxscope.core import bounded_input
+from ctxscope.core import framing as _framing
+from ctxscope.errors import InputError, UserError
+from ctxscope.core.items import detect_api, items_from_request
+from ctxscope.core.ledger import Snapshot
+from ctxscope.core.pipeline import CallFacts, SessionAccount
+from ctxscope.schema import CATEGORIES, Category
+from ctxscope.core.tokens import counter_for
 
 TOP_DEFAULT = 10
 _LINE_RE = re.compile(r"^(.*):(\d+)$")
@@ -134,7 +136,7 @@ def _line_of(text: str | None, key: str, value: Any) -> int | None:
 
 def reported_input(api: str, response: Any, *, path: str = "-", line: int | None = None,
                    text: str | None = None) -> int | None:
-    """The provider-reported input of a recorded response (SPEC section 4, :mod:`ctxscope.apis`), else None.
+    """The provider-reported input of a recorded response (SPEC section 4, :mod:`ctxscope.core.apis`), else None.
 
     A count that is not a whole, non-negative number is a one-line InputError
     naming ``path`` and ``line`` (found in the file's ``text`` when not given).

@@ -11,8 +11,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ..errors import UserError
-from ._common import (MAX_PROBLEMS_SHOWN, add_transcript_options, emitter_for, export_setup, print_problem,
+from ctxscope.errors import UserError
+from ctxscope.cli._common import (MAX_PROBLEMS_SHOWN, add_transcript_options, emitter_for, export_setup, print_problem,
                       transcript_paths)
 
 SERVICE_NAME = "ctxscope-replay"
@@ -37,7 +37,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..replay import replay_files
+    from ctxscope.telemetry.replay import replay_files
 
     if args.speed < 0:
         raise UserError(f"--speed must be 0 (as fast as possible) or more, got {args.speed}")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from .analyze import add_parser
+from ctxscope.cli.analyze import add_parser
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

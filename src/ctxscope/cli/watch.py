@@ -13,15 +13,15 @@ import argparse
 import os
 import sys
 
-from ..errors import UserError
-from ._common import add_tokenizer, emitter_for, export_setup, print_problem
+from ctxscope.errors import UserError
+from ctxscope.cli._common import add_tokenizer, emitter_for, export_setup, print_problem
 
 SERVICE_NAME = "ctxscope-watch"
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    from ..watch import DEFAULT_IDLE_S, DEFAULT_POLL_S, DEFAULT_RESCAN_S
-    from ..watch.watcher import DEFAULT_MAX_ACTIVE
+    from ctxscope.watch import DEFAULT_IDLE_S, DEFAULT_POLL_S, DEFAULT_RESCAN_S
+    from ctxscope.watch.watcher import DEFAULT_MAX_ACTIVE
 
     parser = subparsers.add_parser(
         "watch", help="follow Claude Code and Codex session files and export their telemetry live",
@@ -51,8 +51,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..watch import WatchState, Watcher, default_dirs, default_state_path
-    from ..watch.watcher import install_signal_handlers
+    from ctxscope.watch import WatchState, Watcher, default_dirs, default_state_path
+    from ctxscope.watch.watcher import install_signal_handlers
 
     for name in ("idle", "poll", "rescan"):
         if getattr(args, name) <= 0:

@@ -18,11 +18,11 @@ __all__ = ["AnthropicInstrumentor", "OpenAIInstrumentor"]
 
 def __getattr__(name: str) -> Any:
     if name == "OpenAIInstrumentor":
-        from .openai import OpenAIInstrumentor
+        from ctxscope.instrumentation.openai import OpenAIInstrumentor
 
         return OpenAIInstrumentor
     if name == "AnthropicInstrumentor":
-        from .anthropic import AnthropicInstrumentor
+        from ctxscope.instrumentation.anthropic import AnthropicInstrumentor
 
         return AnthropicInstrumentor
     raise AttributeError(name)

@@ -28,12 +28,12 @@ import logging
 from enum import Enum
 from typing import Any, Mapping
 
-from ..config import OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT, settings
-from ..items import API_ANTHROPIC, API_OPENAI_CHAT, API_OPENAI_RESPONSES
-from ..payload import as_list
-from ..payload import get as _get
-from ..payload import plain as _plain
-from ..schema import GenAI
+from ctxscope.config import OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT, settings
+from ctxscope.core.items import API_ANTHROPIC, API_OPENAI_CHAT, API_OPENAI_RESPONSES
+from ctxscope.core.payload import as_list
+from ctxscope.core.payload import get as _get
+from ctxscope.core.payload import plain as _plain
+from ctxscope.schema import GenAI
 
 _log = logging.getLogger("ctxscope.instrumentation")
 
@@ -286,7 +286,7 @@ def request_content(api: str, body: Mapping[str, Any]) -> dict[str, list[Any]]:
         content = {GenAI.SYSTEM_INSTRUCTIONS: _system(body.get("system"), _anthropic_parts),
                    GenAI.INPUT_MESSAGES: messages}
     else:
-        from ..apis import format_of  # Gemini, Ollama: their modules say it
+        from ctxscope.core.apis import format_of  # Gemini, Ollama: their modules say it
 
         wire = format_of(api)
         if wire is None:

@@ -17,9 +17,9 @@ from __future__ import annotations
 import logging
 from typing import Any, Callable, Collection, Iterable
 
-from ..faultlog import log_failure
-from ._content import content_mode_from_env
-from ._wrappers import (
+from ctxscope.faultlog import log_failure
+from ctxscope.instrumentation._content import content_mode_from_env
+from ctxscope.instrumentation._wrappers import (
     Api,
     ModelCall,
     Telemetry,
@@ -50,7 +50,7 @@ def begin(telemetry: Telemetry, api: Api, kwargs: dict[str, Any], instance: Any 
     ``instance``: the SDK resource called (its client names the server).
     """
     try:
-        from ._streams import register_helper_call
+        from ctxscope.instrumentation._streams import register_helper_call
 
         call = start_call(telemetry, provider=api.provider, api=api.name, body=request_body(kwargs),
                           server=server_of(instance))
@@ -110,7 +110,7 @@ def _handed_to_transport(call: ModelCall, result: Any) -> bool:
     if type(result).__name__ not in _RAW_RESPONSES + ("AsyncAPIResponse",) or _raw_body_read(result):
         return False
     try:
-        from .http import adopt
+        from ctxscope.instrumentation.http import adopt
 
         return adopt(getattr(result, "http_response", None), call)
     except Exception:  # noqa: BLE001 - not instrumented, or an unexpected shape
@@ -123,7 +123,7 @@ def finish_result(call: ModelCall, api: Api, result: Any, response: Any = None) 
     ``response``: the parsed object where the caller gets a raw response (async clients parse it first).
     """
     try:
-        from ._streams import AsyncStream, SyncStream
+        from ctxscope.instrumentation._streams import AsyncStream, SyncStream
 
         sync_class, async_class = api.stream_classes()
         if isinstance(result, sync_class):
@@ -205,7 +205,7 @@ def helper_targets(module: str, resource: str, method: str = "stream") -> tuple[
 
 def _beside_other_configurator() -> None:
     try:
-        from ..export import configure_beside_other_configurator
+        from ctxscope.telemetry.setup import configure_beside_other_configurator
 
         configure_beside_other_configurator()
     except Exception:  # noqa: BLE001 - the calls are still instrumented
@@ -242,7 +242,7 @@ class ProviderInstrumentor(BaseInstrumentor):
         if telemetry.tracker.tokenizer in ("auto", "tiktoken"):
             # The encoding loads in the background from now on: never on the first call's thread,
             # and a call counted before it is ready says so on its span (docs/instrumentation.md).
-            from ..tokens import preload
+            from ctxscope.core.tokens import preload
 
             preload()
         wrappers = [(module, name, create_wrapper(telemetry, api, is_async))

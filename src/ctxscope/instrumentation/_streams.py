@@ -28,8 +28,8 @@ from typing import Any, Callable, Iterator
 
 import wrapt
 
-from ..faultlog import log_failure
-from ._wrappers import ModelCall, ResponseInfo, StreamState
+from ctxscope.faultlog import log_failure
+from ctxscope.instrumentation._wrappers import ModelCall, ResponseInfo, StreamState
 
 _log = logging.getLogger("ctxscope.instrumentation")
 

@@ -37,11 +37,11 @@ from opentelemetry import context as otel_context
 from opentelemetry import trace
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode, Tracer
 
-from ..faultlog import log_failure
-from ..observation import Usage
-from ..schema import INSTRUMENTATION_SCOPE, Attr, ChangeAttr, GenAI, Stage
-from ..tracker import PendingCall, Tracker, get_tracker
-from ._content import ContentMode, request_content, span_attributes
+from ctxscope.faultlog import log_failure
+from ctxscope.core.observation import Usage
+from ctxscope.schema import INSTRUMENTATION_SCOPE, Attr, ChangeAttr, GenAI, Stage
+from ctxscope.telemetry.tracker import PendingCall, Tracker, get_tracker
+from ctxscope.instrumentation._content import ContentMode, request_content, span_attributes
 
 _log = logging.getLogger("ctxscope.instrumentation")
 
@@ -188,7 +188,7 @@ class Telemetry:
         """
         processor = self._processor
         if processor is None:
-            from ..processor import ensure_processor
+            from ctxscope.telemetry.processor import ensure_processor
 
             processor = self._processor = ensure_processor(self._tracer_provider, self._meter_provider)
             if processor is None and not self._warned_no_sdk:
@@ -516,7 +516,7 @@ def start_call(telemetry: Telemetry, *, provider: str, api: str, body: Mapping[s
         log_failure(_log, "ctxscope: could not start a span for the %s call", api)
         return None
     try:
-        from ._measured import note_call
+        from ctxscope.instrumentation._measured import note_call
 
         note_call(call.span)  # the GenAI completion hook then knows this call is measured
     except Exception:  # noqa: BLE001
@@ -537,7 +537,7 @@ def usage_from(input_tokens: Any = None, output_tokens: Any = None, cache_read: 
 def install_processor(tracer_provider: Any = None, meter_provider: Any = None) -> None:
     """Put the context span processor on the SDK tracer provider (once), so the spans become metrics."""
     try:
-        from ..processor import ensure_processor
+        from ctxscope.telemetry.processor import ensure_processor
 
         ensure_processor(tracer_provider, meter_provider)
     except Exception:  # noqa: BLE001 - no metrics is better than a broken program

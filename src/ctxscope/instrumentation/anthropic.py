@@ -21,12 +21,12 @@ from __future__ import annotations
 import logging
 from typing import Any, Callable, Mapping
 
-from ..apis import anthropic_messages
-from ..items import API_ANTHROPIC as API_MESSAGES
-from ..payload import get as _get
-from ._content import AnthropicOutput, anthropic_output
-from ._instrumentor import ProviderInstrumentor, begin, create_targets, helper_targets
-from ._wrappers import Api, ResponseInfo, Telemetry, active_call, request_body, usage_from
+from ctxscope.core.apis import anthropic_messages
+from ctxscope.core.items import API_ANTHROPIC as API_MESSAGES
+from ctxscope.core.payload import get as _get
+from ctxscope.instrumentation._content import AnthropicOutput, anthropic_output
+from ctxscope.instrumentation._instrumentor import ProviderInstrumentor, begin, create_targets, helper_targets
+from ctxscope.instrumentation._wrappers import Api, ResponseInfo, Telemetry, active_call, request_body, usage_from
 
 _log = logging.getLogger("ctxscope.instrumentation")
 
@@ -91,7 +91,7 @@ def message_info(message: Any) -> ResponseInfo:
 
 
 def _context_management(usage: Any, compacted: bool, context_management: Any) -> None:
-    """What the server did to the context during the call (ctxscope.apis.anthropic_messages)."""
+    """What the server did to the context during the call (ctxscope.core.apis.anthropic_messages)."""
     usage.provider_compaction = usage.provider_compaction or compacted
     edits = anthropic_messages.cleared(context_management)
     if edits:
@@ -142,7 +142,7 @@ class MessageStreamState:
         if server is not None:
             self._usage["server_tool_use"] = server
         iterations = _get(usage, "iterations")
-        if iterations:  # the final message_delta's breakdown (see ctxscope.apis.anthropic_messages.first_sampling)
+        if iterations:  # the final message_delta's breakdown (see ctxscope.core.apis.anthropic_messages.first_sampling)
             self._usage["iterations"] = iterations
 
     def info(self) -> ResponseInfo:
@@ -195,7 +195,7 @@ def _helper(telemetry: Telemetry, is_async: bool) -> Callable[..., Any]:
         if body is None:
             return manager
         try:
-            from ._streams import AsyncStream, ManagerProxy, SyncStream
+            from ctxscope.instrumentation._streams import AsyncStream, ManagerProxy, SyncStream
 
             proxy_cls = AsyncStream if is_async else SyncStream
 

@@ -18,13 +18,13 @@ from __future__ import annotations
 import logging
 from typing import Any, Callable
 
-from ..apis import openai_chat
-from ..items import API_OPENAI_CHAT as API_CHAT
-from ..items import API_OPENAI_RESPONSES as API_RESPONSES
-from ..payload import get as _get
-from ._content import ChatOutput, chat_output, responses_output
-from ._instrumentor import ProviderInstrumentor, create_targets, create_wrapper, helper_targets
-from ._wrappers import Api, ResponseInfo, Telemetry
+from ctxscope.core.apis import openai_chat
+from ctxscope.core.items import API_OPENAI_CHAT as API_CHAT
+from ctxscope.core.items import API_OPENAI_RESPONSES as API_RESPONSES
+from ctxscope.core.payload import get as _get
+from ctxscope.instrumentation._content import ChatOutput, chat_output, responses_output
+from ctxscope.instrumentation._instrumentor import ProviderInstrumentor, create_targets, create_wrapper, helper_targets
+from ctxscope.instrumentation._wrappers import Api, ResponseInfo, Telemetry
 
 _log = logging.getLogger("ctxscope.instrumentation")
 
@@ -177,7 +177,7 @@ def _helper(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
     """``.stream(...)`` helpers call the instrumented ``create``; their manager ends the call at exit."""
     manager = wrapped(*args, **kwargs)
     try:
-        from ._streams import ManagerProxy
+        from ctxscope.instrumentation._streams import ManagerProxy
 
         return ManagerProxy(manager)
     except Exception:  # noqa: BLE001

@@ -1,7 +1,7 @@
 """One pass over transcript files: per session, the composition of every call and the waste.
 
 Each :class:`~ctxscope.transcripts.TranscriptCall` goes through the session's
-:class:`~ctxscope.pipeline.TranscriptAccount` (the accounting ``replay`` and
+:class:`~ctxscope.core.pipeline.TranscriptAccount` (the accounting ``replay`` and
 ``watch`` use too: inferred prefix, ledger, limits, waste; a
 ``transcript-observed`` snapshot with ``partial`` coverage, its reported input
 attached). Only one row of numbers per call is
@@ -17,12 +17,12 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Callable
 
-from ..schema import Category, Coverage
-from ..tokens import counter_for
-from ..pipeline import TranscriptAccount
-from ..transcripts import Problem, TranscriptCall, TranscriptFile
-from ..transcripts.prefix import INFERENCE, PrefixMove
-from ..waste import Report, WasteOptions, WasteTracker
+from ctxscope.schema import Category, Coverage
+from ctxscope.core.tokens import counter_for
+from ctxscope.core.pipeline import TranscriptAccount
+from ctxscope.transcripts import Problem, TranscriptCall, TranscriptFile
+from ctxscope.transcripts.prefix import INFERENCE, PrefixMove
+from ctxscope.core.waste import Report, WasteOptions, WasteTracker
 
 
 @dataclass(slots=True)
@@ -103,7 +103,7 @@ class SessionResult:
     @property
     def counting(self) -> str:
         """The basis, and the Claude proxy when the live path applies it (framing.proxy_encoding_items)."""
-        from ..framing import is_claude
+        from ctxscope.core.framing import is_claude
 
         if self.basis and is_claude(self.model):
             return f"{self.basis} x Claude proxy ratio per kind of content (overhead framing:proxy-encoding)"
@@ -228,7 +228,7 @@ def _account(state: _Live, call: TranscriptCall, keep_text: bool) -> None:
         result.model = call.model
         # The window of the model, as replay and the live path know it (limits.limits_for):
         # Claude Code transcripts never say it; a Codex token_count does (below).
-        from ..limits import limits_for
+        from ctxscope.core.limits import limits_for
 
         result.window = limits_for(call.model, call.provider).window_tokens or result.window
     if call.window_tokens:
@@ -236,7 +236,7 @@ def _account(state: _Live, call: TranscriptCall, keep_text: bool) -> None:
 
 
 def _session_waste(result: SessionResult, tracker: WasteTracker) -> SessionWaste:
-    from ..limits import prices_for
+    from ctxscope.core.limits import prices_for
 
     prices = prices_for(result.model, result.provider)
     price = prices.input if prices is not None else None

@@ -1,8 +1,8 @@
 """The ``ctxscope context`` report: a census of one chat, part by part.
 
 A chat is a conversation's session and its side calls' sessions
-(``<chat>/compaction``: :func:`ctxscope.conversation.chat_of`).
-:func:`build_report` turns their stored records (:mod:`ctxscope.store`) into a
+(``<chat>/compaction``: :func:`ctxscope.core.conversation.chat_of`).
+:func:`build_report` turns their stored records (:mod:`ctxscope.telemetry.store`) into a
 JSON-able document; :func:`render_text` prints it for a terminal.
 
 - **chats**: the chats kept in the store, latest first.
@@ -17,7 +17,7 @@ JSON-able document; :func:`render_text` prints it for a terminal.
 - **over the chat**: each part summed over the chat's calls, side calls
   included under ``<kind>/`` (``compaction/results/read_file``), with the input
   cost it caused. A call's input cost (cache reads and writes at their rates,
-  from :func:`ctxscope.limits.cost_usd`) is split among its parts by their
+  from :func:`ctxscope.core.limits.cost_usd`) is split among its parts by their
   apportioned tokens. A cost is ``unknown`` when a price or the usage it
   needs is (an output cost without output usage), never 0; an input cost
   computed from ctxscope's estimates (a call without reported usage) says so
@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any, Callable, Iterable, Mapping, Sequence, TextIO
 
-from ..schema import CATEGORIES, part_category
+from ctxscope.schema import CATEGORIES, part_category
 
 UNKNOWN = "unknown"
 
@@ -38,7 +38,7 @@ CostFn = Callable[..., Decimal | None]
 
 
 def _default_cost(*args: Any, **kwargs: Any) -> Decimal | None:
-    from ..limits import cost_usd
+    from ctxscope.core.limits import cost_usd
 
     return cost_usd(*args, **kwargs)
 
@@ -259,7 +259,7 @@ def render_sessions(sessions: Iterable[Any], out: TextIO) -> None:
 
 
 def chats_json(chats: Iterable[Any]) -> list[dict[str, Any]]:
-    """The chats kept in the store (:class:`ctxscope.store.ChatInfo`), latest first."""
+    """The chats kept in the store (:class:`ctxscope.telemetry.store.ChatInfo`), latest first."""
     out = []
     for chat in chats:
         conversation = chat.sessions[0]

@@ -11,8 +11,8 @@ from __future__ import annotations
 import html
 from typing import Sequence
 
-from ..schema import CATEGORIES, INFERRED_PREFIX_LABEL, Category
-from .analysis import FileResult, SessionResult
+from ctxscope.schema import CATEGORIES, INFERRED_PREFIX_LABEL, Category
+from ctxscope.report.analysis import FileResult, SessionResult
 
 COLOURS = {
     Category.SYSTEM: "#6c757d", Category.RULES: "#8e44ad", Category.SKILLS: "#9b59b6",

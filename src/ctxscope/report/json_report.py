@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..schema import CATEGORIES, SPEC_VERSION
-from .analysis import FileResult, SessionResult
+from ctxscope.schema import CATEGORIES, SPEC_VERSION
+from ctxscope.report.analysis import FileResult, SessionResult
 
 # 2: estimated_tokens includes the inferred system+tools prefix (inferred_tokens says how much);
 # counting, inference, prefix_moves, session_waste and rollup added.

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import TextIO
 
-from ..schema import CATEGORIES, INFERRED_PREFIX_LABEL
-from .analysis import FileResult, SessionResult
+from ctxscope.schema import CATEGORIES, INFERRED_PREFIX_LABEL
+from ctxscope.report.analysis import FileResult, SessionResult
 
 _BAR = 30
 _MOVES_SHOWN = 5

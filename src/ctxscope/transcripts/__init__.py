@@ -2,7 +2,7 @@
 
 ``TranscriptFile(path).calls()`` yields one :class:`TranscriptCall` per
 provider call; :func:`observe_call` feeds one to a
-:class:`ctxscope.ledger.SessionLedger` as a ``transcript-observed`` snapshot
+:class:`ctxscope.core.ledger.SessionLedger` as a ``transcript-observed`` snapshot
 with ``partial`` coverage (``unrecorded`` for a call without text).
 """
 
@@ -10,14 +10,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ..schema import Stage
-from .detect import UnknownFormat, UnknownFormatError, detect_format, make_reader
-from .model import (FORMAT_CLAUDE_CODE, FORMAT_CODEX, FORMAT_MESSAGES, FORMATS, Compaction,
+from ctxscope.schema import Stage
+from ctxscope.transcripts.detect import UnknownFormat, UnknownFormatError, detect_format, make_reader
+from ctxscope.transcripts.model import (FORMAT_CLAUDE_CODE, FORMAT_CODEX, FORMAT_MESSAGES, FORMATS, Compaction,
                     Problem, TranscriptCall)
-from .source import MAX_LINE_BYTES, TimedCall, TranscriptFile
+from ctxscope.transcripts.source import MAX_LINE_BYTES, TimedCall, TranscriptFile
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..ledger import SessionLedger, Snapshot
+    from ctxscope.core.ledger import SessionLedger, Snapshot
 
 __all__ = [
     "FORMATS", "FORMAT_CLAUDE_CODE", "FORMAT_CODEX", "FORMAT_MESSAGES", "MAX_LINE_BYTES",
@@ -28,7 +28,7 @@ __all__ = [
 
 def observe_call(ledger: "SessionLedger", call: TranscriptCall) -> "Snapshot":
     """The ledger snapshot of one transcript call, with its reported input (SPEC 4, 5)."""
-    from ..pipeline import transcript_coverage
+    from ctxscope.core.pipeline import transcript_coverage
 
     snapshot = ledger.observe(
         call.items, model=call.model, stage=Stage.TRANSCRIPT_OBSERVED, coverage=transcript_coverage(call.items),

@@ -1,9 +1,9 @@
 """Building :class:`~ctxscope.schema.Item` objects from transcript content blocks.
 
 Shared by the readers. Categories of free text come from
-:mod:`ctxscope.classify` (rules, skills, environment, summaries), references
+:mod:`ctxscope.core.classify` (rules, skills, environment, summaries), references
 for waste from ``classify.tool_reference(tool, args)`` and image sizes from
-:mod:`ctxscope.payload`, as for request bodies, so that a transcript and a
+:mod:`ctxscope.core.payload`, as for request bodies, so that a transcript and a
 live request give the same parts.
 """
 
@@ -11,11 +11,11 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from .. import classify as _classify
-from .. import payload
-from ..schema import Category, Item
-from ..tokens import DEFAULT_IMAGE_TOKENS
-from .model import content_digest, dumps
+from ctxscope.core import classify as _classify
+from ctxscope.core import payload
+from ctxscope.schema import Category, Item
+from ctxscope.core.tokens import DEFAULT_IMAGE_TOKENS
+from ctxscope.transcripts.model import content_digest, dumps
 
 
 def reference(tool: str, args: Any) -> str | None:
@@ -142,7 +142,7 @@ def image_item(item_id: str, source: Any, provider: str, role: str, kind: str = 
                tokens: int | None = None, model: str | None = None) -> Item:
     """An image or document, counted by its pixel size where the header gives it, never its base64.
 
-    ``model`` picks the OpenAI image rule of its family (ctxscope.media); Claude's rule is one.
+    ``model`` picks the OpenAI image rule of its family (ctxscope.core.media); Claude's rule is one.
     """
     data = _b64_data(source)
     if tokens is None:  # else the caller measured it (media_items: a PDF's page images)
@@ -161,7 +161,7 @@ def image_item(item_id: str, source: Any, provider: str, role: str, kind: str = 
 
 def media_items(item_id: str, source: Any, provider: str, role: str, kind: str = "image") -> list[Item]:
     """An image or document as items: a PDF is its page images and its extracted text (id ``<id>:text``),
-    by the same rule as request bodies (ctxscope.media via payload.document_b64)."""
+    by the same rule as request bodies (ctxscope.core.media via payload.document_b64)."""
     if kind != "document":
         return [image_item(item_id, source, provider, role, kind)]
     text, pages = payload.document_b64(provider, _b64_data(source))
@@ -205,7 +205,7 @@ def block_text(content: Any) -> str:
 
 def _maybe_json(args: Any) -> Any:
     if isinstance(args, str) and args[:1] == "{":
-        from .model import loads
+        from ctxscope.transcripts.model import loads
 
         try:
             return loads(args)

@@ -31,10 +31,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Iterator, Mapping
 
-from ..schema import Category, CompactionTrigger, Item
-from . import _items
-from .model import (FORMAT_CLAUDE_CODE, Compaction, Problem, TranscriptCall, anthropic_usage, as_int,
-                    dumps, parse_timestamp_ns, record_type)
+from ctxscope.schema import Category, CompactionTrigger, Item
+from ctxscope.transcripts import _items
+from ctxscope.transcripts.model import (FORMAT_CLAUDE_CODE, Compaction, Problem, TranscriptCall, anthropic_usage,
+                                        as_int, dumps, parse_timestamp_ns, record_type)
 
 PROVIDER = "anthropic"
 # A microcompaction (2.1.9+) clears old tool results in what is sent, keeping the messages:

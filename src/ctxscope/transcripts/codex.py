@@ -18,10 +18,10 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from ..observation import Usage
-from ..schema import CompactionTrigger, Item
-from . import _items
-from .model import (FORMAT_CODEX, Compaction, Problem, TranscriptCall, as_int, dumps,
+from ctxscope.core.observation import Usage
+from ctxscope.schema import CompactionTrigger, Item
+from ctxscope.transcripts import _items
+from ctxscope.transcripts.model import (FORMAT_CODEX, Compaction, Problem, TranscriptCall, as_int, dumps,
                     parse_timestamp_ns, record_type)
 
 PROVIDER = "openai"

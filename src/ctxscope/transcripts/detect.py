@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .model import FORMAT_CLAUDE_CODE, FORMAT_CODEX, FORMAT_MESSAGES, FORMATS, Reader, loads
+from ctxscope.transcripts.model import FORMAT_CLAUDE_CODE, FORMAT_CODEX, FORMAT_MESSAGES, FORMATS, Reader, loads
 
 _CLAUDE_TYPES = {"user", "assistant", "summary", "system", "progress", "attachment",
                  "file-history-snapshot", "queue-operation", "permission-mode"}
@@ -131,15 +131,15 @@ def _sniff(record: dict[str, Any]) -> str | None:
 def make_reader(fmt: str, name: str, path: str | None = None) -> Reader:
     """A fresh reader for a format; ``name`` (the file name) seeds session ids."""
     if fmt == FORMAT_CLAUDE_CODE:
-        from .claude_code import ClaudeCodeReader
+        from ctxscope.transcripts.claude_code import ClaudeCodeReader
 
         return ClaudeCodeReader(name)
     if fmt == FORMAT_CODEX:
-        from .codex import CodexReader
+        from ctxscope.transcripts.codex import CodexReader
 
         return CodexReader(name)
     if fmt == FORMAT_MESSAGES:
-        from .messages import MessagesReader
+        from ctxscope.transcripts.messages import MessagesReader
 
         return MessagesReader(name)
     raise UnknownFormatError(f"unknown format {fmt!r}: choose one of {', '.join(FORMATS)}")

@@ -12,7 +12,7 @@ Accepted shapes, as one JSON document or as JSONL (one per line):
 
 Calls are grouped into sessions by the SPEC fingerprint: the system prompt and
 the first user message. Items come from the live path's request extractor
-(:mod:`ctxscope.items`): OpenAI's ``developer`` role counts as system,
+(:mod:`ctxscope.core.items`): OpenAI's ``developer`` role counts as system,
 ``reasoning_content`` as assistant thinking, tool definitions as tools, and
 OpenAI Responses bodies (``input``) are read too.
 """
@@ -21,12 +21,12 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from .. import apis
-from ..items import detect_api
-from ..observation import Usage
-from ..schema import Item
-from ..conversation import fingerprint
-from .model import FORMAT_MESSAGES, Problem, TranscriptCall
+from ctxscope.core import apis
+from ctxscope.core.items import detect_api
+from ctxscope.core.observation import Usage
+from ctxscope.schema import Item
+from ctxscope.core.conversation import fingerprint
+from ctxscope.transcripts.model import FORMAT_MESSAGES, Problem, TranscriptCall
 
 
 class MessagesReader:
@@ -88,7 +88,7 @@ class MessagesReader:
 
     def _history(self, messages: list[Any], body: Mapping[str, Any] | None, model: Any,
                  line: int) -> list[TranscriptCall]:
-        from ..items import RequestExtractor
+        from ctxscope.core.items import RequestExtractor
 
         base = dict(body) if body is not None else {}
         extractor = RequestExtractor()  # each prefix reuses the items of the one before
@@ -126,12 +126,12 @@ class MessagesReader:
 def body_items(body: Mapping[str, Any], extractor: Any = None) -> tuple[list[Item], str]:
     """The items of a request body or message list, and its provider (``openai`` or ``anthropic``).
 
-    The request extractor of the live path (:mod:`ctxscope.items`) does the
+    The request extractor of the live path (:mod:`ctxscope.core.items`) does the
     work, so a transcript and an instrumented call give the same items; an
     ``extractor`` (``items.RequestExtractor``) reuses the items of messages
     seen in the session's previous call.
     """
-    from ..items import API_ANTHROPIC, RequestExtractor, detect_api
+    from ctxscope.core.items import API_ANTHROPIC, RequestExtractor, detect_api
 
     api = detect_api(body)
     items = (extractor or RequestExtractor()).extract(body, api)

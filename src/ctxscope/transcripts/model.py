@@ -17,9 +17,9 @@ import json
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from ..apis import anthropic_messages
-from ..observation import Usage
-from ..schema import CompactionTrigger, Item
+from ctxscope.core.apis import anthropic_messages
+from ctxscope.core.observation import Usage
+from ctxscope.schema import CompactionTrigger, Item
 
 try:  # orjson is an optional speed-up (extra "fast"); stdlib json is the fallback.
     import orjson as _orjson
@@ -147,5 +147,5 @@ def as_int(value: Any) -> int:
 
 
 def anthropic_usage(usage: dict[str, Any]) -> Usage:
-    """Anthropic usage (Claude Code records it as the API returns it): :mod:`ctxscope.apis.anthropic_messages`."""
+    """Anthropic usage (Claude Code records it as the API returns it): :mod:`ctxscope.core.apis.anthropic_messages`."""
     return anthropic_messages.usage(usage) or Usage()

@@ -3,7 +3,7 @@
 A transcript never holds the system prompt and the tool definitions, but
 the input the provider reports does, and they are nearly constant from call
 to call. :class:`PrefixLearner` learns their size per session and model
-with the live path's self-calibration (:class:`ctxscope.selfcal.SelfCalibrator`,
+with the live path's self-calibration (:class:`ctxscope.core.learned_correction.SelfCalibrator`,
 offset mode: the fixed hidden part is what is wanted) from each call's
 ``(counted content, reported input)`` pair, and hands the next call an item
 that stands for them: category ``system``, part
@@ -38,8 +38,8 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass
 
-from ..schema import INFERRED_PREFIX_ID, INFERRED_PREFIX_LABEL, INFERRED_PREFIX_PART, Category, Item
-from ..selfcal import ANY_TOOLS, MIN_PAIRS, SelfCalibrator
+from ctxscope.schema import INFERRED_PREFIX_ID, INFERRED_PREFIX_LABEL, INFERRED_PREFIX_PART, Category, Item
+from ctxscope.core.learned_correction import ANY_TOOLS, MIN_PAIRS, SelfCalibrator
 
 __all__ = ["INFERENCE", "MOVE_SHARE", "MOVE_TOKENS", "PrefixLearner", "PrefixMove"]
 

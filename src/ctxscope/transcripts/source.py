@@ -35,8 +35,8 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any, BinaryIO, Callable, Iterator
 
-from .detect import UnknownFormatError, detect_format, make_reader
-from .model import Problem, Reader, TranscriptCall, loads, parse_timestamp_ns
+from ctxscope.transcripts.detect import UnknownFormatError, detect_format, make_reader
+from ctxscope.transcripts.model import Problem, Reader, TranscriptCall, loads, parse_timestamp_ns
 
 MAX_LINE_BYTES = 32 * 1024 * 1024  # a longer line is reported and skipped
 _CHUNK = 1 << 20

@@ -4,7 +4,7 @@
 - :mod:`.state`: the state file that lets a restarted watch resume.
 - :mod:`.notify`: inotify (Linux) or polling.
 
-Spans are written by :class:`ctxscope.replay.CallEmitter`, as for a replay.
+Spans are written by :class:`ctxscope.telemetry.replay.CallEmitter`, as for a replay.
 """
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Mapping
 
-from ..config import agent_session_dirs
-from .state import STATE_FILE, WatchState
-from .watcher import DEFAULT_IDLE_S, DEFAULT_POLL_S, DEFAULT_RESCAN_S, Watcher
+from ctxscope.config import agent_session_dirs
+from ctxscope.watch.state import STATE_FILE, WatchState
+from ctxscope.watch.watcher import DEFAULT_IDLE_S, DEFAULT_POLL_S, DEFAULT_RESCAN_S, Watcher
 
 __all__ = ["DEFAULT_IDLE_S", "DEFAULT_POLL_S", "DEFAULT_RESCAN_S", "STATE_FILE", "WatchState", "Watcher",
            "default_dirs", "default_state_path"]
@@ -31,7 +31,7 @@ def default_dirs(environ: Mapping[str, str] | None = None) -> list[str]:
 
 
 def default_state_path(environ: Mapping[str, str] | None = None) -> Path:
-    """``<ctxscope data dir>/watch-state.json`` (see :func:`ctxscope.store.data_dir`)."""
-    from ..store import data_dir
+    """``<ctxscope data dir>/watch-state.json`` (see :func:`ctxscope.telemetry.store.data_dir`)."""
+    from ctxscope.telemetry.store import data_dir
 
     return data_dir(environ) / STATE_FILE

@@ -3,7 +3,7 @@
 For every ``*.jsonl`` file under the watched folders (new folders and files,
 subagent files included, are picked up as they appear) the watcher keeps a
 small record (:class:`~.state.FileMark`) and, while the file is active, a
-:class:`~ctxscope.follow.FollowedFile` whose reader holds the live context.
+:class:`~ctxscope.transcripts.follow.FollowedFile` whose reader holds the live context.
 
 Rules (docs/replay-watch.md):
 
@@ -35,10 +35,10 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable
 
-from ..follow import FollowedFile, TimedCall, file_identity
-from ..transcripts import Problem
-from .notify import Changes, Inotify, Polling, make_notifier
-from .state import FileMark, WatchState
+from ctxscope.transcripts.follow import FollowedFile, TimedCall, file_identity
+from ctxscope.transcripts import Problem
+from ctxscope.watch.notify import Changes, Inotify, Polling, make_notifier
+from ctxscope.watch.state import FileMark, WatchState
 
 __all__ = ["DEFAULT_IDLE_S", "DEFAULT_MAX_ACTIVE", "DEFAULT_POLL_S", "DEFAULT_RESCAN_S", "Watcher"]
 

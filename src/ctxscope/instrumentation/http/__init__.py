@@ -19,11 +19,11 @@ import importlib
 import logging
 from typing import Any, Collection
 
-from ...config import excluded_hosts, settings
-from .._content import content_mode_from_env
-from .._instrumentor import BaseInstrumentor
-from .._wrappers import Telemetry, install_processor, unwrap_all
-from ._send import adopt, send_wrapper
+from ctxscope.config import excluded_hosts, settings
+from ctxscope.instrumentation._content import content_mode_from_env
+from ctxscope.instrumentation._instrumentor import BaseInstrumentor
+from ctxscope.instrumentation._wrappers import Telemetry, install_processor, unwrap_all
+from ctxscope.instrumentation.http._send import adopt, send_wrapper
 
 __all__ = ["HTTPInstrumentor", "adopt", "excluded_hosts"]
 

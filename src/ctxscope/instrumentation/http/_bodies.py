@@ -22,7 +22,7 @@ import json
 import threading
 from typing import Any
 
-from ._frames import loads
+from ctxscope.instrumentation.http._frames import loads
 
 _DECODER = json.JSONDecoder()
 _WHITESPACE = " \t\n\r"

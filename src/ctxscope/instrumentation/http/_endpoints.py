@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from ...items import API_ANTHROPIC, API_OPENAI_CHAT, API_OPENAI_RESPONSES
+from ctxscope.core.items import API_ANTHROPIC, API_OPENAI_CHAT, API_OPENAI_RESPONSES
 
 # Framings of a response body, as the provider sends it.
 JSON = "json"  # one JSON document
@@ -172,11 +172,11 @@ def register_stream_framing(api: str, kind: str) -> None:
 
 
 # ---------------------------------------------------------------------------
-# The wire formats of ctxscope.apis (Gemini, Ollama)
+# The wire formats of ctxscope.core.apis (Gemini, Ollama)
 # ---------------------------------------------------------------------------
 
 def _register_wire_formats() -> None:
-    from ...apis import FORMATS, gemini, ollama
+    from ctxscope.core.apis import FORMATS, gemini, ollama
 
     generate = Endpoint(gemini.API, gemini.PROVIDER, model_in_path=True, conversation="contents")
     stream_generate = Endpoint(gemini.API, gemini.PROVIDER, streamed_always=True, model_in_path=True,
@@ -200,7 +200,7 @@ def _register_wire_formats() -> None:
 
 def model_from_path(path: str) -> str | None:
     """The model a Gemini path names (``.../models/gemini-2.0-flash:generateContent``)."""
-    from ...apis import gemini
+    from ctxscope.core.apis import gemini
 
     found = gemini.model_and_stream(path)
     return found[0] if found else None

@@ -4,7 +4,7 @@ The OpenAI and Anthropic entries are the SDK instrumentors' own readers
 (:data:`..openai.CHAT`, :data:`..openai.RESPONSES`, :data:`..anthropic.MESSAGES`):
 they read plain JSON documents as well as SDK objects, so both layers take
 usage, ids and finish reasons from a response by one rule. Gemini and Ollama
-come from :mod:`ctxscope.apis`.
+come from :mod:`ctxscope.core.apis`.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from .._wrappers import ResponseInfo, StreamState, usage_from
+from ctxscope.instrumentation._wrappers import ResponseInfo, StreamState, usage_from
 
 
 @dataclass(frozen=True)
@@ -30,15 +30,15 @@ def register_format(api: str, response_format: ResponseFormat) -> None:
 
 
 def _builtin() -> None:
-    from ..anthropic import MESSAGES
-    from ..openai import CHAT, RESPONSES
+    from ctxscope.instrumentation.anthropic import MESSAGES
+    from ctxscope.instrumentation.openai import CHAT, RESPONSES
 
     for api in (CHAT, RESPONSES, MESSAGES):
         _FORMATS.setdefault(api.name, ResponseFormat(api.info, api.stream_state, api.output))
 
 
 class WireStreamState:
-    """A stream of an ctxscope.apis format: usage and finish reasons of the last document that has them."""
+    """A stream of an ctxscope.core.apis format: usage and finish reasons of the last document that has them."""
 
     def __init__(self, wire: Any, capture: bool = False) -> None:
         self._wire = wire
@@ -91,7 +91,7 @@ def _wire_format(wire: Any) -> ResponseFormat:
 
 def format_for(api: str) -> ResponseFormat:
     if api not in _FORMATS:
-        from ...apis import format_of
+        from ctxscope.core.apis import format_of
 
         wire = format_of(api)
         if wire is not None:

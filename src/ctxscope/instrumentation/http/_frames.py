@@ -16,7 +16,7 @@ import logging
 import zlib
 from typing import Any, Callable
 
-from ._endpoints import JSON, JSON_ARRAY, MAX_BODY_BYTES, NDJSON, SSE
+from ctxscope.instrumentation.http._endpoints import JSON, JSON_ARRAY, MAX_BODY_BYTES, NDJSON, SSE
 
 _log = logging.getLogger("ctxscope.instrumentation")
 

@@ -18,10 +18,10 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from .._wrappers import ModelCall, ResponseInfo
-from . import _frames
-from ._endpoints import Endpoint, framing
-from ._formats import format_for
+from ctxscope.instrumentation._wrappers import ModelCall, ResponseInfo
+from ctxscope.instrumentation.http import _frames
+from ctxscope.instrumentation.http._endpoints import Endpoint, framing
+from ctxscope.instrumentation.http._formats import format_for
 
 _log = logging.getLogger("ctxscope.instrumentation")
 

@@ -27,11 +27,12 @@ import logging
 import weakref
 from typing import Any, Callable
 
-from .._wrappers import ModelCall, Telemetry, active_call, start_call
-from . import _endpoints, _frames
-from ._endpoints import MAX_BODY_BYTES, Endpoint, body_fits, endpoint_for_path, model_from_path, provider_for, streamed
-from ._bodies import BodyCache
-from ._measure import Measure
+from ctxscope.instrumentation._wrappers import ModelCall, Telemetry, active_call, start_call
+from ctxscope.instrumentation.http import _endpoints, _frames
+from ctxscope.instrumentation.http._endpoints import (MAX_BODY_BYTES, Endpoint, body_fits, endpoint_for_path,
+                                                     model_from_path, provider_for, streamed)
+from ctxscope.instrumentation.http._bodies import BodyCache
+from ctxscope.instrumentation.http._measure import Measure
 
 _log = logging.getLogger("ctxscope.instrumentation")
 

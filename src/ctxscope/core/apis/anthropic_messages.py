@@ -1,0 +1,148 @@
+"""Anthropic Messages (``POST /v1/messages``), Claude Code transcripts' usage included.
+
+Reported input (SPEC section 4): ``input_tokens + cache_creation_input_tokens
++ cache_read_input_tokens``. A usage with ``iterations`` (server-side
+compaction, a server-tool loop, an advisor: one entry per sampling) reports
+the context the model saw in its first ``message`` iteration: the top-level
+fields sum several samplings and leave a compaction's out, and a compaction
+iteration's input is the context before it was compacted.
+
+Provider-side context management: a ``compaction`` iteration (or a
+``compaction`` content block in the response) means the server compacted the
+context during the call (:func:`compacted`); ``context_management.applied_edits``
+lists what context editing cleared before the model saw the prompt, each with
+its ``cleared_input_tokens`` (:func:`cleared`). A request's compaction block
+replaces everything before it: the API ignores the blocks and messages that
+precede it (:func:`after_compaction`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from itertools import islice
+from typing import Any
+
+from ctxscope.core.observation import Usage
+from ctxscope.core.payload import as_list
+from ctxscope.core.apis._base import WireFormat, count, field
+from ctxscope.core.apis._text import content_text, system_and_first_user
+from ctxscope.core.apis.openai_chat import CHAT_BLOCKS
+
+ID = "anthropic.messages"
+PROVIDER = "anthropic"
+
+# Content blocks only Anthropic has.
+ANTHROPIC_BLOCKS = frozenset(("tool_use", "tool_result", "thinking", "redacted_thinking", "document",
+                              "server_tool_use", "search_result", "mcp_tool_use", "mcp_tool_result"))
+
+
+def _looks_like(body: Mapping[str, Any]) -> bool | None:
+    for tool in as_list(body.get("tools")) or ():
+        # Chat tools nest their name under "function"; Anthropic's carry it on top.
+        if field(tool, "input_schema") is not None or field(tool, "name") is not None:
+            return True
+        if field(tool, "function") is not None:
+            return False
+    choice = body.get("tool_choice")
+    if (isinstance(choice, Mapping) and "function" not in choice
+            and choice.get("type") in ("auto", "any", "tool", "none")):
+        return True
+    if "system" in body or "anthropic_version" in body or "thinking" in body:
+        return True
+    for message in islice(as_list(body.get("messages")) or (), 200):
+        if field(message, "tool_calls") is not None or field(message, "role") in ("tool", "developer", "function"):
+            return False
+        content = field(message, "content")
+        for block in (as_list(content) or ()) if not isinstance(content, str) else ():
+            kind = field(block, "type")
+            if kind in ANTHROPIC_BLOCKS or (kind == "image" and field(block, "source") is not None):
+                return True
+            if kind in CHAT_BLOCKS:
+                return False
+    # Plain text conversations look alike: Anthropic requires max_tokens, and its models are named claude-*.
+    model = body.get("model")
+    return True if "max_tokens" in body and isinstance(model, str) and model.startswith("claude") else None
+
+
+def _messages(body: Mapping[str, Any]) -> Sequence[Any]:
+    messages = body.get("messages")
+    return messages if isinstance(messages, list) else ()
+
+
+def _seed(body: Mapping[str, Any]) -> tuple[str, str]:
+    return system_and_first_user([content_text(body.get("system"))], _messages(body))
+
+
+def first_sampling(value: Any) -> Any:
+    """The usage of the request's own sampling: the first ``message`` entry of ``iterations``, else the usage."""
+    iterations = field(value, "iterations")
+    if isinstance(iterations, (list, tuple)):
+        for entry in iterations:
+            if field(entry, "type") == "message" and count(field(entry, "input_tokens")) is not None:
+                return entry
+    return value
+
+
+# The content block that holds a server-side compaction's summary (in responses and in later requests).
+COMPACTION_BLOCK = "compaction"
+# Context editing strategies and the category of what each clears (clear_tool_uses_*: tool results,
+# with clear_tool_inputs their calls too; clear_thinking_*: thinking blocks).
+CLEAR_THINKING_PREFIX = "clear_thinking"
+
+
+def compacted(usage: Any, content: Any = None) -> bool:
+    """Whether the server compacted the context during the call (an iteration or a block says so)."""
+    iterations = field(usage, "iterations")
+    if isinstance(iterations, (list, tuple)) and any(field(e, "type") == "compaction" for e in iterations):
+        return True
+    return any(_summary(block) for block in as_list(content) or ())
+
+
+def _summary(block: Any) -> bool:
+    # A compaction block without content is a failed compaction: the server treats it as a no-op.
+    return field(block, "type") == COMPACTION_BLOCK and field(block, "content") is not None
+
+
+def cleared(context_management: Any) -> tuple[tuple[str, int], ...]:
+    """``(edit type, cleared_input_tokens)`` of each applied context edit that cleared tokens."""
+    found = []
+    for edit in as_list(field(context_management, "applied_edits")) or ():
+        tokens = count(field(edit, "cleared_input_tokens"))
+        if tokens:
+            found.append((str(field(edit, "type") or "context_edit"), tokens))
+    return tuple(found)
+
+
+def after_compaction(messages: Sequence[Any]) -> Sequence[Any]:
+    """The messages the model sees: from the last compaction block on (the API drops what precedes it)."""
+    for index in range(len(messages) - 1, -1, -1):
+        content = field(messages[index], "content")
+        blocks = as_list(content) if not isinstance(content, str) else None
+        if not blocks:
+            continue
+        for position in range(len(blocks) - 1, -1, -1):
+            if _summary(blocks[position]):
+                if index == 0 and position == 0:
+                    return messages
+                first = {"role": field(messages[index], "role"), "content": list(blocks[position:])}
+                return [first, *messages[index + 1:]]
+    return messages
+
+
+def usage(value: Any, server_tool_calls: int | None = None) -> Usage | None:
+    if value is None:
+        return None
+    sampled = first_sampling(value)
+    first_uncached = count(field(sampled, "input_tokens"))
+    if first_uncached is None:
+        return None
+    reported = (first_uncached + (count(field(sampled, "cache_creation_input_tokens")) or 0)
+                + (count(field(sampled, "cache_read_input_tokens")) or 0))
+    # The other counts are the call's own, as billed: the top-level fields.
+    return Usage(input_tokens=count(field(value, "input_tokens")), output_tokens=count(field(value, "output_tokens")),
+                 cache_read_input_tokens=count(field(value, "cache_read_input_tokens")),
+                 cache_creation_input_tokens=count(field(value, "cache_creation_input_tokens")),
+                 reported_input=reported, server_tool_calls=server_tool_calls, provider_compaction=compacted(value))
+
+
+FORMAT = WireFormat(ID, PROVIDER, ("/messages",), _looks_like, _messages, _seed, usage)

@@ -1,0 +1,93 @@
+"""Claude's tokens from a proxy encoding: o200k_base counts times a published ratio per kind of content.
+
+Claude's tokenizer is not public, so Claude text is counted with o200k_base as
+a documented proxy and converted to Claude tokens by a published ratio per
+kind of content: VentureBeat's measurement of Claude 3.5 Sonnet against GPT-4o
+(o200k_base), 2025-05-01, "Hidden costs in AI deployment: why Claude models may
+be 20-30% more expensive than GPT in enterprise settings": English articles
++16%, math +21%, Python code +30%; prose takes the first, JSON and code the last
+(:func:`proxy_encoding_items`). What remains is learned at run time by
+:mod:`ctxscope.core.learned_correction`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+
+from ctxscope.schema import Category, Item
+from ctxscope.core.framing.parts import CountFn, FramingPart, parts_to_items
+
+# Claude's tokenizer against o200k_base (the proxy encoding), per kind of content:
+# VentureBeat, 2025-05-01, "Hidden costs in AI deployment: why Claude models may be
+# 20-30% more expensive than GPT in enterprise settings" (Claude 3.5 Sonnet against
+# GPT-4o on the same inputs): English articles ~16% more tokens, math ~21%, Python
+# code ~30%. JSON (tool schemas, call arguments, JSON results) is structured
+# technical text: it takes the code figure, as the article's explanation (symbols
+# and structure split into smaller units) says of code and math.
+PROXY_PROSE = "prose"
+PROXY_MATH = "math"
+PROXY_CODE = "code"
+CLAUDE_PROXY_RATIO: Mapping[str, float] = {PROXY_PROSE: 1.16, PROXY_MATH: 1.21, PROXY_CODE: 1.30}
+PROXY_ENCODING_KEY = "proxy-encoding"
+
+
+def proxy_tokens(segments: Iterable[tuple[str, str]], count: CountFn) -> int:
+    """Claude tokens of text counted with the proxy encoding: each segment's count times its kind's ratio."""
+    return round(sum(count(text) * CLAUDE_PROXY_RATIO[kind] for kind, text in segments))
+
+
+def is_claude(model: str | None) -> bool:
+    """Whether a model name is a Claude model (any host: ``anthropic/claude-...`` on a router too)."""
+    return "claude" in (model or "").lower()
+
+
+def _looks_like_json(text: str) -> bool:
+    # A cheap test (no parse: results can be large and this runs on the live path).
+    head, tail = text[:1], text[-1:]
+    if head in ("{", "[") and tail in ("}", "]"):
+        return True
+    stripped = text.strip()
+    return stripped[:1] in ("{", "[") and stripped[-1:] in ("}", "]")
+
+
+def proxy_kind(item: Item) -> str:
+    """The kind of content of an item for the proxy ratio: code (JSON, schemas, call arguments) or prose.
+
+    Tool definitions (Claude renders them as JSON) and tool-call arguments are
+    JSON; any other text is JSON when it starts with ``{``/``[`` and ends with
+    ``}``/``]``; the rest is prose.
+    """
+    if item.category is Category.TOOLS or item.part.startswith("assistant/calls"):
+        return PROXY_CODE
+    return PROXY_CODE if _looks_like_json(item.text) else PROXY_PROSE
+
+
+def proxy_encoding_tokens(model: str | None, counted: Iterable[tuple[Item, int]]) -> int:
+    """Tokens Claude's tokenizer adds to the proxy count of a request's items.
+
+    ``counted`` pairs each item with its count under the proxy encoding. Items
+    with fixed tokens (images, documents by formula, framing) are already in
+    the provider's tokens and are skipped. 0 for a model that is not Claude.
+    """
+    if not is_claude(model):
+        return 0
+    extra = 0.0
+    for item, tokens in counted:
+        if item.fixed_tokens is not None or not tokens:
+            continue
+        extra += tokens * (CLAUDE_PROXY_RATIO[proxy_kind(item)] - 1.0)
+    return round(extra)
+
+
+def proxy_encoding_items(model: str | None, counted: Iterable[tuple[Item, int]]) -> list[Item]:
+    """The proxy-encoding correction as a framing item (overhead, id ``framing:proxy-encoding``), or none.
+
+    Item counts stay exact under their basis (SPEC section 3); the difference
+    between Claude's tokenizer and the proxy is what the provider's count
+    adds on top, so it is framing: append it to the request's items with the
+    other framing items (:func:`ctxscope.core.framing.framing_items`).
+    """
+    tokens = proxy_encoding_tokens(model, counted)
+    if not tokens:
+        return []
+    return parts_to_items([FramingPart(PROXY_ENCODING_KEY, tokens)])

@@ -1,0 +1,44 @@
+"""Framing parts and the items they become: the one place a framing rule's tokens turn into ``Item`` s.
+
+A framing rule yields :class:`FramingPart` s (a key, tokens, the part they
+land in); :func:`parts_to_items` makes them items, for the whole-request
+framing (:func:`ctxscope.core.framing.framing_items`), the per-session cache
+(:mod:`ctxscope.core.framing.incremental`) and Claude's proxy-encoding correction
+alike, so all three agree. Framing lands in ``overhead`` (part ``overhead``),
+a server tool's hidden part in ``tools``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+from ctxscope.schema import Category, Item
+
+OVERHEAD_PART = Category.OVERHEAD.value
+
+CountFn = Callable[[str], int]
+
+
+@dataclass(frozen=True, slots=True)
+class FramingPart:
+    """One named piece of framing: tokens with the rule that produced them."""
+
+    key: str  # stable within a request: "messages", "priming", "functions", "hidden-prompt", ...
+    tokens: int
+    part: str = OVERHEAD_PART
+    learned: bool = False  # size unknown from any source: self-calibration learns it
+
+
+def parts_to_items(pieces: Iterable[FramingPart]) -> list[Item]:
+    """Framing parts as items (the incremental cache builds its items here too, so both agree)."""
+    items: list[Item] = []
+    for piece in pieces:
+        category = Category.OVERHEAD if piece.part == OVERHEAD_PART else Category.TOOLS
+        label = piece.key if category is Category.OVERHEAD else piece.part
+        items.append(Item(
+            id="framing:" + piece.key, category=category, part=piece.part, chars=0,
+            fixed_tokens=piece.tokens, label=label, source_kind="framing",
+            digest=hashlib.blake2b(f"{piece.key}:{piece.tokens}".encode(), digest_size=8).hexdigest()))
+    return items

@@ -1,0 +1,392 @@
+"""Counting bases (SPEC section 3): chars/4, native-bytes/4, tiktoken/<encoding>.
+
+A :class:`Counter` turns text into tokens under one basis. ``counter_for``
+picks the basis for a model. Loading a tiktoken encoding (``load_encoding``):
+
+- **A local copy** (tiktoken's cache, ``TIKTOKEN_CACHE_DIR``): loaded however
+  long a busy machine takes (up to :data:`CACHED_LOAD_TIMEOUT_S`, a bound
+  only a broken cache reaches): a loaded machine never changes the basis.
+- **No local copy**: tiktoken downloads it, bounded by
+  :data:`ENCODING_LOAD_TIMEOUT_S` (a machine without network may hang).
+- ``tokenizer="tiktoken"`` is tiktoken or :class:`EncodingUnavailableError` (a
+  one-line error); ``"auto"`` falls back to ``chars/4`` only when the
+  encoding cannot be had, logs one warning, and its counter says so
+  (``fallback = "unavailable"``, the span's ``llm.context.basis_fallback``).
+  The decision is kept for the process, so one run counts on one basis.
+- **Live path** (``counter_for(..., wait=False)``, the tracker's; :func:`preload`
+  starts the load when instrumenting): the encoding loads in a background
+  thread and never on the caller's thread. A call counted before it is ready
+  uses ``chars/4`` with ``fallback = "loading"`` (on its span), and the next
+  calls use the encoding.
+
+Pure: no OpenTelemetry, no provider SDK.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import math
+import os
+import threading
+from typing import Callable, Iterable, Protocol, Sequence
+
+from ctxscope.config import tiktoken_cache_dir
+from ctxscope.errors import UserError
+from ctxscope.schema import BASIS_BYTES, BASIS_CHARS, tiktoken_basis
+
+_log = logging.getLogger(__name__)
+
+# A download (no local copy of the encoding): past this, the encoding is unavailable.
+ENCODING_LOAD_TIMEOUT_S = 2.0
+# A local copy: reading and building the BPE takes 0.3 s idle and several seconds on a
+# loaded machine; only a broken cache (tiktoken then downloads again) waits this long.
+CACHED_LOAD_TIMEOUT_S = 120.0
+# Why a counter counts chars/4 although tiktoken was asked for (``Counter.fallback``).
+FALLBACK_LOADING = "loading"  # the background load is not done yet (live path only)
+FALLBACK_UNAVAILABLE = "unavailable"  # the encoding cannot be had (no network, no cache)
+
+# Images whose size is unknown: SPEC section 3 ("about 1,600 tokens").
+DEFAULT_IMAGE_TOKENS = 1600
+
+
+class Counter(Protocol):
+    basis: str
+
+    def count(self, text: str) -> int: ...
+
+
+class EncodingUnavailableError(UserError):
+    """``--tokenizer tiktoken`` and the encoding cannot be loaded (one line: which, why, what to do)."""
+
+
+EncodingUnavailable = EncodingUnavailableError  # the name before the Error suffix, kept for callers
+
+
+class CharsCounter:
+    """``ceil(chars / 4)`` per item."""
+
+    basis = BASIS_CHARS
+
+    def count(self, text: str) -> int:
+        return -(-len(text) // 4)
+
+
+class FallbackCounter(CharsCounter):
+    """``chars/4`` standing in for tiktoken; ``fallback`` says why (see the module docstring)."""
+
+    def __init__(self, fallback: str) -> None:
+        self.fallback = fallback
+
+
+class BytesCounter:
+    """``ceil(utf8_bytes / 4)`` per item."""
+
+    basis = BASIS_BYTES
+
+    def count(self, text: str) -> int:
+        if text.isascii():
+            return -(-len(text) // 4)
+        return -(-len(text.encode("utf-8", "surrogatepass")) // 4)
+
+
+class TiktokenCounter:
+    """Exact BPE count with a tiktoken encoding."""
+
+    def __init__(self, encoding: "object", name: str) -> None:
+        self._encode: Callable[[str], list[int]] = encoding.encode_ordinary  # type: ignore[attr-defined]
+        # tiktoken's Encoding.encode_ordinary is a Python wrapper around the
+        # Rust CoreBPE method; calling the latter directly saves a frame per
+        # item on the cold path. The wrapper's only extra is a retry for
+        # strings with lone surrogates, kept below.
+        core = getattr(encoding, "_core_bpe", None)
+        self._core: Callable[[str], list[int]] = getattr(core, "encode_ordinary", None) or self._encode
+        self.encoding = encoding
+        self.basis = tiktoken_basis(name)
+
+    def count(self, text: str) -> int:
+        if not text:
+            return 0
+        try:
+            return len(self._core(text))
+        except UnicodeEncodeError:
+            return len(self._encode(text))
+
+
+# ---------------------------------------------------------------------------
+# Encoding choice
+# ---------------------------------------------------------------------------
+
+# Models whose tokenizer is cl100k_base: the GPT-3.5 / GPT-4 (non-"o") line and
+# the ada-002/text-embedding-3 embeddings (tiktoken's own model table agrees).
+_CL100K_PREFIXES = ("gpt-4-", "gpt-4", "gpt-3.5", "gpt-35", "text-embedding-ada-002",
+                    "text-embedding-3")
+# Current OpenAI models (gpt-4o, gpt-4.1, gpt-4.5, gpt-5, o1/o3/o4, codex) use o200k_base.
+_O200K_PREFIXES = ("gpt-4o", "gpt-4.1", "gpt-4.5", "gpt-5", "o1", "o3", "o4", "chatgpt-4o",
+                   "codex", "gpt-oss", "computer-use")
+
+
+def encoding_for_model(model: str | None) -> str:
+    """The tiktoken encoding used for a model name.
+
+    o200k_base for current OpenAI models and, as a documented proxy, for
+    everything not known to be older (Claude, Gemini, open models: their own
+    tokenizers are not public, and o200k_base is the closest modern BPE);
+    cl100k_base for the GPT-3.5/GPT-4 line.
+    """
+    name = (model or "").lower().rsplit("/", 1)[-1]
+    if name.startswith(_O200K_PREFIXES):
+        return "o200k_base"
+    if name.startswith(_CL100K_PREFIXES):
+        return "cl100k_base"
+    return "o200k_base"
+
+
+# The tiktoken URL of each public encoding: tiktoken caches a download under sha1(url).
+_BLOB = "https://openaipublic.blob.core.windows.net/encodings/{}.tiktoken"
+_BLOB_NAMES = {"o200k_base": "o200k_base", "o200k_harmony": "o200k_base", "cl100k_base": "cl100k_base",
+               "p50k_base": "p50k_base", "p50k_edit": "p50k_base", "r50k_base": "r50k_base"}
+
+
+def encoding_cached(name: str) -> bool:
+    """Whether tiktoken holds a local copy of encoding ``name`` (its own cache rule, tiktoken/load.py)."""
+    blob = _BLOB_NAMES.get(name)
+    if blob is None:
+        return False
+    folder = tiktoken_cache_dir()
+    if not folder:
+        return False  # caching off: every load downloads
+    key = hashlib.sha1(_BLOB.format(blob).encode()).hexdigest()
+    return os.path.exists(os.path.join(folder, key))  # as tiktoken checks it
+
+
+class _Load:
+    """One encoding's load, in a daemon thread: done, with the encoding or the error."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.done = threading.Event()
+        self.encoding: object | None = None
+        self.error: BaseException | None = None
+        self.given_up = False  # a blocking wait timed out: the process counts without it
+        self.waited_s: float | None = None
+        self.thread = threading.Thread(target=self._run, name=f"ctxscope-tiktoken-{name}", daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        try:
+            import tiktoken
+
+            self.encoding = tiktoken.get_encoding(self.name)
+        except BaseException as exc:  # noqa: BLE001 - any failure means the encoding is unavailable
+            self.error = exc
+        finally:
+            self.done.set()
+
+    def reason(self) -> str:
+        """One short line: the exception's first line (a proxy error is otherwise hundreds of characters)."""
+        if self.error is not None:
+            text = str(self.error).splitlines()[0][:120] if str(self.error) else ""
+            return f"{type(self.error).__name__}: {text}" if text else type(self.error).__name__
+        return f"timed out after {self.waited_s:g}s" if self.waited_s is not None else "not loaded yet"
+
+    def available(self) -> object | None:
+        return None if self.given_up or not self.done.is_set() else self.encoding
+
+
+_loads: dict[str, _Load] = {}
+_encodings_lock = threading.Lock()
+_warned: set[str] = set()
+
+
+def _load(name: str) -> _Load:
+    with _encodings_lock:
+        load = _loads.get(name)
+        if load is None:
+            load = _loads[name] = _Load(name)
+        return load
+
+
+def _warn_unavailable(load: _Load, reason: str) -> None:
+    with _encodings_lock:
+        if _warned:
+            return  # once a process: the spans and the basis say it for every call
+        _warned.add(load.name)
+    _log.warning("tiktoken encoding %s unavailable (%s); counting with chars/4, and the basis says so",
+                 load.name, reason)
+
+
+def preload(names: Sequence[str] = ("o200k_base",)) -> None:
+    """Start loading encodings in the background (called when instrumenting).
+
+    The first model call then neither pays for the load nor waits on it: the
+    live path counts with ``counter_for(..., wait=False)``.
+    """
+    for name in names:
+        _load(name)
+
+
+def load_encoding(name: str, timeout_s: float | None = None, *, warn: bool = True) -> object | None:
+    """The tiktoken encoding ``name``, waiting for it (see the module docstring); None when unavailable.
+
+    ``timeout_s`` defaults to :data:`CACHED_LOAD_TIMEOUT_S` with a local copy,
+    else :data:`ENCODING_LOAD_TIMEOUT_S`. A timeout is remembered for the
+    process (one run counts on one basis); a failure is logged once (unless
+    ``warn`` is false: the caller reports it itself).
+    """
+    load = _load(name)
+    if load.given_up:
+        return None  # decided once for the process
+    if timeout_s is None:
+        timeout_s = CACHED_LOAD_TIMEOUT_S if encoding_cached(name) else ENCODING_LOAD_TIMEOUT_S
+    if not load.done.wait(timeout_s):
+        load.given_up, load.waited_s = True, timeout_s
+    encoding = load.available()
+    if encoding is None and warn:
+        _warn_unavailable(load, load.reason())
+    return encoding
+
+
+def reset_encoding_cache() -> None:
+    """Forget loaded encodings and the warnings (for tests)."""
+    with _encodings_lock:
+        _loads.clear()
+        _warned.clear()
+        _tiktoken_counters.clear()
+
+
+TOKENIZERS = ("auto", "chars", "bytes", "tiktoken")
+
+_CHARS = CharsCounter()
+_BYTES = BytesCounter()
+_LOADING = FallbackCounter(FALLBACK_LOADING)
+_UNAVAILABLE = FallbackCounter(FALLBACK_UNAVAILABLE)
+_tiktoken_counters: dict[str, TiktokenCounter] = {}
+
+
+def counter_for(model: str | None = None, tokenizer: str = "auto", *, wait: bool = True) -> Counter:
+    """The counter for a model under a tokenizer choice.
+
+    ``chars`` and ``bytes`` force the heuristics. ``auto`` and ``tiktoken`` use
+    tiktoken with the model's encoding; where it cannot be had ``auto`` counts
+    chars/4 (a :class:`FallbackCounter`, logged once) and ``tiktoken`` raises
+    :class:`EncodingUnavailableError`. With ``wait=False`` (the live path) this
+    never waits: a load not done yet gives the ``loading`` fallback, and
+    ``tiktoken`` does not raise (the user's call must not break).
+    """
+    if tokenizer == "chars":
+        return _CHARS
+    if tokenizer == "bytes":
+        return _BYTES
+    if tokenizer not in ("auto", "tiktoken"):
+        raise ValueError(f"unknown tokenizer {tokenizer!r}: choose one of {', '.join(TOKENIZERS)}")
+    name = encoding_for_model(model)
+    counter = _tiktoken_counters.get(name)
+    if counter is not None:
+        return counter
+    if not wait:
+        load = _load(name)
+        if not load.done.is_set():
+            return _LOADING
+        encoding = load.available()
+        if encoding is None:
+            _warn_unavailable(load, load.reason())
+            return _UNAVAILABLE
+    else:
+        encoding = load_encoding(name, warn=tokenizer != "tiktoken")
+        if encoding is None:
+            if tokenizer == "tiktoken":
+                load = _load(name)
+                raise EncodingUnavailableError(
+                    f"--tokenizer tiktoken: the {name} encoding cannot be loaded ({load.reason()}); point "
+                    "TIKTOKEN_CACHE_DIR at a folder holding it, or use --tokenizer auto to count chars/4")
+            return _UNAVAILABLE
+    counter = TiktokenCounter(encoding, name)
+    _tiktoken_counters[name] = counter
+    return counter
+
+
+def count_all(counter: Counter, texts: Iterable[str]) -> list[int]:
+    count = counter.count
+    return [count(t) for t in texts]
+
+
+# ---------------------------------------------------------------------------
+# Images by provider formula
+# ---------------------------------------------------------------------------
+
+def openai_image_tokens(width: int, height: int, detail: str = "auto", *, base: int = 85, tile: int = 170) -> int:
+    """OpenAI vision cost for tile-priced models (gpt-4o's 85 + 170 a tile by default).
+
+    Source: OpenAI's vision guide ("Calculating costs"): ``low`` detail is a
+    flat ``base``; otherwise the image is scaled to fit in 2048x2048, then so
+    that its shortest side is 768 px, and costs base + ``tile`` per 512 px tile
+    (the figures of each model family: :mod:`ctxscope.core.media`).
+    """
+    if detail == "low":
+        return base
+    w, h = float(width), float(height)
+    if max(w, h) > 2048:
+        scale = 2048 / max(w, h)
+        w, h = w * scale, h * scale
+    if min(w, h) > 768:
+        scale = 768 / min(w, h)
+        w, h = w * scale, h * scale
+    tiles = math.ceil(w / 512) * math.ceil(h / 512)
+    return base + tile * tiles
+
+
+def anthropic_image_tokens(width: int, height: int) -> int:
+    """Anthropic vision cost: ``(width * height) / 750`` after resizing.
+
+    Source: Anthropic's vision docs ("Calculate image costs"): images whose
+    long edge exceeds 1568 px (or over ~1.15 megapixels) are scaled down
+    first, keeping the aspect ratio.
+    """
+    w, h = float(width), float(height)
+    scale = min(1.0, 1568 / max(w, h), math.sqrt(1_150_000 / (w * h)) if w * h else 1.0)
+    w, h = w * scale, h * scale
+    return max(1, math.ceil((w * h) / 750))
+
+
+def image_tokens(provider: str | None, width: int | None, height: int | None, detail: str = "auto") -> int:
+    """Image tokens by the provider's formula where the size is known, else the default."""
+    if not width or not height:
+        return DEFAULT_IMAGE_TOKENS
+    if provider == "anthropic":
+        return anthropic_image_tokens(width, height)
+    return openai_image_tokens(width, height, detail)
+
+
+def image_size(data: bytes) -> tuple[int, int] | None:
+    """Width and height of a PNG, GIF, JPEG or WebP image from its header, else None."""
+    if data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) >= 24:
+        return int.from_bytes(data[16:20], "big"), int.from_bytes(data[20:24], "big")
+    if data[:6] in (b"GIF87a", b"GIF89a") and len(data) >= 10:
+        return int.from_bytes(data[6:8], "little"), int.from_bytes(data[8:10], "little")
+    if data[:4] == b"RIFF" and data[8:12] == b"WEBP" and len(data) >= 30:
+        chunk = data[12:16]
+        if chunk == b"VP8X":
+            return 1 + int.from_bytes(data[24:27], "little"), 1 + int.from_bytes(data[27:30], "little")
+        if chunk == b"VP8 " and len(data) >= 30:
+            return int.from_bytes(data[26:28], "little") & 0x3FFF, int.from_bytes(data[28:30], "little") & 0x3FFF
+        if chunk == b"VP8L" and len(data) >= 25:
+            bits = int.from_bytes(data[21:25], "little")
+            return (bits & 0x3FFF) + 1, ((bits >> 14) & 0x3FFF) + 1
+        return None
+    if data[:2] == b"\xff\xd8":
+        i = 2
+        n = len(data)
+        while i + 9 < n:
+            if data[i] != 0xFF:
+                i += 1
+                continue
+            marker = data[i + 1]
+            if marker in (0xD8, 0x01) or 0xD0 <= marker <= 0xD7:
+                i += 2
+                continue
+            length = int.from_bytes(data[i + 2:i + 4], "big")
+            if 0xC0 <= marker <= 0xCF and marker not in (0xC4, 0xC8, 0xCC):
+                return int.from_bytes(data[i + 7:i + 9], "big"), int.from_bytes(data[i + 5:i + 7], "big")
+            i += 2 + length
+    return None

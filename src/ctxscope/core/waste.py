@@ -1,0 +1,420 @@
+"""Waste in a context window (SPEC section 8) and a suggested compaction plan.
+
+Four disjoint sources; a token is counted in one at most:
+
+- **duplicate**: a tool result whose body, or whose reference (tool and
+  normalised arguments, e.g. ``Read:file_path=src/app.py``), appears again
+  while an earlier copy is in context. Within one reference the newest result
+  is the one kept; every other copy of the kept body, and every repeated body,
+  is a duplicate. Across references, identical bodies count once.
+- **stale**: an older result of a reference, superseded by a newer result
+  with a different body.
+- **bloat**: tokens above the cap (default 400) of each kept result, each
+  unique body charged once.
+- **tool_definition_overage**: tool schema tokens above a budget (default
+  800), per request.
+
+Results whose reference was not used again for ``aging_calls`` calls are
+flagged as aging (a finding, not waste). :class:`WasteTracker` keeps these
+totals incrementally for the live path; :func:`analyze` gives findings and
+the compaction plan for one context.
+
+Pure: no OpenTelemetry, no provider SDK. References come from the readers
+and extractors (``Item.reference``), never from call ids.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Sequence
+
+from ctxscope.core.diff import shared_prefix
+from ctxscope.schema import Category, Item, WasteKind
+
+DEFAULT_RESULT_CAP = 400
+DEFAULT_TOOL_BUDGET = 800
+DEFAULT_AGING_CALLS = 20
+# Repeated text shorter than this ("ok", "continue") is not worth a finding.
+MIN_DUPLICATE_TEXT_TOKENS = 8
+_TEXT_CATEGORIES = frozenset((Category.PROMPTS, Category.ENVIRONMENT, Category.RULES, Category.SKILLS,
+                              Category.SUMMARIES, Category.ASSISTANT))
+
+
+@dataclass(frozen=True, slots=True)
+class WasteOptions:
+    result_cap: int = DEFAULT_RESULT_CAP
+    tool_budget: int = DEFAULT_TOOL_BUDGET
+    aging_calls: int = DEFAULT_AGING_CALLS
+
+    def __post_init__(self) -> None:
+        if self.result_cap < 0 or self.tool_budget < 0 or self.aging_calls < 1:
+            raise ValueError("waste caps and budgets must be >= 0 and aging_calls >= 1")
+
+
+@dataclass(slots=True)
+class Finding:
+    kind: str  # a WasteKind value, or "aging"
+    severity: str  # high, medium, low
+    reference: str
+    count: int
+    tokens_saved: int
+    action: str  # drop or summarise
+
+    def to_json(self) -> dict[str, Any]:
+        return {"kind": self.kind, "severity": self.severity, "reference": self.reference,
+                "count": self.count, "tokens_saved": self.tokens_saved, "action": self.action}
+
+
+@dataclass(slots=True)
+class Plan:
+    """Drop these, summarise those: what a compaction would save."""
+
+    drop: list[Finding] = field(default_factory=list)
+    summarise: list[Finding] = field(default_factory=list)
+
+    @property
+    def saving(self) -> int:
+        return sum(f.tokens_saved for f in self.drop) + sum(f.tokens_saved for f in self.summarise)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"saving": self.saving, "drop": [f.to_json() for f in self.drop],
+                "summarise": [f.to_json() for f in self.summarise]}
+
+
+@dataclass(slots=True)
+class Report:
+    waste: dict[WasteKind, int]
+    total: int
+    findings: list[Finding]
+    plan: Plan
+
+    @property
+    def wasted(self) -> int:
+        return sum(self.waste.values())
+
+    @property
+    def ratio(self) -> float:
+        return self.wasted / self.total if self.total > 0 else 0.0
+
+
+def severity(tokens: int, total: int) -> str:
+    """high: at least 5% of the context or 5,000 tokens; medium: 1% or 1,000; else low."""
+    share = tokens / total if total > 0 else 0.0
+    if tokens >= 5000 or share >= 0.05:
+        return "high"
+    if tokens >= 1000 or share >= 0.01:
+        return "medium"
+    return "low"
+
+
+def _key(item: Item) -> str:
+    return item.reference or ("body:" + item.digest)
+
+
+class _Group:
+    """The results of one reference in context, oldest first."""
+
+    __slots__ = ("items", "duplicate", "stale", "kept", "since")
+
+    def __init__(self) -> None:
+        self.items: list[Item] = []
+        self.duplicate = 0
+        self.stale = 0
+        self.kept: Item | None = None
+        self.since = 0  # the call from which duplicate and stale hold their values
+
+    def evaluate(self) -> tuple[list[Item], list[Item]]:
+        """(duplicates, stale): every copy but the newest, split by whether its body recurs later."""
+        items = self.items
+        dup: list[Item] = []
+        stale: list[Item] = []
+        later: set[str] = set()
+        for item in reversed(items[:-1]):
+            (dup if item.digest in later or item.digest == items[-1].digest else stale).append(item)
+            later.add(item.digest)
+        return dup, stale
+
+
+class WasteTracker:
+    """Waste totals of one session, kept incrementally from snapshot to snapshot.
+
+    ``observe(snapshot)`` (or ``observe_items(items)``) finds what was added and
+    removed since the previous call by object identity, as the ledger does (a
+    shared prefix is scanned in C), and updates only the groups touched: the
+    Python work follows the items added and removed.
+    """
+
+    def __init__(self, options: WasteOptions | None = None) -> None:
+        self.options = options or WasteOptions()
+        self._items: list[Item] = []
+        self._groups: dict[str, _Group] = {}
+        self._kept: dict[str, list[int]] = {}  # digest -> [kept copies, tokens, bloat since, duplicate since]
+        self._duplicate = 0  # within groups
+        self._stale = 0
+        self._cross_duplicate = 0  # identical kept bodies under different references
+        # Other content repeated verbatim (a reminder re-injected, a prompt pasted
+        # twice, the same tool call again): digest -> [copies, tokens, name, since]; every
+        # copy after the first is duplicate.
+        self._texts: dict[str, list] = {}
+        self._text_duplicate = 0
+        self._bloat = 0
+        self._tools = 0
+        self.calls = 0
+        self._last_use: dict[str, int] = {}  # reference -> call index it was last called or returned
+        # The session view: (kind, reference) -> tokens x calls the waste rode along in. Kept
+        # lazily: a value is charged for its calls when it changes (or at the end), so the
+        # work follows the groups touched, never the whole context.
+        self._token_calls: dict[tuple[str, str], int] = {}
+        self._kept_refs: dict[str, str] = {}  # digest -> reference of the group that first kept it
+
+    # -- public ------------------------------------------------------------------
+
+    def observe(self, snapshot: Any) -> dict[WasteKind, int]:
+        """Waste per kind after a ledger snapshot (anything with ``.items``)."""
+        return self.observe_items(snapshot.items)
+
+    def observe_items(self, items: Sequence[Item]) -> dict[WasteKind, int]:
+        old = self._items
+        p = shared_prefix(old, items)
+        return self._update(old[p:], items[p:], items)
+
+    def observe_added(self, added: Sequence[Item], items: Sequence[Item]) -> dict[WasteKind, int]:
+        """Waste after a call that only appended ``added`` to the previous context (no scan at all)."""
+        return self._update((), added, items)
+
+    def _update(self, removed: Sequence[Item], added: Sequence[Item], items: Sequence[Item]) -> dict[WasteKind, int]:
+        touched: set[str] = set()
+        for item in removed:
+            self._remove(item, touched)
+        for item in added:
+            self._add(item, touched)
+        for key in touched:
+            self._regroup(key)
+        self._items = items if isinstance(items, list) else list(items)
+        for item in added:
+            if item.reference and item.category in (Category.RESULTS, Category.ASSISTANT):
+                self._last_use[item.reference] = self.calls
+        self.calls += 1
+        return self.totals()
+
+    def totals(self) -> dict[WasteKind, int]:
+        overage = max(0, self._tools - self.options.tool_budget)
+        return {WasteKind.DUPLICATE: self._duplicate + self._cross_duplicate + self._text_duplicate,
+                WasteKind.STALE: self._stale, WasteKind.BLOAT: self._bloat,
+                WasteKind.TOOL_DEFINITION_OVERAGE: overage}
+
+    def report(self, total: int) -> Report:
+        """Findings and the compaction plan for the current context (``total``: its used tokens)."""
+        return _findings(self, total)
+
+    # -- bookkeeping -----------------------------------------------------------------
+
+    def _add(self, item: Item, touched: set[str]) -> None:
+        if item.category is Category.TOOLS:
+            self._tools += item.tokens
+        elif item.category in _TEXT_CATEGORIES:
+            if item.digest and item.tokens >= MIN_DUPLICATE_TEXT_TOKENS:
+                entry = self._texts.get(item.digest)
+                if entry is None:
+                    # Named by the call's reference for repeated tool calls, else by its part.
+                    name = f"repeated call {item.reference}" if item.reference else f"identical {item.part} text"
+                    self._texts[item.digest] = [1, item.tokens, name, self.calls]
+                else:
+                    self._charge(WasteKind.DUPLICATE.value, entry[2], (entry[0] - 1) * entry[1], entry[3])
+                    entry[3] = self.calls
+                    entry[0] += 1
+                    self._text_duplicate += entry[1]
+        elif item.category is Category.RESULTS:
+            key = _key(item)
+            group = self._groups.get(key)
+            if group is None:
+                group = self._groups[key] = _Group()
+            group.items.append(item)
+            touched.add(key)
+
+    def _remove(self, item: Item, touched: set[str]) -> None:
+        if item.category is Category.TOOLS:
+            self._tools -= item.tokens
+        elif item.category in _TEXT_CATEGORIES:
+            entry = self._texts.get(item.digest) if item.tokens >= MIN_DUPLICATE_TEXT_TOKENS else None
+            if entry is not None:
+                self._charge(WasteKind.DUPLICATE.value, entry[2], (entry[0] - 1) * entry[1], entry[3])
+                entry[3] = self.calls
+                entry[0] -= 1
+                if entry[0] == 0:
+                    del self._texts[item.digest]
+                else:
+                    self._text_duplicate -= entry[1]
+        elif item.category is Category.RESULTS:
+            key = _key(item)
+            group = self._groups.get(key)
+            if group is not None:
+                try:
+                    group.items.remove(item)
+                except ValueError:
+                    return
+                touched.add(key)
+
+    def _charge(self, kind: str, reference: str, tokens: int, since: int) -> None:
+        if tokens > 0 and self.calls > since:
+            key = (kind, reference)
+            self._token_calls[key] = self._token_calls.get(key, 0) + tokens * (self.calls - since)
+
+    def token_calls(self) -> dict[tuple[str, str], int]:
+        """Session view: ``(kind, reference) -> tokens x calls`` each waste rode along in, up to now."""
+        out = dict(self._token_calls)
+
+        def add(kind: str, reference: str, tokens: int, since: int) -> None:
+            if tokens > 0 and self.calls > since:
+                out[(kind, reference)] = out.get((kind, reference), 0) + tokens * (self.calls - since)
+
+        for key, group in self._groups.items():
+            reference = _reference(key, group.items[-1]) if group.items else key
+            add(WasteKind.DUPLICATE.value, reference, group.duplicate, group.since)
+            add(WasteKind.STALE.value, reference, group.stale, group.since)
+        cap = self.options.result_cap
+        for digest, entry in self._kept.items():
+            reference = self._kept_refs.get(digest, "body:" + digest)
+            add(WasteKind.BLOAT.value, reference, max(0, entry[1] - cap), entry[2])
+            add(WasteKind.DUPLICATE.value, f"{reference} (same body under other references)",
+                (entry[0] - 1) * entry[1], entry[3])
+        for copies, tokens, name, since in self._texts.values():
+            add(WasteKind.DUPLICATE.value, name, (copies - 1) * tokens, since)
+        return out
+
+    def _regroup(self, key: str) -> None:
+        group = self._groups[key]
+        if group.items or group.duplicate or group.stale:
+            reference = _reference(key, group.items[-1] if group.items else group.kept)
+            self._charge(WasteKind.DUPLICATE.value, reference, group.duplicate, group.since)
+            self._charge(WasteKind.STALE.value, reference, group.stale, group.since)
+        group.since = self.calls
+        self._duplicate -= group.duplicate
+        self._stale -= group.stale
+        if group.kept is not None:
+            self._unkeep(group.kept)
+            group.kept = None
+        if not group.items:
+            del self._groups[key]
+            group.duplicate = group.stale = 0
+            return
+        dup, stale = group.evaluate()
+        group.duplicate = sum(i.tokens for i in dup)
+        group.stale = sum(i.tokens for i in stale)
+        self._duplicate += group.duplicate
+        self._stale += group.stale
+        group.kept = group.items[-1]
+        self._keep(group.kept)
+
+    def _keep(self, item: Item) -> None:
+        entry = self._kept.get(item.digest)
+        if entry is None:
+            self._kept[item.digest] = [1, item.tokens, self.calls, self.calls]
+            self._kept_refs.setdefault(item.digest, _reference(_key(item), item))
+            self._bloat += max(0, item.tokens - self.options.result_cap)
+        else:
+            self._charge_cross(item.digest, entry)
+            entry[0] += 1
+            self._cross_duplicate += entry[1]
+
+    def _unkeep(self, item: Item) -> None:
+        entry = self._kept.get(item.digest)
+        if entry is None:
+            return
+        self._charge_cross(item.digest, entry)
+        entry[0] -= 1
+        if entry[0] == 0:
+            reference = self._kept_refs.pop(item.digest, "body:" + item.digest)
+            self._charge(WasteKind.BLOAT.value, reference, max(0, entry[1] - self.options.result_cap), entry[2])
+            del self._kept[item.digest]
+            self._bloat -= max(0, entry[1] - self.options.result_cap)
+        else:
+            self._cross_duplicate -= entry[1]
+
+    def _charge_cross(self, digest: str, entry: list[int]) -> None:
+        reference = self._kept_refs.get(digest, "body:" + digest)
+        self._charge(WasteKind.DUPLICATE.value, f"{reference} (same body under other references)",
+                     (entry[0] - 1) * entry[1], entry[3])
+        entry[3] = self.calls
+
+
+def _reference(key: str, kept: Item | None) -> str:
+    """How a group is named in findings: its reference, or what its body-keyed result was."""
+    if not key.startswith("body:"):
+        return key
+    return f"identical result of {(kept.label if kept is not None else None) or 'a tool'}"
+
+
+def waste_of(items: Iterable[Item], options: WasteOptions | None = None) -> dict[WasteKind, int]:
+    """Waste per kind of one context (items counted: ``item.tokens`` set)."""
+    tracker = WasteTracker(options)
+    return tracker.observe_items(list(items))
+
+
+def analyze(items: Iterable[Item], total: int | None = None,
+            options: WasteOptions | None = None) -> Report:
+    """Findings and plan of one context; ``total`` defaults to the items' tokens."""
+    items = list(items)
+    tracker = WasteTracker(options)
+    tracker.observe_items(items)
+    return tracker.report(total if total is not None else sum(i.tokens for i in items))
+
+
+def _findings(tracker: WasteTracker, total: int) -> Report:
+    # WasteTracker.report's body, kept out of the class for its length: it reads the tracker's state.
+    options = tracker.options
+    findings: list[Finding] = []
+    plan = Plan()
+    seen_kept: dict[str, str] = {}
+    cross: dict[str, list[int]] = {}  # digest -> [copies, tokens] of identical kept bodies
+    aging_cut = tracker.calls - 1 - options.aging_calls
+
+    def add(kind: str, reference: str, count: int, tokens: int, action: str, into: list[Finding]) -> None:
+        if tokens <= 0:
+            return  # an empty body costs nothing: no finding
+        level = "low" if kind == "aging" else severity(tokens, total)
+        finding = Finding(kind, level, reference, count, tokens, action)
+        findings.append(finding)
+        into.append(finding)
+
+    for key, group in tracker._groups.items():  # noqa: SLF001 - WasteTracker.report's body
+        kept = group.items[-1]
+        reference = _reference(key, kept)
+        dup, stale = group.evaluate()
+        copy = kept.digest in seen_kept
+        if copy:
+            entry = cross.setdefault(kept.digest, [0, kept.tokens])
+            entry[0] += 1
+        else:
+            seen_kept[kept.digest] = reference
+        add(WasteKind.DUPLICATE.value, reference, len(dup), sum(i.tokens for i in dup), "drop", plan.drop)
+        add(WasteKind.STALE.value, reference, len(stale), sum(i.tokens for i in stale), "drop", plan.drop)
+        if copy:
+            continue
+        # Aging: not used again for many calls, whatever its size; summarised to a quarter of the cap.
+        last_use = tracker._last_use  # noqa: SLF001 - WasteTracker.report's body
+        aging = bool(kept.reference and last_use.get(kept.reference, tracker.calls) <= aging_cut)
+        if kept.tokens > options.result_cap:
+            # A bloated result that is also aging is summarised once, as aging (the larger saving).
+            add(WasteKind.BLOAT.value, reference, 1, kept.tokens - options.result_cap, "summarise",
+                [] if aging else plan.summarise)
+        if aging:
+            add("aging", reference, 1, kept.tokens - min(kept.tokens, options.result_cap // 4), "summarise",
+                plan.summarise)
+    for digest, (copies, tokens) in cross.items():
+        # The same body returned under other references (e.g. "Todos have been modified"):
+        # one finding for all its extra copies, named by the first one kept.
+        add(WasteKind.DUPLICATE.value, f"{seen_kept[digest]} (same body under other references)", copies,
+            copies * tokens, "drop", plan.drop)
+    for copies, tokens, name, _ in tracker._texts.values():  # noqa: SLF001 - WasteTracker.report's body
+        if copies > 1:
+            add(WasteKind.DUPLICATE.value, name, copies - 1, (copies - 1) * tokens, "drop", plan.drop)
+    totals = tracker.totals()
+    overage = totals[WasteKind.TOOL_DEFINITION_OVERAGE]
+    if overage:
+        findings.append(Finding(WasteKind.TOOL_DEFINITION_OVERAGE.value, severity(overage, total),
+                                "tools", 1, overage, "trim"))
+    findings.sort(key=lambda f: (-f.tokens_saved, f.kind, f.reference))
+    plan.drop.sort(key=lambda f: -f.tokens_saved)
+    plan.summarise.sort(key=lambda f: -f.tokens_saved)
+    return Report(waste=totals, total=total, findings=findings, plan=plan)

@@ -1,0 +1,88 @@
+"""The instruments of SPEC section 6, created from :class:`ctxscope.schema.Metric`.
+
+Every instrument is observable: its callback reports the latest state of each
+live session (the span processor owns that state). Gauges are absolute; the
+compaction counter is an observable counter reporting each session's
+cumulative total, so that a session's series can leave later exports once it
+has ended (a synchronous counter would be exported for ever).
+
+Names, units and descriptions come from ``schema.Metric``: never retyped here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Iterable, Mapping
+
+from opentelemetry import metrics
+from opentelemetry.metrics import CallbackOptions, Meter, MeterProvider, Observation
+
+from ctxscope import __version__
+from ctxscope.schema import INSTRUMENTATION_SCOPE, GenAIMetric, InstrumentSpec, Metric
+
+Callback = Callable[[CallbackOptions], Iterable[Observation]]
+
+
+def get_meter(meter_provider: MeterProvider | None = None) -> Meter:
+    """The ``ctxscope`` meter of a provider (the global one by default)."""
+    return metrics.get_meter(INSTRUMENTATION_SCOPE, __version__, meter_provider=meter_provider)
+
+
+@dataclass(frozen=True)
+class Instruments:
+    """The created instruments, one attribute per ``schema.Metric`` entry."""
+
+    tokens: object
+    limit_tokens: object
+    reported_tokens: object
+    utilization: object
+    waste_tokens: object
+    compactions: object
+
+
+def _create(meter: Meter, spec: InstrumentSpec, callback: Callback) -> object:
+    if spec.kind == "counter":
+        return meter.create_observable_counter(
+            spec.name, callbacks=[callback], unit=spec.unit, description=spec.description)
+    if spec.kind == "gauge":
+        return meter.create_observable_gauge(
+            spec.name, callbacks=[callback], unit=spec.unit, description=spec.description)
+    raise ValueError(f"unknown instrument kind {spec.kind!r} of {spec.name}")
+
+
+def create_instruments(meter: Meter, callbacks: Mapping[InstrumentSpec, Callback]) -> Instruments:
+    """Create every instrument of ``schema.Metric.ALL`` with its callback.
+
+    ``callbacks`` maps each spec of ``Metric.ALL`` to its callback; a missing
+    one is a programming error (``KeyError``).
+    """
+    made = {spec: _create(meter, spec, callbacks[spec]) for spec in Metric.ALL}
+    return Instruments(
+        tokens=made[Metric.TOKENS],
+        limit_tokens=made[Metric.LIMIT_TOKENS],
+        reported_tokens=made[Metric.REPORTED_TOKENS],
+        utilization=made[Metric.UTILIZATION],
+        waste_tokens=made[Metric.WASTE_TOKENS],
+        compactions=made[Metric.COMPACTIONS],
+    )
+
+
+@dataclass(frozen=True)
+class GenAIInstruments:
+    """The GenAI conventions' client histograms (``schema.GenAIMetric``)."""
+
+    operation_duration: object
+    token_usage: object
+
+
+def create_genai_instruments(meter: Meter) -> GenAIInstruments:
+    """``gen_ai.client.operation.duration`` and ``gen_ai.client.token.usage``, as util-genai creates them."""
+    return GenAIInstruments(
+        operation_duration=meter.create_histogram(
+            GenAIMetric.OPERATION_DURATION, unit=GenAIMetric.OPERATION_DURATION_UNIT,
+            description="Duration of GenAI client operation",
+            explicit_bucket_boundaries_advisory=list(GenAIMetric.DURATION_BUCKETS)),
+        token_usage=meter.create_histogram(
+            GenAIMetric.TOKEN_USAGE, unit=GenAIMetric.TOKEN_USAGE_UNIT,
+            description="Number of input and output tokens used by GenAI clients",
+            explicit_bucket_boundaries_advisory=list(GenAIMetric.TOKEN_BUCKETS)))

@@ -1,0 +1,603 @@
+"""ContextSpanProcessor: annotated spans -> the metrics of SPEC section 6.
+
+ctxscope's instrumentors hand each call's annotation over directly
+(:meth:`ContextSpanProcessor.observe_call`), whether its span is recorded or
+sampled out, so the metrics do not depend on sampling. For every other span,
+``on_end`` reads the context annotation back from the finished span (only
+the attributes the metrics need, :func:`reading_from_attributes`; the
+``llm.context.change`` events carry nothing the metrics need). Either way the
+processor keeps each session's latest state; the observable instruments of
+:mod:`ctxscope.telemetry.metrics` report that state at every collection. So anything
+that writes the annotation (a transcript replay, a companion span) gets the metrics.
+
+Semantics (docs/telemetry.md):
+
+- ``llm.context.tokens`` per category in the calibrated view (SPEC section 5),
+  ``unattributed`` included; a series a session produced before and missing
+  from its newest snapshot reports 0 for as long as the session lives.
+- When a recording ends (``stop()``, ``shutdown()``, ``end_session(id)``, a
+  span with ``llm.context.session_ended``, or LRU eviction past
+  ``max_sessions``), every gauge series of the session reports 0 once per
+  metric reader and then leaves later exports; ``stop()`` first exports the
+  live values through every push reader, so a run shorter than the export
+  interval still sends them. The compaction counter never
+  goes down: it reports its final total once more, then leaves.
+- Every body (``on_end``, callbacks) is guarded: an error is logged, never
+  raised into the user's program.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import weakref
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable, Iterator, Mapping, TypeVar
+
+from opentelemetry import metrics as otel_metrics
+from opentelemetry import trace as otel_trace
+from opentelemetry.metrics import CallbackOptions, MeterProvider, Observation
+from opentelemetry.sdk.metrics import MeterProvider as SdkMeterProvider
+from opentelemetry.sdk.metrics.export import PeriodicExportingMetricReader
+from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor
+from opentelemetry.sdk.trace import TracerProvider as SdkTracerProvider
+
+from ctxscope.config import DEFAULT_MAX_SESSIONS
+from ctxscope.telemetry import metrics as ctx_metrics
+from ctxscope.telemetry import shutdown as _shutdown
+from ctxscope.core.views import calibrate, calibration_target
+from ctxscope.schema import (
+    CATEGORIES,
+    Attr,
+    Category,
+    CompactionTrigger,
+    GenAI,
+    InstrumentSpec,
+    LimitKind,
+    Metric,
+    MetricAttr,
+    Stage,
+    WasteKind,
+)
+
+_log = logging.getLogger(__name__)
+
+# A session whose spans carry neither llm.context.session.id nor
+# gen_ai.conversation.id (an instrumentation other than ours, or a replay
+# without one) is keyed by this id.
+UNKNOWN_SESSION = "unknown"
+
+# Recorded spans handed over by observe_call whose on_end has not come yet: a
+# span of another tracer provider (without this processor) never ends here.
+_MAX_DIRECT = 4096
+
+# The attributes of the GenAI client histograms (as util-genai records them).
+_GENAI_METRIC_KEYS = (GenAI.OPERATION_NAME, GenAI.PROVIDER_NAME, GenAI.REQUEST_MODEL, GenAI.RESPONSE_MODEL,
+                      GenAI.SERVER_ADDRESS, GenAI.SERVER_PORT, GenAI.ERROR_TYPE)
+
+_Key = tuple[tuple[str, Any], ...]  # sorted attribute items: hashable series identity
+
+
+def calibrated_view(categories: Mapping[Category, int], reported: int | None) -> dict[Category, int]:
+    """SPEC section 5 calibrated categories (``unattributed`` included once measured)."""
+    return {Category(c): int(v) for c, v in calibrate(categories, reported)[0].items()}
+
+
+# ---------------------------------------------------------------------------
+# Reading a span: only what the metrics need
+# ---------------------------------------------------------------------------
+
+# Attribute key -> value, built once from schema (the names are never retyped).
+_CATEGORY_KEYS = tuple((Attr.category(c), c) for c in CATEGORIES)
+_WASTE_KEYS = tuple((Attr.waste(k), k) for k in WasteKind)
+_LIMIT_KEYS = ((Attr.WINDOW_TOKENS, LimitKind.WINDOW),
+               (Attr.EFFECTIVE_WINDOW_TOKENS, LimitKind.EFFECTIVE_WINDOW),
+               (Attr.COMPACT_THRESHOLD_TOKENS, LimitKind.COMPACT_THRESHOLD))
+
+
+@dataclass(slots=True)
+class SpanReading:
+    """What the metrics take from one annotated span (a part of SPEC section 4)."""
+
+    stage: Stage
+    categories: dict[Category, int]  # raw estimates
+    estimated: int
+    reported: int | None
+    learned_correction: int | None
+    limits: dict[LimitKind, int]     # positive values only
+    waste: dict[WasteKind, int]
+    trigger: CompactionTrigger | None
+    sample_offset_ns: int
+    model: str | None                # llm.context.model
+
+
+def _int_or_none(value: Any) -> int | None:
+    return int(value) if value is not None else None
+
+
+def reading_from_attributes(attrs: Mapping[str, Any]) -> SpanReading | None:
+    """The metrics' part of the annotation on span attributes; None when there is none.
+
+    Cheaper than :meth:`Annotation.from_attributes`, which the metrics do not
+    need whole: no Annotation is built, and the change events are never read
+    (on_end runs on the caller's thread at span end).
+    """
+    get = attrs.get
+    stage = get(Attr.STAGE)
+    estimated = get(Attr.ESTIMATED_TOKENS)
+    if stage is None or estimated is None:
+        return None
+    trigger = get(Attr.COMPACTION_TRIGGER)
+    model = get(Attr.MODEL)
+    return SpanReading(
+        stage=Stage(stage),
+        categories={c: int(v) for key, c in _CATEGORY_KEYS if (v := get(key)) is not None},
+        estimated=int(estimated),
+        reported=_int_or_none(get(Attr.REPORTED_TOKENS)),
+        learned_correction=_int_or_none(get(Attr.LEARNED_CORRECTION_TOKENS)),
+        limits={kind: int(v) for key, kind in _LIMIT_KEYS if (v := get(key)) is not None and v > 0},
+        waste={k: int(v) for key, k in _WASTE_KEYS if (v := get(key)) is not None},
+        trigger=CompactionTrigger(trigger) if trigger is not None else None,
+        sample_offset_ns=int(get(Attr.SAMPLE_OFFSET_NS) or 0),
+        model=str(model) if model is not None else None)
+
+
+def _plain_attributes(span: ReadableSpan) -> Mapping[str, Any]:
+    """The span's attributes, as a plain dict where the SDK offers one cheaply."""
+    attrs = span.attributes or {}
+    # The SDK's read-only view wraps BoundedAttributes, whose copy() is one C
+    # dict copy, while each get through the view costs two Python calls.
+    copy = getattr(attrs, "copy", None)
+    if copy is not None:
+        try:
+            plain = copy()
+        except Exception:  # noqa: BLE001
+            return attrs
+        if isinstance(plain, dict):
+            return plain
+    return attrs
+
+
+@dataclass
+class _Session:
+    """The latest state of one live session."""
+
+    session_id: str
+    conversation_id: str | None = None  # gen_ai.conversation.id where the application gave one
+    model: str | None = None
+    provider: str | None = None
+    observed_ns: int = -1
+    tokens: dict[Category, int] = field(default_factory=dict)
+    limits: dict[LimitKind, int] = field(default_factory=dict)
+    reported: int | None = None
+    waste: dict[WasteKind, int] = field(default_factory=dict)
+    compactions: dict[CompactionTrigger, int] = field(default_factory=dict)
+    # Every gauge series this session produced, per instrument: they report 0
+    # while missing from the newest state, and 0 once more when the session ends.
+    produced: dict[InstrumentSpec, set[_Key]] = field(default_factory=dict)
+
+    def base(self) -> dict[str, Any]:
+        attrs: dict[str, Any] = {MetricAttr.SESSION_ID: self.session_id}
+        if self.conversation_id:
+            attrs[MetricAttr.CONVERSATION_ID] = self.conversation_id
+        if self.model:
+            attrs[MetricAttr.REQUEST_MODEL] = self.model
+        if self.provider:
+            attrs[MetricAttr.PROVIDER_NAME] = self.provider
+        return attrs
+
+    def current(self, spec: InstrumentSpec) -> list[tuple[dict[str, Any], float]]:
+        """The series of one instrument in the newest state."""
+        base = self.base()
+        if spec is Metric.TOKENS:
+            return [({**base, MetricAttr.CATEGORY: c.value}, v) for c, v in self.tokens.items()]
+        if spec is Metric.LIMIT_TOKENS:
+            return [({**base, MetricAttr.LIMIT: k.value}, v) for k, v in self.limits.items()]
+        if spec is Metric.REPORTED_TOKENS:
+            return [(base, self.reported)] if self.reported is not None else []
+        if spec is Metric.UTILIZATION:
+            limit = min(self.limits.values(), default=0)
+            if limit <= 0:
+                return []
+            return [(base, sum(self.tokens.values()) / limit)]
+        if spec is Metric.WASTE_TOKENS:
+            return [({**base, MetricAttr.WASTE_KIND: k.value}, v) for k, v in self.waste.items()]
+        if spec is Metric.COMPACTIONS:
+            return [({**base, MetricAttr.COMPACTION_TRIGGER: t.value}, n) for t, n in self.compactions.items()]
+        return []
+
+    def observe(self, spec: InstrumentSpec) -> list[tuple[dict[str, Any], float]]:
+        """Newest series plus 0 for every earlier gauge series missing from it."""
+        series = self.current(spec)
+        if spec.kind != "gauge":
+            return series
+        seen = self.produced.setdefault(spec, set())
+        now = {_key(a) for a, _ in series}
+        zeros = [(dict(k), 0) for k in seen - now]
+        seen |= now
+        return zeros + series
+
+    def final(self, spec: InstrumentSpec) -> list[tuple[dict[str, Any], float]]:
+        """What the session reports once when it ends."""
+        if spec.kind != "gauge":
+            return self.current(spec)  # a counter never goes down: its final total
+        keys = self.produced.get(spec, set()) | {_key(a) for a, _ in self.current(spec)}
+        return [(dict(k), 0) for k in keys]
+
+
+@dataclass
+class _Ending:
+    """An ended session's final series, reported once to each metric reader."""
+
+    series: dict[InstrumentSpec, list[tuple[dict[str, Any], float]]]
+    remaining: dict[InstrumentSpec, int]
+
+
+def _key(attrs: Mapping[str, Any]) -> _Key:
+    return tuple(sorted(attrs.items()))
+
+
+def _metric_readers(meter_provider: Any) -> list[Any] | None:
+    """The SDK meter provider's readers; None when it is not the SDK's."""
+    for get in (lambda: meter_provider._metric_readers,  # noqa: SLF001 - no public accessor
+                lambda: meter_provider._measurement_consumer._reader_storages,  # noqa: SLF001
+                lambda: meter_provider._sdk_config.metric_readers):  # noqa: SLF001 - older SDKs
+        try:
+            return list(get())
+        except (AttributeError, TypeError):
+            continue
+    return None
+
+
+def _reader_count(meter_provider: Any) -> int:
+    """How many metric readers will call our callbacks (each must see the final zeros)."""
+    readers = _metric_readers(meter_provider)
+    return max(1, len(readers)) if readers is not None else 1
+
+
+class ContextSpanProcessor(SpanProcessor):
+    """Annotated spans -> the ``llm.context.*`` metrics of each live session."""
+
+    def __init__(self, meter_provider: MeterProvider | None = None, *,
+                 max_sessions: int = DEFAULT_MAX_SESSIONS) -> None:
+        if max_sessions < 1:
+            raise ValueError(f"max_sessions must be at least 1, got {max_sessions}")
+        self._meter_provider = meter_provider
+        self._max_sessions = max_sessions
+        self._lock = threading.RLock()
+        self._sessions: OrderedDict[str, _Session] = OrderedDict()
+        self._endings: list[_Ending] = []
+        # Span ids of recorded spans whose annotation observe_call already took (insertion order).
+        self._direct: dict[int, None] = {}
+        self._shutdown = False
+        callbacks = {spec: self._callback(spec) for spec in Metric.ALL}
+        meter = ctx_metrics.get_meter(meter_provider)
+        self.instruments = ctx_metrics.create_instruments(meter, callbacks)
+        self.genai_instruments = ctx_metrics.create_genai_instruments(meter)
+        # The SDK tracer provider this processor is on (ensure_processor sets it).
+        self.tracer_provider: Any = None
+        self._hook_meter_shutdown()
+        # At exit and on SIGTERM: the live values, then the zeros, within ctxscope's budget.
+        _shutdown.watch(self)
+
+    # -- SpanProcessor -------------------------------------------------------
+
+    def on_start(self, span: Any, parent_context: Any = None) -> None:
+        return None
+
+    def on_end(self, span: ReadableSpan) -> None:
+        try:
+            self._on_end(span)
+        except Exception:  # noqa: BLE001 - never break the user's program
+            _log.warning("ctxscope: could not read the context annotation of a span", exc_info=True)
+
+    def shutdown(self) -> None:
+        """End the recording: final zeros are collected and exported now."""
+        if self._shutdown:
+            return
+        self._shutdown = True
+        self.stop()
+
+    def force_flush(self, timeout_millis: int = 30000) -> bool:
+        return True
+
+    # -- recording control -----------------------------------------------------
+
+    def stop(self, timeout_millis: int = 10000) -> None:
+        """End every live session (a recording's end): export the live values, then the zeros."""
+        try:
+            self._final_export(timeout_millis)
+        except Exception:  # noqa: BLE001
+            _log.warning("ctxscope: could not end the recording", exc_info=True)
+
+    def _final_export(self, timeout_millis: int) -> None:
+        """The latest state reaches every push reader once, then the zeros (docs/telemetry.md).
+
+        A process shorter than the export interval has never been collected:
+        ending first would export only the zeros. So collect and export the
+        live sessions, then end them, then collect and export their zeros.
+        """
+        with self._lock:
+            live = bool(self._sessions)
+        if live:
+            self._flush_push_readers(timeout_millis)
+        with self._lock:
+            for session_id in list(self._sessions):
+                self._end_locked(session_id)
+            pending = bool(self._endings)
+        if pending:  # nothing to export otherwise: spare the backend an empty round trip
+            self._flush(timeout_millis)
+
+    def end_session(self, session_id: str) -> bool:
+        """End one session: its series report 0 once, then leave. False if not live."""
+        try:
+            with self._lock:
+                return self._end_locked(session_id)
+        except Exception:  # noqa: BLE001
+            _log.warning("ctxscope: could not end session %s", session_id, exc_info=True)
+            return False
+
+    def sessions(self) -> list[str]:
+        """Ids of the live sessions, least recently used first."""
+        with self._lock:
+            return list(self._sessions)
+
+    # -- internals -------------------------------------------------------------
+
+    def observe_call(self, attributes: Mapping[str, Any], start_time_ns: int, span: Any = None,
+                     duration_s: float | None = None) -> None:
+        """A call's (or marker's) annotation handed over by the instrumentation, whatever its span.
+
+        The metrics do not depend on sampling: ctxscope's instrumentors call
+        this with the attributes they give their span, recorded, sampled out
+        or not created at all. ``span``: when it is recording, its ``on_end``
+        is then skipped, so a call counts once. ``duration_s``: a finished
+        model call, which also records the GenAI conventions' client
+        histograms (duration, token usage).
+        """
+        try:
+            if duration_s is not None:
+                self._record_genai(attributes, duration_s)
+            if span is not None and span.is_recording():
+                with self._lock:
+                    self._direct[span.get_span_context().span_id] = None
+                    if len(self._direct) > _MAX_DIRECT:  # spans of a provider without this processor
+                        del self._direct[next(iter(self._direct))]
+            self._observe_attributes(attributes, start_time_ns)
+        except Exception:  # noqa: BLE001 - never break the user's program
+            _log.warning("ctxscope: could not record the context of a call", exc_info=True)
+
+    def _record_genai(self, attributes: Mapping[str, Any], duration_s: float) -> None:
+        """``gen_ai.client.operation.duration`` and ``gen_ai.client.token.usage`` of one call.
+
+        With util-genai's attributes, names, units and buckets.
+        """
+        metric_attributes = {k: attributes[k] for k in _GENAI_METRIC_KEYS if k in attributes}
+        self.genai_instruments.operation_duration.record(  # type: ignore[attr-defined]
+            max(0.0, duration_s), metric_attributes)
+        for token_type, key in (("input", GenAI.USAGE_INPUT_TOKENS), ("output", GenAI.USAGE_OUTPUT_TOKENS)):
+            count = attributes.get(key)
+            if isinstance(count, int) and not isinstance(count, bool):
+                self.genai_instruments.token_usage.record(  # type: ignore[attr-defined]
+                    count, {**metric_attributes, GenAI.TOKEN_TYPE: token_type})
+
+    def _on_end(self, span: ReadableSpan) -> None:
+        if self._direct:
+            context = span.context
+            if context is not None and context.span_id in self._direct:
+                with self._lock:
+                    self._direct.pop(context.span_id, None)
+                return  # counted when the instrumentation handed it over
+        self._observe_attributes(_plain_attributes(span), span.start_time or 0)
+
+    def _observe_attributes(self, attrs: Mapping[str, Any], start_time_ns: int) -> None:
+        conversation_id = attrs.get(GenAI.CONVERSATION_ID)
+        # ctxscope's own key first; a foreign or replayed span's conversation id, else "unknown".
+        session_id = str(attrs.get(Attr.SESSION_ID) or conversation_id or UNKNOWN_SESSION)
+        if attrs.get(Attr.SESSION_ENDED):
+            self.end_session(session_id)
+            return
+        reading = reading_from_attributes(attrs)
+        if reading is None:
+            return
+        model = attrs.get(GenAI.REQUEST_MODEL) or reading.model
+        provider = attrs.get(GenAI.PROVIDER_NAME) or attrs.get(GenAI.SYSTEM)
+        observed = start_time_ns + reading.sample_offset_ns
+        with self._lock:
+            if self._shutdown:
+                return
+            self._update(session_id, reading, str(model) if model else None,
+                         str(provider) if provider else None, observed,
+                         str(conversation_id) if conversation_id else None)
+
+    def _update(self, session_id: str, reading: SpanReading, model: str | None,
+                provider: str | None, observed_ns: int, conversation_id: str | None = None) -> None:
+        session = self._sessions.get(session_id)
+        if session is None:
+            session = self._sessions[session_id] = _Session(session_id, conversation_id)
+        self._sessions.move_to_end(session_id)
+        if reading.stage is Stage.POST_COMPACTION:
+            trigger = reading.trigger or CompactionTrigger.AUTO
+            session.compactions[trigger] = session.compactions.get(trigger, 0) + 1
+        # Spans of concurrent calls may end out of order: keep the newest state.
+        if observed_ns >= session.observed_ns:
+            if model != session.model:
+                session.limits = {}  # limits belong to a model
+                session.reported = None
+            session.observed_ns = observed_ns
+            session.model = model
+            session.provider = provider
+            # No usage (yet): the estimate plus the learned correction (docs/fidelity.md,
+            # "Self-calibration"); the ledger's views use the same rule.
+            measured = calibration_target(reading.reported, reading.estimated, reading.learned_correction)
+            session.tokens = calibrated_view(reading.categories, measured)
+            session.limits.update(reading.limits)
+            if reading.reported is not None:
+                session.reported = reading.reported
+            session.waste = reading.waste
+        while len(self._sessions) > self._max_sessions:
+            oldest = next(iter(self._sessions))
+            _log.debug("ctxscope: more than %d live sessions, ending %s", self._max_sessions, oldest)
+            self._end_locked(oldest)
+
+    def _end_locked(self, session_id: str) -> bool:
+        session = self._sessions.pop(session_id, None)
+        if session is None:
+            return False
+        readers = _reader_count(self._resolved_meter_provider())
+        series = {spec: session.final(spec) for spec in Metric.ALL}
+        self._endings.append(_Ending(series, {spec: readers for spec in Metric.ALL}))
+        # Without a collecting reader (no SDK meter provider) endings would pile up.
+        del self._endings[:-max(self._max_sessions, 1)]
+        return True
+
+    def _callback(self, spec: InstrumentSpec) -> ctx_metrics.Callback:
+        def callback(options: CallbackOptions) -> Iterable[Observation]:
+            try:
+                return list(self._observe(spec))
+            except Exception:  # noqa: BLE001 - a callback that raises loses every series
+                _log.warning("ctxscope: could not report %s", spec.name, exc_info=True)
+                return []
+        return callback
+
+    def _observe(self, spec: InstrumentSpec) -> Iterator[Observation]:
+        with self._lock:
+            out: list[tuple[dict[str, Any], float]] = []
+            # Final series first, so that a session that restarted with the same
+            # id reports its new value (the last observation of a series wins).
+            for ending in self._endings:
+                if ending.remaining.get(spec, 0) > 0:
+                    ending.remaining[spec] -= 1
+                    out.extend(ending.series.get(spec, ()))
+            self._endings = [e for e in self._endings if any(n > 0 for n in e.remaining.values())]
+            for session in self._sessions.values():
+                out.extend(session.observe(spec))
+        for attrs, value in out:
+            yield Observation(value, attrs)
+
+    def _resolved_meter_provider(self) -> Any:
+        return self._meter_provider if self._meter_provider is not None else otel_metrics.get_meter_provider()
+
+    def _flush(self, timeout_millis: int) -> None:
+        provider = self._resolved_meter_provider()
+        if getattr(provider, "_shutdown", False) or not hasattr(provider, "force_flush"):
+            return
+        try:
+            provider.force_flush(timeout_millis)
+        except Exception:  # noqa: BLE001 - an unreachable backend costs the data only
+            _log.warning("ctxscope: could not flush the final context metrics", exc_info=True)
+
+    def _flush_push_readers(self, timeout_millis: int) -> None:
+        """Collect and export the live values through every push reader (OTLP, console).
+
+        Only push readers: a pull reader (Prometheus) would queue this
+        collection beside the zeros' for its next scrape, which then reports
+        the live values instead of the zeros; it sees what a scrape finds.
+        """
+        provider = self._resolved_meter_provider()
+        if getattr(provider, "_shutdown", False):
+            return
+        readers = _metric_readers(provider)
+        if readers is None:  # not the SDK's provider: its own flush is all there is
+            self._flush(timeout_millis)
+            return
+        for reader in readers:
+            if isinstance(reader, PeriodicExportingMetricReader):
+                try:
+                    reader.force_flush(timeout_millis)
+                except Exception:  # noqa: BLE001 - an unreachable backend costs the data only
+                    _log.warning("ctxscope: could not export the final context metrics", exc_info=True)
+
+    def _hook_meter_shutdown(self) -> None:
+        """Make the meter provider's own final collection carry the zeros.
+
+        When the application shuts the meter provider down before the tracer
+        provider, the final export happens inside ``MeterProvider.shutdown``:
+        end the recording just before it.
+        """
+        provider = self._meter_provider
+        if provider is None:
+            resolved = otel_metrics.get_meter_provider()
+            # The global provider when it is already the SDK's (a proxy cannot be hooked).
+            provider = resolved if isinstance(resolved, SdkMeterProvider) else None
+        original = getattr(provider, "shutdown", None)
+        if provider is None or original is None or getattr(original, "_ctxscope_hooked", False):
+            return
+        this = weakref.ref(self)
+
+        def shutdown(*args: Any, **kwargs: Any) -> Any:
+            processor = this()
+            if processor is not None:
+                # A reader without a periodic thread does no final collection
+                # of its own on shutdown: flush so the live values and the
+                # zeros go out regardless.
+                processor.stop()
+            return original(*args, **kwargs)
+
+        shutdown._ctxscope_hooked = True  # type: ignore[attr-defined]  # noqa: SLF001 - our own marker
+        try:
+            provider.shutdown = shutdown  # type: ignore[attr-defined]
+        except (AttributeError, TypeError):
+            pass
+
+
+# ---------------------------------------------------------------------------
+# Installing one processor on a tracer provider
+# ---------------------------------------------------------------------------
+
+_installed: "weakref.WeakKeyDictionary[Any, ContextSpanProcessor]" = weakref.WeakKeyDictionary()
+# Reentrant: building a processor may install another one (ForeignSpanProcessor installs this one).
+_install_lock = threading.RLock()
+_P = TypeVar("_P", bound=SpanProcessor)
+
+
+def install_once(tracer_provider: Any, installed: "weakref.WeakKeyDictionary[Any, _P]",
+                 make: Callable[[Any], _P], what: str, without: str) -> _P | None:
+    """Add ``make(provider)`` to an SDK tracer provider once; ``installed`` remembers it per provider.
+
+    ``tracer_provider`` defaults to the global one. None when it is not the
+    SDK's (no-op or proxy: nothing to attach to; logged at debug level as
+    ``without``) or when installing failed (logged, naming ``what``).
+    """
+    try:
+        provider = tracer_provider if tracer_provider is not None else otel_trace.get_tracer_provider()
+        if not isinstance(provider, SdkTracerProvider):
+            _log.debug("ctxscope: %s is not an SDK TracerProvider; %s", type(provider).__name__, without)
+            return None
+        with _install_lock:
+            existing = installed.get(provider)
+            if existing is not None:
+                return existing
+            processor = make(provider)
+            provider.add_span_processor(processor)
+            installed[provider] = processor
+            return processor
+    except Exception:  # noqa: BLE001
+        _log.warning("ctxscope: could not install the %s", what, exc_info=True)
+        return None
+
+
+def ensure_processor(tracer_provider: Any = None, meter_provider: MeterProvider | None = None,
+                     *, max_sessions: int = DEFAULT_MAX_SESSIONS) -> ContextSpanProcessor | None:
+    """Install one :class:`ContextSpanProcessor` on an SDK tracer provider (idempotent).
+
+    ``tracer_provider`` defaults to the global one. Returns the processor, or
+    None when the provider is not the SDK's (no-op or proxy: nothing to attach
+    to yet) or the installation failed (logged).
+    """
+    def make(provider: Any) -> ContextSpanProcessor:
+        processor = ContextSpanProcessor(meter_provider, max_sessions=max_sessions)
+        processor.tracer_provider = provider
+        return processor
+
+    return install_once(tracer_provider, _installed, make, "context span processor", "no context metrics")
+
+
+def installed_processor(tracer_provider: Any = None) -> ContextSpanProcessor | None:
+    """The processor :func:`ensure_processor` installed on a provider, if any."""
+    provider = tracer_provider if tracer_provider is not None else otel_trace.get_tracer_provider()
+    try:
+        return _installed.get(provider)
+    except TypeError:
+        return None

@@ -1,0 +1,227 @@
+"""Transcripts as telemetry: the spans a live session would have produced.
+
+:class:`CallEmitter` turns :class:`~ctxscope.transcripts.TranscriptCall`
+objects into the spans the live instrumentation writes
+(:mod:`ctxscope.instrumentation._wrappers`), so dashboards treat replayed
+and live sessions alike:
+
+- one ``chat <model>`` CLIENT span per provider call, with the GenAI
+  attributes (``gen_ai.conversation.id`` = the transcript's session id; a
+  subagent has its own), the provider's usage, and the context annotation
+  at stage ``transcript-observed``, coverage ``partial``, with the reported
+  input and the calibration (SPEC sections 4-5);
+- a ``capture-start`` child span at a session's first call in the recording;
+- a ``post-compaction`` child span where the transcript compacted;
+- a ``session-end`` marker span (``llm.context.session_ended``) when a
+  session ends, so the :class:`~ctxscope.telemetry.processor.ContextSpanProcessor`
+  reports its series as 0 once and drops them.
+
+Spans carry the transcript's own timestamps (see :mod:`ctxscope.transcripts.follow`).
+:func:`replay_files` drives a whole replay: read, emit, optionally pace the
+calls (``speed``), then end the recording.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable
+
+from opentelemetry import trace
+from opentelemetry.trace import SpanKind, Tracer
+
+from ctxscope.transcripts.follow import FollowedFile, TimedCall
+from ctxscope.core.ledger import Snapshot
+from ctxscope.core.observation import Observation, Usage
+from ctxscope.core.pipeline import TranscriptAccount
+from ctxscope.schema import INSTRUMENTATION_SCOPE, Attr, GenAI, Stage
+from ctxscope.transcripts import Problem
+
+__all__ = ["CallEmitter", "ReplayResult", "replay_files"]
+
+_log = logging.getLogger(__name__)
+
+OPERATION_CHAT = "chat"
+SPAN_SESSION_END = "session-end"
+
+
+@dataclass
+class _Session:
+    account: TranscriptAccount  # the accounting analyze uses too
+    emitted: int = 0  # calls emitted in this recording
+
+
+class CallEmitter:
+    """Transcript calls -> spans, one ledger (and waste tracker) per session.
+
+    ``emit`` writes a call's spans; ``absorb`` feeds a call to the session's
+    ledger without any span (to rebuild the context before resuming);
+    ``end_session`` ends a session's recording.
+    """
+
+    def __init__(self, tracer: Tracer, *, tokenizer: str = "auto",
+                 listener: Callable[[Observation], None] | None = None) -> None:
+        self.tracer = tracer
+        self.tokenizer = tokenizer
+        self.listener = listener
+        # SPEC section 7 labels opt-in, read once (the tracker's rule).
+        from ctxscope.telemetry.tracker import capture_labels_from_env
+
+        self.capture_labels = capture_labels_from_env()
+        self._sessions: dict[str, _Session] = {}
+
+    @classmethod
+    def for_provider(cls, tracer_provider: Any, **kwargs: Any) -> "CallEmitter":
+        return cls(trace.get_tracer(INSTRUMENTATION_SCOPE, tracer_provider=tracer_provider), **kwargs)
+
+    def sessions(self) -> list[str]:
+        return list(self._sessions)
+
+    # -- calls ---------------------------------------------------------------------
+
+    def absorb(self, timed: TimedCall) -> None:
+        """Count a call into its session's context without emitting it (a resume's silent part)."""
+        try:
+            self._observe(timed)
+        except Exception:  # noqa: BLE001 - ours: log, keep going
+            _log.warning("ctxscope: could not count call %s of %s", timed.call.index, timed.call.session_id,
+                         exc_info=True)
+
+    def emit(self, timed: TimedCall) -> Snapshot | None:
+        """The spans of one call (capture-start / post-compaction / request); its snapshot."""
+        try:
+            return self._emit(timed)
+        except Exception:  # noqa: BLE001
+            _log.warning("ctxscope: could not emit call %s of %s", timed.call.index, timed.call.session_id,
+                         exc_info=True)
+            return None
+
+    def end_session(self, session_id: str) -> None:
+        """End a session's recording: a marker span makes the processor report its series as 0, then drop them."""
+        state = self._sessions.pop(session_id, None)
+        if state is None or not state.emitted:
+            return
+        try:
+            span = self.tracer.start_span(SPAN_SESSION_END, kind=SpanKind.INTERNAL,
+                                          attributes={GenAI.CONVERSATION_ID: session_id, Attr.SESSION_ENDED: True})
+            span.end()
+        except Exception:  # noqa: BLE001
+            _log.warning("ctxscope: could not end session %s", session_id, exc_info=True)
+
+    def end_all(self) -> None:
+        for session_id in list(self._sessions):
+            self.end_session(session_id)
+
+    # -- internals -------------------------------------------------------------------
+
+    def _state(self, session_id: str) -> _Session:
+        state = self._sessions.get(session_id)
+        if state is None:
+            account = TranscriptAccount(session_id, tokenizer=self.tokenizer, capture_labels=self.capture_labels)
+            state = self._sessions[session_id] = _Session(account)
+        return state
+
+    def _observe(self, timed: TimedCall) -> tuple[_Session, Snapshot]:
+        state = self._state(timed.call.session_id)
+        snapshot, _ = state.account.observe(timed.call, timestamp_ns=timed.start_ns, sample_offset_ns=0)
+        return state, snapshot
+
+    def _emit(self, timed: TimedCall) -> Snapshot:
+        call = timed.call
+        state, snapshot = self._observe(timed)
+        start = timed.start_ns if timed.start_ns is not None else time.time_ns()
+        end = timed.end_ns if timed.end_ns is not None and timed.end_ns >= start else start
+        base: dict[str, Any] = {GenAI.OPERATION_NAME: OPERATION_CHAT, GenAI.PROVIDER_NAME: call.provider,
+                                GenAI.CONVERSATION_ID: call.session_id}
+        if call.model:
+            base[GenAI.REQUEST_MODEL] = call.model
+        attributes = {**base, **_usage_attributes(call.usage), **snapshot.annotation.to_attributes()}
+        if call.usage is None:
+            attributes[Attr.USAGE_MISSING] = True  # said, not left to an absent attribute
+        name = f"{OPERATION_CHAT} {call.model}" if call.model else OPERATION_CHAT
+        span = self.tracer.start_span(name, kind=SpanKind.CLIENT, attributes=attributes, start_time=start)
+        parent = trace.set_span_in_context(span)
+        # The recording of this session starts here (a replay, a watch that
+        # began or resumed mid-session): the baseline is not growth.
+        if not state.emitted:
+            self._marker(Stage.CAPTURE_START.value, parent, base, snapshot.annotation_for(Stage.CAPTURE_START),
+                         start)
+        if snapshot.compaction is not None:
+            post = snapshot.compaction.annotation
+            post.sample_offset_ns = 0
+            self._marker(Stage.POST_COMPACTION.value, parent, base, post, start)
+        for event_name, event_attributes in snapshot.annotation.change_events():
+            span.add_event(event_name, event_attributes, timestamp=start)
+        span.end(end_time=end)
+        state.emitted += 1
+        if self.listener is not None:
+            try:
+                self.listener(Observation(session_id=call.session_id, provider=call.provider,
+                                          request_model=call.model, response_model=None, snapshot=snapshot,
+                                          usage=call.usage or Usage(), timestamp_ns=start,
+                                          duration_ns=end - start))
+            except Exception:  # noqa: BLE001
+                _log.warning("ctxscope: observation listener failed", exc_info=True)
+        return snapshot
+
+    def _marker(self, name: str, parent: Any, base: dict[str, Any], annotation: Any, start: int) -> None:
+        span = self.tracer.start_span(name, context=parent, kind=SpanKind.INTERNAL,
+                                      attributes={**base, **annotation.to_attributes()}, start_time=start)
+        for event_name, event_attributes in annotation.change_events():
+            span.add_event(event_name, event_attributes, timestamp=start)
+        span.end(end_time=start)
+
+
+def _usage_attributes(usage: Usage | None) -> dict[str, int]:
+    if usage is None:
+        return {}
+    out: dict[str, int] = {}
+    # GenAI conventions: input_tokens counts every input token, cached ones included.
+    for key, value in ((GenAI.USAGE_INPUT_TOKENS, usage.reported_input),
+                       (GenAI.USAGE_OUTPUT_TOKENS, usage.output_tokens),
+                       (GenAI.USAGE_CACHE_READ_INPUT_TOKENS, usage.cache_read_input_tokens),
+                       (GenAI.USAGE_CACHE_CREATION_INPUT_TOKENS, usage.cache_creation_input_tokens)):
+        if value is not None:
+            out[key] = int(value)
+    return out
+
+
+# ---------------------------------------------------------------------------
+# A whole replay
+# ---------------------------------------------------------------------------
+
+@dataclass
+class ReplayResult:
+    calls: int = 0
+    sessions: list[str] = field(default_factory=list)
+    problems: list[tuple[str, Problem]] = field(default_factory=list)
+
+
+def replay_files(paths: Iterable[str], emitter: CallEmitter, *, format: str | None = None,
+                 speed: float | None = None, sleep: Callable[[float], None] = time.sleep) -> ReplayResult:
+    """Emit every call of the files, file after file, then end every session.
+
+    ``speed`` paces the calls by their original spacing divided by it (2.0
+    replays twice as fast); None or 0 replays as fast as possible. The
+    caller ends the recording (flushing the metrics first, so the last
+    values are exported before the zeros).
+    """
+    result = ReplayResult()
+
+    def problem(path: str, found: Problem) -> None:
+        result.problems.append((path, found))
+
+    previous_ns: int | None = None
+    for path in paths:
+        followed = FollowedFile(path, format=format, documents=True, on_problem=problem)
+        for timed in followed.iter_calls(final=True):
+            if speed and timed.start_ns is not None:
+                if previous_ns is not None and timed.start_ns > previous_ns:
+                    sleep(min((timed.start_ns - previous_ns) / 1e9 / speed, 3600.0))
+                previous_ns = timed.start_ns
+            if emitter.emit(timed) is not None:
+                result.calls += 1
+                if timed.call.session_id not in result.sessions:
+                    result.sessions.append(timed.call.session_id)
+    return result

@@ -1,0 +1,174 @@
+"""The end of the process: the recording's final export, within ctxscope's own time budget.
+
+At interpreter exit and on ``SIGTERM``, every live :class:`~ctxscope.telemetry.processor.ContextSpanProcessor`
+exports its sessions' latest state and then their zeros, and the SDK providers
+that would shut down at exit anyway (those with their own ``atexit`` handler)
+are shut down, spans flushed, all within :func:`budget_s` seconds
+(``CTXSCOPE_SHUTDOWN_TIMEOUT_MS``, default 3,000 ms). The SDK's exporters wait
+up to their own timeout per export and retry within it (10 s by default, for
+each signal): with a backend down, an exit would otherwise pay that per
+pending export. So the work runs on a daemon thread and the exit waits at most
+the budget; past it, what is left is dropped with one warning (the daemon
+thread is abandoned, the process exits).
+
+``SIGTERM``: a handler is installed only where the default action is still in
+place (the main thread, no handler of the application's); it runs the same
+export, then restores the default action and re-delivers the signal, so the
+process still dies of ``SIGTERM`` as before (its parent sees no difference).
+"""
+
+from __future__ import annotations
+
+import atexit
+import logging
+import os
+import signal
+import threading
+import time
+import weakref
+from typing import Any, Callable, Iterable
+
+from ctxscope.config import CTXSCOPE_SHUTDOWN_TIMEOUT_MS, DEFAULT_SHUTDOWN_TIMEOUT_MS, settings
+
+__all__ = ["DEFAULT_SHUTDOWN_TIMEOUT_MS", "at_exit", "budget_s", "end_process", "run_within", "watch"]
+
+_log = logging.getLogger(__name__)
+
+
+_processors: "weakref.WeakSet[Any]" = weakref.WeakSet()
+_local_steps: list[Callable[[], Any]] = []  # local writes (store, learned calibration), run first
+_lock = threading.Lock()
+_ended = False
+_sigterm_installed = False
+
+
+def budget_s() -> float:
+    """``CTXSCOPE_SHUTDOWN_TIMEOUT_MS`` in seconds (:mod:`ctxscope.config`)."""
+    return settings().shutdown_timeout_ms / 1000
+
+
+def run_within(steps: Iterable[Callable[[], Any]], timeout_s: float, what: str) -> bool:
+    """Run ``steps`` in order on a daemon thread; wait at most ``timeout_s``. False when they did not finish.
+
+    A step that raises is logged and the next one runs.
+    """
+    def work() -> None:
+        for step in steps:
+            try:
+                step()
+            except Exception:  # noqa: BLE001 - ours or the SDK's: the exit goes on
+                _log.warning("ctxscope: %s: a step failed", what, exc_info=True)
+
+    worker = threading.Thread(target=work, name="ctxscope-shutdown", daemon=True)
+    started = time.monotonic()
+    worker.start()
+    worker.join(timeout_s)
+    if worker.is_alive():
+        _log.warning("ctxscope: %s did not finish within %.1f s (%s); the rest is dropped. "
+                     "Is the telemetry backend reachable?", what, time.monotonic() - started,
+                     CTXSCOPE_SHUTDOWN_TIMEOUT_MS)
+        return False
+    return True
+
+
+def watch(processor: Any) -> None:
+    """End ``processor``'s recording at exit and on SIGTERM (see the module docstring)."""
+    with _lock:
+        _processors.add(processor)
+        _register()
+    _install_sigterm()
+
+
+def at_exit(step: Callable[[], Any]) -> None:
+    """Run ``step`` (a local write: the store's queue, learned calibration) at exit, before the export.
+
+    The one owner of the end of the process: every part of ctxscope that has
+    something to finish registers here rather than with :mod:`atexit` itself,
+    so the order is fixed (local writes, then the final export and the
+    providers' shutdown within the budget). A step bounds its own wait.
+    """
+    with _lock:
+        _local_steps.append(step)
+        _register()
+
+
+def _register() -> None:
+    # atexit runs the last registered first: registered again after every new
+    # processor or step, after the providers it works with, this runs before
+    # their own handlers. Called with _lock held.
+    atexit.unregister(end_process)
+    atexit.register(end_process)
+
+
+def _exit_handlers(provider: Any) -> Callable[[], Any] | None:
+    """A provider's shutdown when the SDK would run it at exit (its own atexit handler), taken over."""
+    for name in ("_atexit_handler", "_at_exit_handler"):
+        handler = getattr(provider, name, None)
+        if handler is not None:
+            atexit.unregister(handler)  # ours runs it now, bounded; the SDK's would wait unbounded
+            try:
+                setattr(provider, name, None)
+            except (AttributeError, TypeError):
+                pass
+            return handler
+    return None
+
+
+def end_process() -> None:
+    """The final export of every live recording and the providers' shutdown, within the budget. Once."""
+    global _ended
+    with _lock:
+        if _ended:
+            return
+        _ended = True
+        processors = list(_processors)
+        local = list(_local_steps)
+    for step in local:  # on this thread: local files, each bounded by its own timeout
+        try:
+            step()
+        except Exception:  # noqa: BLE001 - one failed write must not stop the export
+            _log.warning("a local write at exit failed", exc_info=True)
+    steps: list[Callable[[], Any]] = [p.stop for p in processors]
+    seen: set[int] = set()
+    providers: list[Any] = []
+    for processor in processors:
+        providers += [getattr(processor, "tracer_provider", None), processor._resolved_meter_provider()]  # noqa: SLF001
+    try:
+        from opentelemetry import _logs
+
+        providers.append(_logs.get_logger_provider())
+    except Exception:  # noqa: BLE001 - no logs API: nothing to shut down
+        pass
+    for provider in providers:
+        if provider is None or id(provider) in seen:
+            continue
+        seen.add(id(provider))
+        shutdown = _exit_handlers(provider)
+        if shutdown is not None:
+            steps.append(shutdown)
+    if steps:
+        run_within(steps, budget_s(), "the final telemetry export")
+
+
+def _on_sigterm(signum: int, frame: Any) -> None:
+    try:
+        end_process()
+    finally:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGTERM)
+
+
+def _install_sigterm() -> None:
+    global _sigterm_installed
+    if _sigterm_installed or not hasattr(signal, "SIGTERM"):
+        return
+    if threading.current_thread() is not threading.main_thread():
+        _log.debug("ctxscope: not on the main thread; SIGTERM ends the process without the final export")
+        return
+    try:
+        if signal.getsignal(signal.SIGTERM) not in (signal.SIG_DFL, None):
+            return  # the application's own handler: it decides how the process ends (exit runs ours)
+        signal.signal(signal.SIGTERM, _on_sigterm)
+        _sigterm_installed = True
+    except (ValueError, OSError):  # not the main interpreter, or a platform without it
+        _log.debug("ctxscope: could not handle SIGTERM", exc_info=True)

@@ -1,0 +1,201 @@
+"""The tiktoken encoding load (issue 17 point 5, issue 12): never on the caller's thread, never a silent basis change.
+
+A slow load is made real and deterministic: the encoding's cache file is a
+FIFO, so tiktoken's own read blocks until the test writes the real file into
+it (from ``../shared/tiktoken``), as long as the test wants.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import DATA, TIKTOKEN_CACHE
+
+O200K_KEY = "fb374d419588a4632f3f557e76b4b70aebbca790"  # sha1 of tiktoken's o200k_base address
+CTXSCOPE = str(Path(sys.executable).with_name("ctxscope"))
+TRANSCRIPT = DATA / "transcripts" / "claude_4c2ddfdc.jsonl"
+
+needs_cache = pytest.mark.skipif(not (TIKTOKEN_CACHE / O200K_KEY).is_file(),
+                                 reason="../shared/tiktoken is not here (the offline o200k_base file)")
+
+
+def slow_cache(tmp_path: Path) -> Path:
+    """A tiktoken cache dir whose o200k_base file is a FIFO: a load blocks until feed() writes it."""
+    folder = tmp_path / "tiktoken"
+    folder.mkdir()
+    os.mkfifo(folder / O200K_KEY)
+    return folder
+
+
+def feed(folder: Path) -> None:
+    """Write the real encoding into the FIFO (blocks until the loader opened it)."""
+    with open(folder / O200K_KEY, "wb") as fifo:
+        fifo.write((TIKTOKEN_CACHE / O200K_KEY).read_bytes())
+
+
+def offline_env(cache: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if "proxy" not in k.lower()}
+    env.update(TIKTOKEN_CACHE_DIR=str(cache), HTTPS_PROXY="http://127.0.0.1:9", https_proxy="http://127.0.0.1:9")
+    return env
+
+
+LIVE = textwrap.dedent("""
+    import json, sys, time
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+    from ctxscope.core import tokens
+    from ctxscope.instrumentation.openai import OpenAIInstrumentor
+    from ctxscope.testing import ProviderServer
+
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    OpenAIInstrumentor().instrument(tracer_provider=provider)  # the process-wide tracker: tokenizer auto
+    messages = [{"role": "user", "content": "What is the capital of France?"}]
+    with ProviderServer() as server:
+        client = server.openai_client()
+        started = time.monotonic()
+        client.chat.completions.create(model="gpt-4o", messages=messages)
+        first_s = time.monotonic() - started
+        print("first call done", flush=True)
+        sys.stdin.readline()  # the encoding is being fed now
+        load = tokens._loads["o200k_base"]
+        load.done.wait(60)
+        messages.append({"role": "assistant", "content": "Paris."})
+        messages.append({"role": "user", "content": "And of Italy?"})
+        client.chat.completions.create(model="gpt-4o", messages=messages)
+    spans = [s for s in exporter.get_finished_spans() if s.name.startswith("chat")]
+    print(json.dumps({"first_s": first_s,
+                      "bases": [s.attributes["llm.context.basis"] for s in spans],
+                      "fallback": [s.attributes.get("llm.context.basis_fallback") for s in spans],
+                      "baseline": [s.attributes["llm.context.baseline"] for s in spans]}))
+""")
+
+
+@needs_cache
+def test_a_call_before_the_encoding_is_ready_is_not_held_and_says_so(tmp_path):
+    """The load blocks (for as long as the test holds it): the first call returns anyway, counted chars/4 with
+    basis_fallback=loading; once the load completes the next call uses tiktoken/o200k_base (a new baseline).
+    On main the first call waited 2 s on the caller's thread and the whole process counted chars/4 after."""
+    cache = slow_cache(tmp_path)
+    proc = subprocess.Popen([sys.executable, "-c", LIVE], env=offline_env(cache), stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert proc.stdout is not None and proc.stdin is not None
+    try:
+        assert proc.stdout.readline().strip() == "first call done"
+        time.sleep(2.2)  # past the old 2 s bound: a process that gave up would stay on chars/4
+        feeder = threading.Thread(target=feed, args=(cache,), daemon=True)
+        feeder.start()
+        proc.stdin.write("go\n")
+        proc.stdin.flush()
+        out, err = proc.communicate(timeout=90)
+    finally:
+        proc.kill()
+    assert proc.returncode == 0, err
+    result = json.loads(out.strip().splitlines()[-1])
+    assert result["bases"] == ["chars/4", "tiktoken/o200k_base"]
+    assert result["fallback"] == ["loading", None]
+    assert result["baseline"] == [True, True]  # the basis changed: a new baseline, not growth
+    assert result["first_s"] < 1.5  # no load on the caller's thread (the load was still blocked)
+    assert "unavailable" not in err
+
+
+def bases(document: str) -> set[str]:
+    """Every "basis" named anywhere in an analyze --json document."""
+    found: set[str] = set()
+    stack = [json.loads(document)]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, dict):
+            if isinstance(node.get("basis"), str):
+                found.add(node["basis"])
+            stack.extend(node.values())
+        elif isinstance(node, list):
+            stack.extend(node)
+    return found
+
+
+def analyze(cache: Path, *args: str, nice: int = 0) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([CTXSCOPE, "analyze", str(TRANSCRIPT), "--json", *args], env=offline_env(cache),
+                          capture_output=True, text=True, timeout=180,
+                          preexec_fn=(lambda: os.nice(nice)) if nice else None)
+
+
+@pytest.fixture(scope="module")
+def idle(tmp_path_factory) -> subprocess.CompletedProcess[str]:
+    """`analyze --tokenizer tiktoken --json` with a ready local copy of the encoding, on this (idle) machine."""
+    ready = tmp_path_factory.mktemp("ready-cache")
+    (ready / O200K_KEY).write_bytes((TIKTOKEN_CACHE / O200K_KEY).read_bytes())
+    done = analyze(ready, "--tokenizer", "tiktoken")
+    assert done.returncode in (0, 2), done.stderr
+    assert bases(done.stdout) == {"tiktoken/o200k_base"}
+    return done
+
+
+@needs_cache
+def test_tiktoken_with_a_slow_cached_load_waits_for_it_instead_of_falling_back(tmp_path, idle):
+    """A local copy that takes 3 s to read (past the old 2 s bound): `--tokenizer tiktoken` gives the same JSON
+    as with a ready cache. On main it fell back to chars/4 silently and the JSON changed."""
+    cache = slow_cache(tmp_path)
+    timer = threading.Timer(3.0, feed, args=(cache,))
+    timer.start()
+    try:
+        slow = analyze(cache, "--tokenizer", "tiktoken")
+    finally:
+        timer.join(30)
+    assert slow.stdout == idle.stdout
+    assert slow.returncode == idle.returncode and "unavailable" not in slow.stderr
+
+
+def _burn() -> None:
+    while True:
+        pass
+
+
+@needs_cache
+def test_analyze_gives_identical_json_idle_and_with_both_cores_busy(tmp_path, idle):
+    """Issue 12: the encoding cached, `analyze --tokenizer tiktoken` idle and while a busy loop per core holds
+    every core: byte-identical JSON, basis tiktoken/o200k_base."""
+    import multiprocessing
+
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    (cache / O200K_KEY).write_bytes((TIKTOKEN_CACHE / O200K_KEY).read_bytes())
+    burners = [multiprocessing.Process(target=_burn, daemon=True) for _ in range(os.cpu_count() or 2)]
+    for burner in burners:
+        burner.start()
+    try:
+        busy = analyze(cache, "--tokenizer", "tiktoken")
+    finally:
+        for burner in burners:
+            burner.kill()
+            burner.join()
+    assert idle.returncode in (0, 2) and busy.returncode == idle.returncode, busy.stderr
+    assert busy.stdout == idle.stdout
+    assert bases(busy.stdout) == {"tiktoken/o200k_base"}
+
+
+def test_tiktoken_unavailable_is_a_one_line_error_not_a_fallback(tmp_path):
+    """No cache and no network: `--tokenizer tiktoken` exits 1 with one line; `auto` counts chars/4 and says so."""
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    strict = analyze(empty, "--tokenizer", "tiktoken")
+    assert strict.returncode == 1 and "Traceback" not in strict.stderr
+    lines = strict.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(
+        "ctxscope: --tokenizer tiktoken: the o200k_base encoding cannot be loaded ("), strict.stderr
+    auto = analyze(empty, "--tokenizer", "auto")
+    assert auto.returncode in (0, 2), auto.stderr
+    assert bases(auto.stdout) == {"chars/4"}
+    warned = [line for line in auto.stderr.splitlines() if "unavailable" in line]
+    assert len(warned) == 1 and "counting with chars/4" in warned[0]
