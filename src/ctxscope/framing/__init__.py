@@ -37,7 +37,7 @@ from .anthropic_messages import (
     ANTHROPIC_CALL_CLOSE,
     ANTHROPIC_CALL_OPEN,
     ANTHROPIC_CALL_PARAMETER,
-    ANTHROPIC_CONTEXT_AWARE_SINCE,
+    ANTHROPIC_CONTEXT_AWARE,
     ANTHROPIC_REPLY_PRIMING,
     ANTHROPIC_RESULT_WRAPPER,
     ANTHROPIC_TOOL_SYSTEM_PROMPT,
@@ -49,6 +49,7 @@ from .anthropic_messages import (
     anthropic_tool_prompt_tokens,
     claude_family,
     claude_version,
+    has_context_awareness,
 )
 from .body_fields import openai_function_of
 from .claude_proxy import (
@@ -158,7 +159,7 @@ __all__ = [
     "ANTHROPIC_CALL_CLOSE",
     "ANTHROPIC_CALL_OPEN",
     "ANTHROPIC_CALL_PARAMETER",
-    "ANTHROPIC_CONTEXT_AWARE_SINCE",
+    "ANTHROPIC_CONTEXT_AWARE",
     "ANTHROPIC_REPLY_PRIMING",
     "ANTHROPIC_RESULT_WRAPPER",
     "ANTHROPIC_TOOL_SYSTEM_PROMPT",
@@ -170,6 +171,7 @@ __all__ = [
     "anthropic_tool_prompt_tokens",
     "claude_family",
     "claude_version",
+    "has_context_awareness",
     # server tools
     "ANTHROPIC_SERVER_TOOL_TOKENS",
     "SERVER_TOOLS_KEY_PREFIX",

@@ -67,20 +67,29 @@ ANTHROPIC_TOOL_SYSTEM_PROMPT: tuple[tuple[str, tuple[int, ...], int, int], ...] 
 ANTHROPIC_TURN_PREFIX = {"user": "\n\nHuman: ", "assistant": "\n\nAssistant: "}
 ANTHROPIC_REPLY_PRIMING = "\n\nAssistant:"
 
-# anthropics/anthropic-tools tool_use_package/prompt_constructors.py: how Claude's
-# tool calls and their results are written into the prompt.
-ANTHROPIC_CALL_OPEN = "<function_calls>\n<invoke>\n<tool_name>{name}</tool_name>\n<parameters>\n"
-ANTHROPIC_CALL_PARAMETER = "<{key}>{value}</{key}>\n"
-ANTHROPIC_CALL_CLOSE = "</parameters>\n</invoke>\n</function_calls>"
+# A tool call as Claude writes it: Anthropic's docs, "How to implement tool use" (the
+# tool-use system prompt's formatting instructions: "You can invoke functions by writing a
+# "<function_calls>" block like the following ...: <function_calls> <invoke
+# name="$FUNCTION_NAME"> <parameter name="$PARAMETER_NAME">$PARAMETER_VALUE</parameter> ...
+# </invoke> </function_calls>"), the format the Claude 4 system card shows too.
+ANTHROPIC_CALL_OPEN = "<function_calls>\n<invoke name=\"{name}\">\n"
+ANTHROPIC_CALL_PARAMETER = "<parameter name=\"{key}\">{value}</parameter>\n"
+ANTHROPIC_CALL_CLOSE = "</invoke>\n</function_calls>"
+# A tool result: anthropics/anthropic-tools tool_use_package/prompt_constructors.py (the
+# only published rendering of a result; Anthropic documents none for the current models).
 ANTHROPIC_RESULT_WRAPPER = ("<function_results>\n<result>\n<tool_name>{name}</tool_name>\n<stdout>\n"
                             "\n</stdout>\n</result>\n</function_results>")
 
-# Anthropic docs, "Context windows: context awareness" (Claude Sonnet 4.5, Haiku 4.5
-# and later): the model is told its budget at the start and its usage after each
-# tool result.
+# Anthropic docs, "Context windows: context awareness"
+# (https://platform.claude.com/docs/en/build-with-claude/context-windows): "Claude Sonnet 5,
+# Claude Sonnet 4.6, Claude Sonnet 4.5, and Claude Haiku 4.5 have context awareness ... The
+# API injects them": the budget in the system prompt of every request, a usage note after
+# each tool call. "Newer models don't receive these injected tags" (Opus 4.7 and later,
+# Fable 5, Mythos 5); Opus 4.5 and 4.6 are not in the list either. (family, version) pairs.
 ANTHROPIC_BUDGET_NOTE = "<budget:token_budget>200000</budget:token_budget>"
 ANTHROPIC_USAGE_NOTE = "<system_warning>Token usage: 35000/200000; 165000 remaining</system_warning>"
-ANTHROPIC_CONTEXT_AWARE_SINCE = (4, 5)
+ANTHROPIC_CONTEXT_AWARE: frozenset[tuple[str, tuple[int, ...]]] = frozenset({
+    ("sonnet", (5,)), ("sonnet", (4, 6)), ("sonnet", (4, 5)), ("haiku", (4, 5))})
 
 def claude_family(model: str | None) -> str:
     """``claude-sonnet-4-5`` -> ``sonnet``; ``claude-3-5-haiku-20241022`` -> ``haiku``; ``""`` if none."""
@@ -118,6 +127,11 @@ def anthropic_tool_prompt_tokens(model: str | None, tool_choice: Any) -> int:
     choice = tool_choice.get("type") if isinstance(tool_choice, Mapping) else tool_choice
     auto_none, any_tool = _tool_prompt_row(model)
     return any_tool if choice in ("any", "tool") else auto_none
+
+
+def has_context_awareness(model: str | None) -> bool:
+    """Whether the API injects the context-awareness tags for a model (:data:`ANTHROPIC_CONTEXT_AWARE`)."""
+    return (claude_family(model), claude_version(model)) in ANTHROPIC_CONTEXT_AWARE
 
 
 def claude_version(model: str | None) -> tuple[int, ...]:
@@ -184,7 +198,7 @@ def anthropic_framing(body: Mapping[str, Any], count: CountFn, *, model: str | N
     parts.append(FramingPart("priming", count(ANTHROPIC_REPLY_PRIMING)))
     if calls or results:
         parts.append(FramingPart("tool-calls", max(0, calls + results)))
-    if claude_version(model) >= ANTHROPIC_CONTEXT_AWARE_SINCE:
+    if has_context_awareness(model):
         parts.append(FramingPart("context-awareness",
                                  count(ANTHROPIC_BUDGET_NOTE) + result_count * count(ANTHROPIC_USAGE_NOTE)))
     tools = tools_of(body)
