@@ -53,6 +53,7 @@ from .anthropic_messages import (
 )
 from .body_fields import openai_function_of
 from .claude_proxy import (
+    CLAUDE_NEWER_TOKENIZER_RATIO,
     CLAUDE_PROXY_RATIO,
     PROXY_CODE,
     PROXY_ENCODING_KEY,
@@ -62,7 +63,9 @@ from .claude_proxy import (
     proxy_encoding_items,
     proxy_encoding_tokens,
     proxy_kind,
+    proxy_ratio,
     proxy_tokens,
+    uses_newer_tokenizer,
 )
 from .harmony import (
     HARMONY_CALL_HEADER,
@@ -182,6 +185,7 @@ __all__ = [
     "server_tool_part",
     "tools_key",
     # Claude's proxy encoding
+    "CLAUDE_NEWER_TOKENIZER_RATIO",
     "CLAUDE_PROXY_RATIO",
     "PROXY_CODE",
     "PROXY_ENCODING_KEY",
@@ -191,5 +195,7 @@ __all__ = [
     "proxy_encoding_items",
     "proxy_encoding_tokens",
     "proxy_kind",
+    "proxy_ratio",
     "proxy_tokens",
+    "uses_newer_tokenizer",
 ]
