@@ -311,7 +311,7 @@ def test_anthropic_turns_tool_calls_and_context_awareness():
 
 
 def test_anthropic_tool_call_in_the_documented_format():
-    """A call is <function_calls><invoke name=...><parameter name=...>: its wrapper is the rendering less the input JSON.
+    """A call is <function_calls><invoke name=...><parameter name=...>; its wrapper: the rendering less the input JSON.
 
     chars: rendered = len('<function_calls>\\n<invoke name="get_weather">\\n') 45 + len('<parameter
     name="city">Paris</parameter>\\n') 41 + len('</invoke>\\n</function_calls>') 27 = 113, less
