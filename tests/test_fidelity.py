@@ -64,6 +64,46 @@ def test_corpus_meets_the_target(corpus_report, families, kinds, stage, min_coun
     assert median <= limit
 
 
+ANTHROPIC_FIXTURE = DATA / "fidelity_anthropic.jsonl"  # corpus lines 127, 130, 132, 22, 28
+
+
+def _fixture_estimates():
+    from ctxscope.tokens import counter_for
+
+    out = []
+    for rec in fidelity.read_recordings([ANTHROPIC_FIXTURE]):
+        est = fidelity.estimate(rec.body, rec.api, counter_for(rec.model, "tiktoken"), rec.model)
+        out.append((rec, est.framed))
+    return out
+
+
+def test_claude_tool_choice_costs_the_published_difference(tiktoken_ready):
+    """Sonnet 4.5: the same body framed with tool_choice any instead of auto is 588 - 496 = 92 more.
+
+    The real recording with `any` (corpus line 132) reports 655; the one with `auto` and a
+    longer definition of the same tool (line 127) 572: 83, the 92 less what the longer
+    definition adds there.
+    """
+    from ctxscope.tokens import counter_for
+
+    (auto, _), (none, _), (forced, _), _, _ = _fixture_estimates()
+    assert (auto.reported, none.reported, forced.reported) == (572, 567, 655)
+    count = counter_for("claude-sonnet-4-5", "tiktoken")
+    as_auto = {**forced.body, "tool_choice": {"type": "auto"}}
+    assert fidelity.estimate(forced.body, API_ANTHROPIC, count, forced.model).framed - fidelity.estimate(
+        as_auto, API_ANTHROPIC, count, forced.model).framed == 588 - 496
+
+
+def test_claude_one_body_on_two_models_differs_by_the_published_prompts(tiktoken_ready):
+    """Opus 5 and Sonnet 5 on one body (lines 22, 28): reported 590 and 658, 68 = 354 - 286 apart,
+    and framed the same 68 apart: Sonnet 5's context-awareness tags are not billed, both models
+    have the newer tokenizer (the same x1.30), so the tool prompts are the only difference."""
+    *_, (opus, opus_framed), (sonnet, sonnet_framed) = _fixture_estimates()
+    assert (opus.model, sonnet.model) == ("claude-opus-5", "claude-sonnet-5")
+    assert sonnet.reported - opus.reported == 354 - 286
+    assert sonnet_framed - opus_framed == 354 - 286
+
+
 @requires_corpus
 def test_framing_is_what_closes_the_gap(corpus_report):
     """Raw counts of text and tool JSON are far below the reported prompt; framing closes most of it."""

@@ -224,16 +224,17 @@ def test_models_the_table_does_not_list_take_the_nearest_earlier_row(model, choi
     assert framing.anthropic_tool_prompt_tokens(model, choice) == expected
 
 
-@pytest.mark.parametrize("model, aware", [
-    ("claude-sonnet-4-5", True), ("claude-haiku-4-5-20251001", True), ("claude-sonnet-4-6", True),
-    ("claude-sonnet-5", True), ("claude-opus-4-6", False), ("claude-opus-4-5", False),
-    ("claude-opus-4-8", False), ("claude-fable-5", False), ("claude-sonnet-4-0", False),
-])
-def test_context_awareness_on_the_listed_models_only(model, aware):
-    """Anthropic lists Sonnet 5, Sonnet 4.6, Sonnet 4.5 and Haiku 4.5; newer models don't receive the tags."""
-    assert framing.has_context_awareness(model) is aware
-    body = {"model": model, "messages": [USER]}
-    assert ("context-awareness" in parts(body, api=API_ANTHROPIC)) is aware
+@pytest.mark.parametrize("model", ["claude-sonnet-4-5", "claude-haiku-4-5", "claude-sonnet-4-6", "claude-sonnet-5",
+                                   "claude-opus-4-6", "claude-opus-5"])
+def test_context_awareness_tags_are_not_framed(model):
+    """The budget tag and usage notes the API injects on Sonnet 4.5/4.6/5 and Haiku 4.5 are not in the reported input.
+
+    A user turn, a call and its result: turns 3 + priming 1 + call 0 + result wrapper 1, nothing else.
+    """
+    body = {"model": model, "messages": [
+        USER, {"role": "assistant", "content": [{"type": "tool_use", "id": "t1", "name": "f", "input": {}}]},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "ok"}]}]}
+    assert parts(body, api=API_ANTHROPIC) == {"messages": 3, "priming": 1, "tool-calls": 1}
 
 
 def _item(category, part, text="", fixed=None):
@@ -293,7 +294,7 @@ def test_proxy_kind_of_text(text, kind):
 
 
 def test_anthropic_turns_tool_calls_and_context_awareness():
-    """Turns, the documented call format, the anthropic-tools result wrapper, Sonnet 4.5's budget and usage notes."""
+    """Turns, the documented call format, the anthropic-tools result wrapper, the published tool prompt."""
     body = {"model": "claude-sonnet-4-5", "tools": [{"name": "f", "input_schema": {}}], "messages": [
         {"role": "user", "content": "hi"},
         {"role": "assistant", "content": [{"type": "tool_use", "id": "t1", "name": "f", "input": {}}]},
@@ -304,9 +305,8 @@ def test_anthropic_turns_tool_calls_and_context_awareness():
     assert got["tool-use-prompt"] == 496 and "functions" not in got
     # call: one(rendered) - one("{}") = 0 (the input JSON is the call's item); result wrapper: 1
     assert got["tool-calls"] == 1
-    assert got["context-awareness"] == 1 + 1
+    assert set(got) == {"messages", "priming", "tool-calls", "tool-use-prompt"}
     older = parts({**body, "model": "claude-sonnet-4-0"}, api=API_ANTHROPIC)
-    assert "context-awareness" not in older
     assert older["tool-use-prompt"] == 313  # the table's Claude Sonnet 4 row
 
 
@@ -480,8 +480,9 @@ def test_the_package_keeps_every_name_of_the_old_module():
 
     assert set(USED_OUTSIDE) <= set(framing.__all__)
     # framing.py's public names, none lost but the reconstructed Claude tool prompt (replaced by
-    # Anthropic's published table); the per-model Claude rules added
-    assert len(framing.__all__) == len(set(framing.__all__)) == 75
+    # Anthropic's published table) and the context-awareness notes (not billed); the per-model
+    # Claude rules added
+    assert len(framing.__all__) == len(set(framing.__all__)) == 71
     for name in framing.__all__:
         value = getattr(framing, name)
         module = getattr(value, "__module__", None)

@@ -33,23 +33,19 @@ from __future__ import annotations
 
 from ..apis import API_ANTHROPIC, API_OPENAI_CHAT, API_OPENAI_RESPONSES
 from .anthropic_messages import (
-    ANTHROPIC_BUDGET_NOTE,
     ANTHROPIC_CALL_CLOSE,
     ANTHROPIC_CALL_OPEN,
     ANTHROPIC_CALL_PARAMETER,
-    ANTHROPIC_CONTEXT_AWARE,
     ANTHROPIC_REPLY_PRIMING,
     ANTHROPIC_RESULT_WRAPPER,
     ANTHROPIC_TOOL_SYSTEM_PROMPT,
     ANTHROPIC_TURN_PREFIX,
-    ANTHROPIC_USAGE_NOTE,
     anthropic_call_tokens,
     anthropic_framing,
     anthropic_message_framing,
     anthropic_tool_prompt_tokens,
     claude_family,
     claude_version,
-    has_context_awareness,
 )
 from .body_fields import openai_function_of
 from .claude_proxy import (
@@ -158,23 +154,19 @@ __all__ = [
     "render_openai_functions",
     "tool_definition_text",
     # Anthropic
-    "ANTHROPIC_BUDGET_NOTE",
     "ANTHROPIC_CALL_CLOSE",
     "ANTHROPIC_CALL_OPEN",
     "ANTHROPIC_CALL_PARAMETER",
-    "ANTHROPIC_CONTEXT_AWARE",
     "ANTHROPIC_REPLY_PRIMING",
     "ANTHROPIC_RESULT_WRAPPER",
     "ANTHROPIC_TOOL_SYSTEM_PROMPT",
     "ANTHROPIC_TURN_PREFIX",
-    "ANTHROPIC_USAGE_NOTE",
     "anthropic_call_tokens",
     "anthropic_framing",
     "anthropic_message_framing",
     "anthropic_tool_prompt_tokens",
     "claude_family",
     "claude_version",
-    "has_context_awareness",
     # server tools
     "ANTHROPIC_SERVER_TOOL_TOKENS",
     "SERVER_TOOLS_KEY_PREFIX",

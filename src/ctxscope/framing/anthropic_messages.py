@@ -1,22 +1,18 @@
-"""Anthropic Messages framing: turn prefixes, tool-call wrappers, the tool-use system prompt, context awareness.
+"""Anthropic Messages framing: turn prefixes, tool-call and result wrappers, the tool-use system prompt.
 
 - Turns framed as the ``\\n\\nHuman:`` / ``\\n\\nAssistant:`` prompt of Anthropic's
-  Text Completions format; tool calls and results wrapped as Claude's tool
-  prompt writes them (anthropics/anthropic-tools).
-- The tool-use system prompt: for models before 4.5, the sizes Anthropic
-  publishes per model and ``tool_choice`` ("Tool use: pricing"). For the models
-  with context awareness (Sonnet 4.5, Haiku 4.5 and later) it is Anthropic's
-  documented template (``implement-tool-use``: intro, formatting instructions,
-  parameter rules, the definitions, the user's system prompt, the tool
-  configuration) with the two placeholders filled from the public
-  reconstruction of the API's prompt, counted with the proxy ratio
-  (:mod:`ctxscope.framing.claude_proxy`); older models keep the published table.
-- Context awareness ("Context windows: context awareness"): the budget line at
-  the start and a usage note after each tool result.
+  Text Completions format; tool calls in the format Anthropic documents
+  (``<function_calls>`` / ``<invoke name=...>`` / ``<parameter name=...>``),
+  results in the anthropics/anthropic-tools wrapper.
+- The tool-use system prompt: the count Anthropic publishes per model and
+  ``tool_choice`` ("Tool use with Claude", Pricing), in Claude tokens; a model
+  the table does not list takes the nearest earlier row.
+- Context awareness is not framed: the tags the API injects are not in the
+  reported input (the comment after :data:`ANTHROPIC_RESULT_WRAPPER`).
 - Server tools get a hidden part (:mod:`ctxscope.framing.server_tools`) whose
   size is Anthropic's published figure where one exists, else learned.
 
-Counts are in proxy (o200k) tokens where counted.
+Counts are in proxy (o200k) tokens where counted, but the published prompt sizes.
 """
 
 from __future__ import annotations
@@ -80,16 +76,12 @@ ANTHROPIC_CALL_CLOSE = "</invoke>\n</function_calls>"
 ANTHROPIC_RESULT_WRAPPER = ("<function_results>\n<result>\n<tool_name>{name}</tool_name>\n<stdout>\n"
                             "\n</stdout>\n</result>\n</function_results>")
 
-# Anthropic docs, "Context windows: context awareness"
-# (https://platform.claude.com/docs/en/build-with-claude/context-windows): "Claude Sonnet 5,
-# Claude Sonnet 4.6, Claude Sonnet 4.5, and Claude Haiku 4.5 have context awareness ... The
-# API injects them": the budget in the system prompt of every request, a usage note after
-# each tool call. "Newer models don't receive these injected tags" (Opus 4.7 and later,
-# Fable 5, Mythos 5); Opus 4.5 and 4.6 are not in the list either. (family, version) pairs.
-ANTHROPIC_BUDGET_NOTE = "<budget:token_budget>200000</budget:token_budget>"
-ANTHROPIC_USAGE_NOTE = "<system_warning>Token usage: 35000/200000; 165000 remaining</system_warning>"
-ANTHROPIC_CONTEXT_AWARE: frozenset[tuple[str, tuple[int, ...]]] = frozenset({
-    ("sonnet", (5,)), ("sonnet", (4, 6)), ("sonnet", (4, 5)), ("haiku", (4, 5))})
+# Context awareness (Anthropic docs, "Context windows": on Sonnet 5, Sonnet 4.6, Sonnet 4.5
+# and Haiku 4.5 "the API injects" a token-budget tag in the system prompt and a usage note
+# after each tool call) is not framed: the injected tags are not in the reported input. On
+# one body sent to Claude Sonnet 5 (which gets the tags) and Claude Opus 5 (which does not;
+# both have the newer tokenizer), the reported inputs differ by 68 tokens, exactly the
+# published tool-prompt difference 354 - 286 (docs/fidelity.md, "The Claude target").
 
 def claude_family(model: str | None) -> str:
     """``claude-sonnet-4-5`` -> ``sonnet``; ``claude-3-5-haiku-20241022`` -> ``haiku``; ``""`` if none."""
@@ -129,11 +121,6 @@ def anthropic_tool_prompt_tokens(model: str | None, tool_choice: Any) -> int:
     return any_tool if choice in ("any", "tool") else auto_none
 
 
-def has_context_awareness(model: str | None) -> bool:
-    """Whether the API injects the context-awareness tags for a model (:data:`ANTHROPIC_CONTEXT_AWARE`)."""
-    return (claude_family(model), claude_version(model)) in ANTHROPIC_CONTEXT_AWARE
-
-
 def claude_version(model: str | None) -> tuple[int, ...]:
     """``claude-sonnet-4-5`` -> (4, 5); ``claude-3-5-haiku`` -> (3, 5); ``claude-opus-5`` -> (5,); () if none."""
     name = (model or "").lower().rsplit("/", 1)[-1]
@@ -155,8 +142,8 @@ def anthropic_call_tokens(block: Any, count: CountFn) -> int:
 
 
 def anthropic_message_framing(message: Any, count: CountFn, raw: CountFn,
-                              names: dict[str, str]) -> tuple[int, int, int, int, tuple[str, ...]]:
-    """One Anthropic message's framing: turn prefix, call wrappers, result wrappers, results, call ids.
+                              names: dict[str, str]) -> tuple[int, int, int, tuple[str, ...]]:
+    """One Anthropic message's framing: turn prefix, call wrappers, result wrappers, call ids.
 
     ``names`` (tool_use id -> tool name) names the results and is filled with
     this message's calls. Call wrappers are counted with ``raw``: argument
@@ -164,7 +151,7 @@ def anthropic_message_framing(message: Any, count: CountFn, raw: CountFn,
     Shared by :func:`anthropic_framing` and :mod:`ctxscope.framing.incremental`.
     """
     turn = count(ANTHROPIC_TURN_PREFIX.get(str(_get(message, "role")), ANTHROPIC_TURN_PREFIX["user"]))
-    calls = results = result_count = 0
+    calls = results = 0
     call_ids: list[str] = []
     content = _get(message, "content")
     for block in () if isinstance(content, str) else (_as_list(content) or ()):
@@ -177,8 +164,7 @@ def anthropic_message_framing(message: Any, count: CountFn, raw: CountFn,
         elif kind == "tool_result":
             name = names.get(str(_get(block, "tool_use_id")), "")
             results += count(ANTHROPIC_RESULT_WRAPPER.format(name=name))
-            result_count += 1
-    return turn, calls, results, result_count, tuple(call_ids)
+    return turn, calls, results, tuple(call_ids)
 
 
 def anthropic_framing(body: Mapping[str, Any], count: CountFn, *, model: str | None = None) -> list[FramingPart]:
@@ -187,20 +173,16 @@ def anthropic_framing(body: Mapping[str, Any], count: CountFn, *, model: str | N
     messages = messages_of(body)
     parts: list[FramingPart] = []
     names: dict[str, str] = {}
-    turns = calls = results = result_count = 0
+    turns = calls = results = 0
     for message in messages:
-        turn, call_tokens, result_tokens, message_results, _ = anthropic_message_framing(message, count, count, names)
+        turn, call_tokens, result_tokens, _ = anthropic_message_framing(message, count, count, names)
         turns += turn
         calls += call_tokens
         results += result_tokens
-        result_count += message_results
     parts.append(FramingPart("messages", turns))
     parts.append(FramingPart("priming", count(ANTHROPIC_REPLY_PRIMING)))
     if calls or results:
         parts.append(FramingPart("tool-calls", max(0, calls + results)))
-    if has_context_awareness(model):
-        parts.append(FramingPart("context-awareness",
-                                 count(ANTHROPIC_BUDGET_NOTE) + result_count * count(ANTHROPIC_USAGE_NOTE)))
     tools = tools_of(body)
     if tools:
         # The published figure is everything tools add besides the definitions (the
