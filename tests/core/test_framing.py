@@ -187,52 +187,56 @@ def test_responses_api_framing():
 
 
 @pytest.mark.parametrize("model, choice, expected", [
-    ("claude-sonnet-4-5", {"type": "auto"}, 346),
-    ("claude-sonnet-4-5", {"type": "none"}, 346),
-    ("claude-opus-4-1", {"type": "any"}, 313),
-    ("claude-haiku-4-5", {"type": "tool", "name": "f"}, 313),
+    ("claude-sonnet-4-5", {"type": "auto"}, 496),
+    ("claude-sonnet-4-5-20250929", {"type": "none"}, 496),
+    ("claude-haiku-4-5", {"type": "tool", "name": "f"}, 588),
+    ("claude-sonnet-4-6", None, 497),  # no tool_choice: the API's default, auto
+    ("claude-opus-4-6", {"type": "any"}, 589),
+    ("claude-opus-4-7", {"type": "auto"}, 675),
+    ("claude-opus-4-8", {"type": "any"}, 410),
+    ("claude-opus-5", {"type": "auto"}, 286),
+    ("claude-sonnet-5", {"type": "tool", "name": "f"}, 474),
+    ("claude-opus-4-1", {"type": "any"}, 315),
+    ("claude-sonnet-4-0", {"type": "auto"}, 313),
+    ("claude-sonnet-4-20250514", {"type": "auto"}, 313),
+    ("claude-3-7-sonnet-20250219", {"type": "any"}, 313),
+    ("claude-3-5-haiku-20241022", {"type": "any"}, 355),
     ("claude-3-opus-20240229", {"type": "auto"}, 530),
     ("claude-3-opus-20240229", {"type": "any"}, 281),
     ("claude-3-sonnet-20240229", None, 159),
-    ("claude-3-5-haiku-20241022", {"type": "any"}, 340),
+    ("anthropic/claude-sonnet-4.5", {"type": "auto"}, 496),
 ])
 def test_anthropic_tool_use_system_prompt_table(model, choice, expected):
-    """Anthropic's published tool-use system prompt sizes per model and tool_choice."""
+    """Anthropic's published tool use system prompt token count per model and tool_choice."""
     assert framing.anthropic_tool_prompt_tokens(model, choice) == expected
 
 
-@pytest.mark.parametrize("choice", [{"type": "auto"}, {"type": "none"}, {"type": "any"},
-                                    {"type": "tool", "name": "f"}, None])
-def test_anthropic_tool_prompt_template(choice):
-    """Sonnet 4.5 and later: the documented template, 4 prose and 2 code segments, whatever the tool_choice.
-
-    With ``one``: 4 x 1.16 + 2 x 1.30 = 7.24 -> 7. With ``chars`` (segment lengths 214, 295,
-    133 and 860 of prose, 189 and 285 of code): 1502 x 1.16 + 474 x 1.30 = 1742.32 + 616.2 -> 2359.
-    """
-    assert [len(text) for _, text in framing.ANTHROPIC_TOOL_PROMPT] == [214, 189, 295, 133, 285, 860]
-    for model in ("claude-sonnet-4-5", "claude-haiku-4-5", "claude-opus-4-6", "claude-sonnet-5"):
-        assert framing.anthropic_tool_prompt(model, choice, one) == 7
-        assert framing.anthropic_tool_prompt(model, choice, chars) == 2359
-
-
 @pytest.mark.parametrize("model, choice, expected", [
-    ("claude-sonnet-4-0", {"type": "auto"}, 346),
-    ("claude-opus-4-1", {"type": "any"}, 313),
-    ("claude-3-opus-20240229", {"type": "auto"}, 530),
-    ("claude-3-5-haiku-20241022", {"type": "tool", "name": "f"}, 340),
+    # Not in the table: the newest listed version at or below, of the model's own family
+    # when that version lists it, else the first the page lists (Opus).
+    ("claude-fable-5", {"type": "auto"}, 286),   # version 5: Opus 5 (no Fable row)
+    ("claude-mythos-5", {"type": "any"}, 406),
+    ("claude-sonnet-5-5", {"type": "auto"}, 354),  # version 5 of its own family: Sonnet 5
+    ("claude-haiku-5-5", {"type": "auto"}, 286),   # no Haiku 5: Opus 5
+    ("claude-sonnet-4-7", {"type": "auto"}, 675),  # version 4.7: only Opus 4.7 lists it
+    ("glm-4.6", {"type": "auto"}, 286),            # no Claude version: the newest row
 ])
-def test_models_before_context_awareness_keep_the_published_table(model, choice, expected):
-    """Models before 4.5 (no context awareness) keep Anthropic's published table, counter ignored."""
-    assert framing.anthropic_tool_prompt(model, choice, chars) == expected
+def test_models_the_table_does_not_list_take_the_nearest_earlier_row(model, choice, expected):
+    """A model without a row takes the newest listed version at or below its own (the prompt follows the generation)."""
+    assert framing.anthropic_tool_prompt_tokens(model, choice) == expected
 
 
-def test_anthropic_tool_prompt_in_o200k_tokens(tiktoken_ready):
-    """o200k_base counts of the template: prose 44+55+23+163 = 285, code 45+82 = 127;
-    285 x 1.16 + 127 x 1.30 = 330.6 + 165.1 = 495.7 -> 496 Claude tokens (the table says 346)."""
-    from ctxscope.core.tokens import counter_for
-    count = counter_for("claude-sonnet-4-5", "tiktoken").count
-    assert [count(text) for _, text in framing.ANTHROPIC_TOOL_PROMPT] == [44, 45, 55, 23, 82, 163]
-    assert framing.anthropic_tool_prompt("claude-sonnet-4-5", {"type": "auto"}, count) == 496
+@pytest.mark.parametrize("model", ["claude-sonnet-4-5", "claude-haiku-4-5", "claude-sonnet-4-6", "claude-sonnet-5",
+                                   "claude-opus-4-6", "claude-opus-5"])
+def test_context_awareness_tags_are_not_framed(model):
+    """The budget tag and usage notes the API injects on Sonnet 4.5/4.6/5 and Haiku 4.5 are not in the reported input.
+
+    A user turn, a call and its result: turns 3 + priming 1 + call 0 + result wrapper 1, nothing else.
+    """
+    body = {"model": model, "messages": [
+        USER, {"role": "assistant", "content": [{"type": "tool_use", "id": "t1", "name": "f", "input": {}}]},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "ok"}]}]}
+    assert parts(body, api=API_ANTHROPIC) == {"messages": 3, "priming": 1, "tool-calls": 1}
 
 
 def _item(category, part, text="", fixed=None):
@@ -264,6 +268,24 @@ def test_proxy_encoding_by_kind_of_content():
     assert framing.proxy_encoding_items("claude-sonnet-4-5", []) == []
 
 
+def test_newer_tokenizer_models_take_the_ratios_times_1_30():
+    """Claude 4.7 and later (and Mythos Preview): ~30% more tokens than the previous tokenizer.
+
+    The counts of test_proxy_encoding_by_kind_of_content: prose 120 x (1.16 x 1.30 - 1) = 120 x 0.508
+    = 60.96; code 65 x (1.30 x 1.30 - 1) = 65 x 0.69 = 44.85; 105.81 -> 106. Sonnet 4.6 keeps 39.
+    """
+    counted = [
+        (_item(Category.PROMPTS, "prompts/text", "hello"), 120),
+        (_item(Category.TOOLS, "tools/read", "<function>{}</function>"), 65),
+    ]
+    for model in ("claude-opus-4-7", "claude-opus-5", "claude-sonnet-5", "claude-fable-5", "claude-mythos-preview"):
+        assert framing.uses_newer_tokenizer(model), model
+        assert framing.proxy_encoding_tokens(model, counted) == 106, model
+    assert not framing.uses_newer_tokenizer("claude-sonnet-4-6")
+    assert framing.proxy_encoding_tokens("claude-sonnet-4-6", counted) == round(120 * 0.16 + 65 * 0.30)  # 38.7
+    assert not framing.uses_newer_tokenizer("gpt-5")
+
+
 @pytest.mark.parametrize("text, kind", [
     ('{"city": "Paris"}', "code"), (" [1, 2]\n", "code"), ("Paris is large.", "prose"),
     ("{not closed", "prose"), ("", "prose"),
@@ -274,22 +296,31 @@ def test_proxy_kind_of_text(text, kind):
 
 
 def test_anthropic_turns_tool_calls_and_context_awareness():
-    """Turns, the anthropic-tools call/result wrappers, and Sonnet 4.5's budget and usage notes."""
+    """Turns, the documented call format, the anthropic-tools result wrapper, the published tool prompt."""
     body = {"model": "claude-sonnet-4-5", "tools": [{"name": "f", "input_schema": {}}], "messages": [
         {"role": "user", "content": "hi"},
         {"role": "assistant", "content": [{"type": "tool_use", "id": "t1", "name": "f", "input": {}}]},
         {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "ok"}]}]}
     got = parts(body, api=API_ANTHROPIC)
     assert got["messages"] == 3 and got["priming"] == 1
-    # Sonnet 4.5 has context awareness: the documented template, 4 prose segments of one
-    # token x 1.16 and 2 code segments x 1.30 = 7.24 -> 7 (test_anthropic_tool_prompt_template).
-    assert got["tool-use-prompt"] == 7 and got["functions"] == 1
+    # the published figure for Sonnet 4.5 and auto (the <functions> wrapper inside it)
+    assert got["tool-use-prompt"] == 496 and "functions" not in got
     # call: one(rendered) - one("{}") = 0 (the input JSON is the call's item); result wrapper: 1
     assert got["tool-calls"] == 1
-    assert got["context-awareness"] == 1 + 1
+    assert set(got) == {"messages", "priming", "tool-calls", "tool-use-prompt"}
     older = parts({**body, "model": "claude-sonnet-4-0"}, api=API_ANTHROPIC)
-    assert "context-awareness" not in older
-    assert older["tool-use-prompt"] == 346  # the published table for models before 4.5
+    assert older["tool-use-prompt"] == 313  # the table's Claude Sonnet 4 row
+
+
+def test_anthropic_tool_call_in_the_documented_format():
+    """A call is <function_calls><invoke name=...><parameter name=...>; its wrapper: the rendering less the input JSON.
+
+    chars: rendered = len('<function_calls>\\n<invoke name="get_weather">\\n') 45 + len('<parameter
+    name="city">Paris</parameter>\\n') 41 + len('</invoke>\\n</function_calls>') 27 = 113, less
+    len('{"city": "Paris"}') 17 = 96.
+    """
+    block = {"type": "tool_use", "id": "t1", "name": "get_weather", "input": {"city": "Paris"}}
+    assert framing.anthropic_call_tokens(block, chars) == 45 + 41 + 27 - 17
 
 
 def test_anthropic_server_tools_get_a_named_hidden_part():
@@ -438,8 +469,8 @@ def test_responses_reasoning_model_framing_with_and_without_functions():
 
 # What other modules and tests import from ctxscope.core.framing (grep of the tree when framing.py became a package).
 USED_OUTSIDE = ("API_ANTHROPIC", "API_OPENAI_CHAT", "API_OPENAI_RESPONSES", "CLAUDE_PROXY_RATIO", "PROXY_CODE",
-                "PROXY_PROSE", "ANTHROPIC_TOOL_PROMPT", "HARMONY_SYSTEM_MESSAGE", "HARMONY_FUNCTIONS_CHANNEL_NOTE",
-                "anthropic_tool_prompt", "anthropic_tool_prompt_tokens", "claude_version", "framing_items",
+                "PROXY_PROSE", "HARMONY_SYSTEM_MESSAGE", "HARMONY_FUNCTIONS_CHANNEL_NOTE",
+                "anthropic_tool_prompt_tokens", "claude_version", "framing_items",
                 "framing_parts", "has_server_tools", "is_claude", "proxy_encoding_items", "proxy_encoding_tokens",
                 "proxy_kind", "render_openai_function", "render_openai_functions", "tool_definition_text",
                 "tools_key")
@@ -450,7 +481,10 @@ def test_the_package_keeps_every_name_of_the_old_module():
     import importlib
 
     assert set(USED_OUTSIDE) <= set(framing.__all__)
-    assert len(framing.__all__) == len(set(framing.__all__)) == 72  # framing.py's public names, none lost
+    # framing.py's public names, none lost but the reconstructed Claude tool prompt (replaced by
+    # Anthropic's published table) and the context-awareness notes (not billed); the per-model
+    # Claude rules added
+    assert len(framing.__all__) == len(set(framing.__all__)) == 71
     for name in framing.__all__:
         value = getattr(framing, name)
         module = getattr(value, "__module__", None)

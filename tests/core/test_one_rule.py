@@ -77,11 +77,11 @@ def test_anthropic_iterations_give_one_reported_input_in_inspect_and_fidelity(tm
     inspected = json.loads(capsys.readouterr().out)["annotation"]
     assert inspected["reported_tokens"] == 40
 
-    # fidelity compares the framed estimate with the same 40: |26 - 40| / 40 = 35%.
-    assert inspected["estimated_tokens"] == 26
+    # fidelity compares the framed estimate with the same 40: |13 - 40| / 40 = 67.5%.
+    assert inspected["estimated_tokens"] == 13
     assert main(["fidelity", "--json", "--basis", "chars", str(path)]) == 0
     rows = json.loads(capsys.readouterr().out)["rows"]
-    assert rows[0]["figures"]["chars/framed"]["median_abs_error_pct"] == 35.0
+    assert rows[0]["figures"]["chars/framed"]["median_abs_error_pct"] == 67.5
 
 
 def test_a_bad_setting_is_one_line_without_a_doubled_prefix(tmp_path: Path):

@@ -33,26 +33,23 @@ from __future__ import annotations
 
 from ctxscope.core.apis import API_ANTHROPIC, API_OPENAI_CHAT, API_OPENAI_RESPONSES
 from ctxscope.core.framing.anthropic_messages import (
-    ANTHROPIC_BUDGET_NOTE,
     ANTHROPIC_CALL_CLOSE,
     ANTHROPIC_CALL_OPEN,
     ANTHROPIC_CALL_PARAMETER,
-    ANTHROPIC_CONTEXT_AWARE_SINCE,
     ANTHROPIC_REPLY_PRIMING,
     ANTHROPIC_RESULT_WRAPPER,
-    ANTHROPIC_TOOL_PROMPT,
     ANTHROPIC_TOOL_SYSTEM_PROMPT,
     ANTHROPIC_TURN_PREFIX,
-    ANTHROPIC_USAGE_NOTE,
     anthropic_call_tokens,
     anthropic_framing,
     anthropic_message_framing,
-    anthropic_tool_prompt,
     anthropic_tool_prompt_tokens,
+    claude_family,
     claude_version,
 )
 from ctxscope.core.framing.body_fields import openai_function_of
 from ctxscope.core.framing.claude_proxy import (
+    CLAUDE_NEWER_TOKENIZER_RATIO,
     CLAUDE_PROXY_RATIO,
     PROXY_CODE,
     PROXY_ENCODING_KEY,
@@ -62,7 +59,9 @@ from ctxscope.core.framing.claude_proxy import (
     proxy_encoding_items,
     proxy_encoding_tokens,
     proxy_kind,
+    proxy_ratio,
     proxy_tokens,
+    uses_newer_tokenizer,
 )
 from ctxscope.core.framing.harmony import (
     HARMONY_CALL_HEADER,
@@ -155,22 +154,18 @@ __all__ = [
     "render_openai_functions",
     "tool_definition_text",
     # Anthropic
-    "ANTHROPIC_BUDGET_NOTE",
     "ANTHROPIC_CALL_CLOSE",
     "ANTHROPIC_CALL_OPEN",
     "ANTHROPIC_CALL_PARAMETER",
-    "ANTHROPIC_CONTEXT_AWARE_SINCE",
     "ANTHROPIC_REPLY_PRIMING",
     "ANTHROPIC_RESULT_WRAPPER",
-    "ANTHROPIC_TOOL_PROMPT",
     "ANTHROPIC_TOOL_SYSTEM_PROMPT",
     "ANTHROPIC_TURN_PREFIX",
-    "ANTHROPIC_USAGE_NOTE",
     "anthropic_call_tokens",
     "anthropic_framing",
     "anthropic_message_framing",
-    "anthropic_tool_prompt",
     "anthropic_tool_prompt_tokens",
+    "claude_family",
     "claude_version",
     # server tools
     "ANTHROPIC_SERVER_TOOL_TOKENS",
@@ -182,6 +177,7 @@ __all__ = [
     "server_tool_part",
     "tools_key",
     # Claude's proxy encoding
+    "CLAUDE_NEWER_TOKENIZER_RATIO",
     "CLAUDE_PROXY_RATIO",
     "PROXY_CODE",
     "PROXY_ENCODING_KEY",
@@ -191,5 +187,7 @@ __all__ = [
     "proxy_encoding_items",
     "proxy_encoding_tokens",
     "proxy_kind",
+    "proxy_ratio",
     "proxy_tokens",
+    "uses_newer_tokenizer",
 ]

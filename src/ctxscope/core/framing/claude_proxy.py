@@ -30,10 +30,33 @@ PROXY_CODE = "code"
 CLAUDE_PROXY_RATIO: Mapping[str, float] = {PROXY_PROSE: 1.16, PROXY_MATH: 1.21, PROXY_CODE: 1.30}
 PROXY_ENCODING_KEY = "proxy-encoding"
 
+# Anthropic docs, "Pricing" (https://platform.claude.com/docs/en/about-claude/pricing):
+# "Claude 4.7 and later models and Claude Mythos Preview use a newer tokenizer ... This
+# tokenizer produces approximately 30% more tokens for the same text ... Claude Sonnet 4.6
+# and earlier models use the previous tokenizer" (the same in "Context windows": Opus 4.7
+# and later, Fable 5, Mythos 5, Mythos Preview, Sonnet 5). The ratios above are the previous
+# tokenizer's against o200k_base; a model with the newer one takes them times this.
+CLAUDE_NEWER_TOKENIZER_RATIO = 1.30
+CLAUDE_NEWER_TOKENIZER_SINCE = (4, 7)
+
 
 def proxy_tokens(segments: Iterable[tuple[str, str]], count: CountFn) -> int:
     """Claude tokens of text counted with the proxy encoding: each segment's count times its kind's ratio."""
     return round(sum(count(text) * CLAUDE_PROXY_RATIO[kind] for kind, text in segments))
+
+
+def uses_newer_tokenizer(model: str | None) -> bool:
+    """Claude 4.7 and later, and Mythos Preview (no version in its name): Anthropic's newer tokenizer."""
+    from ctxscope.core.framing.anthropic_messages import claude_version  # the one parser of model versions
+
+    name = (model or "").lower()
+    return is_claude(name) and (claude_version(name) >= CLAUDE_NEWER_TOKENIZER_SINCE or "mythos-preview" in name)
+
+
+def proxy_ratio(model: str | None, kind: str) -> float:
+    """Claude tokens per proxy (o200k_base) token for a kind of content on a model."""
+    ratio = CLAUDE_PROXY_RATIO[kind]
+    return ratio * CLAUDE_NEWER_TOKENIZER_RATIO if uses_newer_tokenizer(model) else ratio
 
 
 def is_claude(model: str | None) -> bool:
@@ -71,11 +94,12 @@ def proxy_encoding_tokens(model: str | None, counted: Iterable[tuple[Item, int]]
     """
     if not is_claude(model):
         return 0
+    ratios = {kind: proxy_ratio(model, kind) - 1.0 for kind in CLAUDE_PROXY_RATIO}
     extra = 0.0
     for item, tokens in counted:
         if item.fixed_tokens is not None or not tokens:
             continue
-        extra += tokens * (CLAUDE_PROXY_RATIO[proxy_kind(item)] - 1.0)
+        extra += tokens * ratios[proxy_kind(item)]
     return round(extra)
 
 

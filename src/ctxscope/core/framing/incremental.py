@@ -14,7 +14,7 @@ prompt) is computed by :func:`ctxscope.core.framing.framing_parts` itself, on th
 body without its messages, and cached while it stays equal.
 
 The result equals :func:`ctxscope.core.framing.framing_items` of the whole body
-(``tests/telemetry/test_selfcal_live.py`` checks it on every corpus recording and on
+(``tests/test_selfcal_live.py`` checks it on every corpus recording and on
 edited histories); the rules and their sources are those of the sibling
 modules (``openai_chat``, ``anthropic_messages``, ...). One deliberate
 difference: an OpenAI tool result is named after a tool call *before* it
@@ -44,7 +44,7 @@ from ctxscope.core.apis import API_ANTHROPIC, API_OPENAI_RESPONSES
 from ctxscope.core.items import first_unequal
 from ctxscope.core.payload import as_list as _as_list
 from ctxscope.schema import Item
-from ctxscope.core.framing.anthropic_messages import ANTHROPIC_USAGE_NOTE, anthropic_message_framing
+from ctxscope.core.framing.anthropic_messages import anthropic_message_framing
 from ctxscope.core.framing.body_fields import wire_format
 from ctxscope.core.framing.openai_chat import OPENAI_TOKENS_PER_MESSAGE, openai_message_framing, responses_message
 from ctxscope.core.framing.parts import CountFn, FramingPart, parts_to_items
@@ -64,7 +64,6 @@ class _Contribution:
     tokens: int = 0  # "messages" part (OpenAI) / turn prefixes (Anthropic)
     call_tokens: int = 0  # Anthropic tool-call wrappers
     result_tokens: int = 0  # Anthropic tool-result wrappers
-    results: int = 0  # Anthropic tool results (context-awareness usage notes)
     systems: int = 0  # OpenAI: 1 for a system or developer message (the functions block is 4 smaller)
     call_ids: tuple[str, ...] = ()  # the tool calls it names, forgotten when it leaves the history
 
@@ -72,7 +71,6 @@ class _Contribution:
         self.tokens += sign * other.tokens
         self.call_tokens += sign * other.call_tokens
         self.result_tokens += sign * other.result_tokens
-        self.results += sign * other.results
         self.systems += sign * other.systems
 
 
@@ -154,7 +152,7 @@ class FramingCache:
             if not contribution.call_ids:
                 # Most messages frame alike (a user turn: 3 + "user"): one shared object each.
                 shape = (contribution.tokens, contribution.call_tokens, contribution.result_tokens,
-                         contribution.results, contribution.systems)
+                         contribution.systems)
                 contribution = self._shapes.setdefault(shape, contribution)
             self._contribs.append(contribution)
             self._total.add(contribution)
@@ -172,8 +170,6 @@ class FramingCache:
         for piece in self._head(body, api, model, count):
             if piece.key == "messages":
                 out.append(FramingPart("messages", messages))
-            elif piece.key == "context-awareness":
-                out.append(FramingPart(piece.key, piece.tokens + total.results * count(ANTHROPIC_USAGE_NOTE)))
             elif piece.key == "tool-calls":
                 continue  # never in the head: it has no messages
             else:
@@ -245,6 +241,5 @@ def _responses_message(item: Any) -> Any:
 
 def _anthropic_message(message: Any, count: CountFn, raw: CountFn, names: dict[str, str]) -> _Contribution:
     """anthropic_messages.anthropic_message_framing as a contribution."""
-    turn, calls, results, result_count, call_ids = anthropic_message_framing(message, count, raw, names)
-    return _Contribution(tokens=turn, call_tokens=calls, result_tokens=results, results=result_count,
-                         call_ids=call_ids)
+    turn, calls, results, call_ids = anthropic_message_framing(message, count, raw, names)
+    return _Contribution(tokens=turn, call_tokens=calls, result_tokens=results, call_ids=call_ids)
