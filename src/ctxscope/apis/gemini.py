@@ -40,7 +40,7 @@ from ..payload import b64_len_tokens, b64_prefix_bytes, compact_json
 from ..payload import get as _get
 from ..observation import Usage
 from ..tokens import image_size
-from ._base import WireFormat
+from ._base import TEMPLATE_OWN, WireFormat
 from ._text import content_text
 
 API = "gemini.generate_content"
@@ -126,7 +126,7 @@ def media_tokens(mime_type: str, data: str | None) -> int:
 
 
 # ---------------------------------------------------------------------------
-# Items (the builder is request_formats.Builder)
+# Items (the builder is apis._builder.Builder)
 # ---------------------------------------------------------------------------
 
 def _part(b: Any, role: str, part: Any) -> None:
@@ -355,6 +355,15 @@ def _usage(document: Any) -> Usage | None:
                  cache_read_input_tokens=counts["cache_read"], reported_input=counts["reported_input"])
 
 
-FORMAT = WireFormat(API, PROVIDER, (":generateContent", ":streamGenerateContent"), _looks_like, contents_of,
-                    _seed, _usage,
-                    response_usage=lambda document: document)
+def _server_tools(body: Mapping[str, Any]) -> bool:
+    """A tool entry without function declarations (googleSearch, codeExecution...) runs at Google."""
+    return any(field(t, "functionDeclarations", "function_declarations") is None for t in body.get("tools") or ())
+
+
+FORMAT = WireFormat(id=API, provider=PROVIDER, url_suffixes=(":generateContent", ":streamGenerateContent"),
+                    looks_like=_looks_like, messages=contents_of, session_seed=_seed, usage=_usage,
+                    response_usage=lambda document: document,
+                    body_fits=body_fits, conversation=contents_of, message=message, head=head,
+                    template=TEMPLATE_OWN, conversation_field="contents", framing=framing,
+                    server_tools=_server_tools, stream_framing="json-array", response_fields=response_fields,
+                    usage_counts=usage, output_parts=output_parts, input_content=input_content)
