@@ -305,13 +305,11 @@ class Report:
 
     def row(self, recording: Recording) -> Row:
         key = (recording.group, recording.section)
-        provider = "anthropic" if recording.api == API_ANTHROPIC else "openai"
-        return self.rows.setdefault(key, Row(recording.group, provider, recording.section))
+        return self.rows.setdefault(key, Row(recording.group, apis.get(recording.api).provider, recording.section))
 
     def kind_row(self, recording: Recording, kind: str) -> Row:
         family = recording.family()
-        provider = "anthropic" if recording.api == API_ANTHROPIC else "openai"
-        return self.kinds.setdefault((family, kind), Row(family, provider, kind))
+        return self.kinds.setdefault((family, kind), Row(family, apis.get(recording.api).provider, kind))
 
     def ordered_kinds(self) -> list[Row]:
         return sorted(self.kinds.values(), key=lambda r: (r.provider, r.group == FAMILY_OTHER, r.group,

@@ -92,6 +92,14 @@ class WireFormat:
     # TEMPLATE_OWN: whether a tool that runs at the provider is offered (its hidden part is learned).
     server_tools: Callable[[Mapping[str, Any]], bool] = lambda body: False
 
+    # -- the call --
+    call_id_prefix: str = "call_"  # how the provider's tool call ids start (Anthropic's: toolu_)
+    # The provider compacts or edits the context on its side (Anthropic: compaction blocks, context_management).
+    context_management: bool = False
+    # (URL path, body) -> whether the answer is a stream: the body's flag (Gemini: the path; Ollama: unless
+    # the body says no).
+    streamed: Callable[[str, Mapping[str, Any]], bool] = lambda path, body: bool(body.get("stream"))
+    path_model: Callable[[str], str | None] = lambda path: None  # the model a URL names (Gemini), else None
     # A body sent to one of its URLs has its shape (the transport layer checks it before reading).
     body_fits: Callable[[Mapping[str, Any]], bool] = lambda body: True
 

@@ -187,4 +187,4 @@ def _head(b: Builder, body: Mapping[str, Any]) -> None:
 FORMAT = WireFormat(id=ID, provider=PROVIDER, url_suffixes=("/messages",), looks_like=_looks_like,
                     messages=_messages, session_seed=_seed, usage=usage,
                     conversation=_conversation, message=message, head=_head, media_rules=PROVIDER,
-                    template=TEMPLATE_ANTHROPIC)
+                    template=TEMPLATE_ANTHROPIC, call_id_prefix="toolu_", context_management=True)

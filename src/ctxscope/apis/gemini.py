@@ -360,10 +360,21 @@ def _server_tools(body: Mapping[str, Any]) -> bool:
     return any(field(t, "functionDeclarations", "function_declarations") is None for t in body.get("tools") or ())
 
 
+def _streamed(path: str, body: Mapping[str, Any]) -> bool:
+    found = model_and_stream(path.split("?", 1)[0])
+    return bool(found and found[1])
+
+
+def _path_model(path: str) -> str | None:
+    found = model_and_stream(path.split("?", 1)[0])
+    return found[0] if found else None
+
+
 FORMAT = WireFormat(id=API, provider=PROVIDER, url_suffixes=(":generateContent", ":streamGenerateContent"),
                     looks_like=_looks_like, messages=contents_of, session_seed=_seed, usage=_usage,
                     response_usage=lambda document: document,
                     body_fits=body_fits, conversation=contents_of, message=message, head=head,
+                    streamed=_streamed, path_model=_path_model,
                     template=TEMPLATE_OWN, conversation_field="contents", framing=framing,
                     server_tools=_server_tools, stream_framing="json-array", response_fields=response_fields,
                     usage_counts=usage, output_parts=output_parts, input_content=input_content)

@@ -192,6 +192,7 @@ def _conversation(body: Mapping[str, Any]) -> list[Any]:
 FORMAT = WireFormat(id=API, provider=PROVIDER, url_suffixes=(PATH,), looks_like=_looks_like, messages=_messages,
                     session_seed=_seed, usage=_usage, response_usage=lambda document: document,
                     body_fits=body_fits, conversation=_conversation, message=message, head=head,
+                    streamed=lambda path, body: streamed(body),
                     template=TEMPLATE_OWN, framing=framing, stream_framing="ndjson",
                     response_fields=response_fields, usage_counts=usage, output_parts=output_parts,
                     input_content=input_content)
