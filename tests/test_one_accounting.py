@@ -76,3 +76,39 @@ def test_fidelity_reports_the_first_sampling_of_iterations_as_inspect_does(tmp_p
     assert est.snapshot is not None
     assert est.snapshot.annotation.reported_tokens == snapshot.annotation.reported_tokens == 40
     assert est.snapshot.annotation.window_tokens == snapshot.annotation.window_tokens == 200_000
+
+
+def test_the_foreign_span_processor_accounts_a_call_as_inspect_does():
+    """OpenLLMetry's recorded spans: each companion span's estimate, window, limits and reported input
+    are what inspect says of the request the span describes (the processor's tracker is the live path's)."""
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+    from opentelemetry.trace import SpanKind
+
+    from ctxscope.foreign import ForeignSpanProcessor, parse_attributes
+    from ctxscope.schema import Attr
+    from ctxscope.tracker import Tracker
+
+    recording = json.loads((DATA / "openllmetry-0.52.6-chat-spans.json").read_text())
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    provider.add_span_processor(ForeignSpanProcessor(provider, tracker=Tracker(tokenizer="chars")))
+    expected = []
+    for span in recording["spans"]:
+        provider.get_tracer(span["scope"]).start_span(span["name"], kind=SpanKind.CLIENT,
+                                                      attributes=span["attributes"]).end()
+        call = parse_attributes(span["attributes"])
+        assert call is not None and call.body is not None
+        _, snapshot = inspect(Loaded(span["name"], None, call.body), tokenizer="chars",
+                              reported=call.usage.reported_input)
+        ann = snapshot.annotation
+        expected.append((ann.estimated_tokens, ann.reported_tokens, ann.window_tokens,
+                         ann.effective_window_tokens, ann.compact_threshold_tokens))
+    companions = [s for s in exporter.get_finished_spans() if s.name.startswith("ctxscope.context")]
+    got = [(c.attributes[Attr.ESTIMATED_TOKENS], c.attributes[Attr.REPORTED_TOKENS], c.attributes[Attr.WINDOW_TOKENS],
+            c.attributes.get(Attr.EFFECTIVE_WINDOW_TOKENS), c.attributes.get(Attr.COMPACT_THRESHOLD_TOKENS))
+           for c in companions]
+    provider.shutdown()
+    assert len(got) == 2 and got == expected
