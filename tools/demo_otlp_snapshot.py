@@ -9,10 +9,10 @@ OTLP/gRPC sent to a local receiver (the tests' oteltest sink,
 ``tests/_otlp_sink.py``), and writes ``DIR/otlp.json``: every span (name,
 kind, status, scope, attributes, events, its parent as an index) and every
 metric point (name, unit, kind, attributes, value), normalised so two runs
-of the same code are equal: trace and span ids become indexes, timestamps,
-durations and the local provider's port are left out (a duration histogram keeps its count), and so
-are the resource attributes of one process (pid, command line, host,
-runtime). The ctxscope the demo imports is the one Python finds first:
+of the same code are equal: trace and span ids become indexes; timestamps,
+durations (a duration histogram keeps its count), the local fake provider's
+port and the resource attributes of one process (pid, command line, host,
+runtime) are left out. The ctxscope the demo imports is the one Python finds first:
 ``PYTHONPATH=/some/checkout/src`` snapshots another tree with this venv.
 
 The tiktoken basis is used when the offline cache is there (``../shared/tiktoken``),
