@@ -73,7 +73,7 @@ def known(api: str) -> WireFormat:
     """The format of an API id; ``ValueError`` naming the known ids for any other (a caller's mistake)."""
     wire = _BY_ID.get(api)
     if wire is None:
-        raise ValueError(f"unknown api {api!r}: one of {', '.join(_BY_ID)}")
+        raise ValueError(f"unknown api {api!r}: one of {', '.join(sorted(_BY_ID))}")
     return wire
 
 
