@@ -17,7 +17,7 @@ MODULES = sorted(m.name for m in pkgutil.walk_packages(ctxscope.__path__, "ctxsc
 
 
 def test_the_package_has_its_modules():
-    assert {"ctxscope.core.items", "ctxscope.core.request_items", "ctxscope.transcripts.detect"} <= set(MODULES)
+    assert {"ctxscope.core.items", "ctxscope.transcripts.detect"} <= set(MODULES)
 
 
 @pytest.mark.parametrize("name", MODULES)

@@ -31,7 +31,6 @@ MOVES: dict[str, str] = {
     # the pure core: no OpenTelemetry SDK, no provider SDK
     "apis": "core.apis",
     "items": "core.items",
-    "request_formats": "core.request_items",
     "payload": "core.payload",
     "classify": "core.classify",
     "tokens": "core.tokens",

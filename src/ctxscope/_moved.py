@@ -17,7 +17,6 @@ from typing import Sequence
 MOVED: dict[str, str] = {
     "ctxscope.apis": "ctxscope.core.apis",
     "ctxscope.items": "ctxscope.core.items",
-    "ctxscope.request_formats": "ctxscope.core.request_items",
     "ctxscope.payload": "ctxscope.core.payload",
     "ctxscope.classify": "ctxscope.core.classify",
     "ctxscope.tokens": "ctxscope.core.tokens",

@@ -79,6 +79,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Callable, Iterable, Mapping
+from ctxscope.core import apis
 from ctxscope.core.apis import API_ANTHROPIC, API_GEMINI, API_OLLAMA, API_OPENAI_CHAT, API_OPENAI_RESPONSES
 from ctxscope.core.apis.anthropic_messages import after_compaction
 
@@ -238,20 +239,21 @@ class _Answer:
         self.applied_edits: list[dict[str, Any]] = []
         self.compaction_iteration: dict[str, Any] | None = None
         seen = body
-        if api == API_ANTHROPIC and isinstance(body.get("messages"), list):
+        wire = apis.get(api)
+        # Server-side compaction and context editing: what the provider itself does to the context.
+        if wire.context_management and isinstance(body.get("messages"), list):
             seen = {**body, "messages": list(after_compaction(body["messages"]))}
             if reply.clear_tool_results:
                 seen = self._clear_tool_results(seen, reply.clear_tool_results)
         self.input_tokens = reported_input_tokens(seen, api, overhead)
-        if reply.compaction is not None and api == API_ANTHROPIC:
+        if reply.compaction is not None and wire.context_management:
             summary_block = {"role": "assistant", "content": [{"type": "compaction", "content": reply.compaction}]}
             self.compaction_iteration = {"type": "compaction", "input_tokens": self.input_tokens,
                                          "output_tokens": _ceil4(len(reply.compaction)),
                                          "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0}
             self.input_tokens = reported_input_tokens({**seen, "messages": [summary_block]}, api, overhead)
         self.output_tokens = output_tokens(reply.content, reply.tool_calls)
-        prefix = "toolu_" if api == API_ANTHROPIC else "call_"
-        self.calls = [(c, c.id or ids.next(prefix)) for c in reply.tool_calls]
+        self.calls = [(c, c.id or ids.next(wire.call_id_prefix)) for c in reply.tool_calls]
 
     def _clear_tool_results(self, body: dict[str, Any], n: int) -> dict[str, Any]:
         """Context editing: the oldest ``n`` tool results' content cleared (and reported)."""
@@ -570,9 +572,10 @@ class _Answer:
 
     @property
     def stream_content_type(self) -> str:
-        if self.api == API_OLLAMA:
+        framing = apis.get(self.api).stream_framing
+        if framing == "ndjson":
             return "application/x-ndjson"
-        if self.api == API_GEMINI and not self.sse:
+        if framing == "json-array" and not self.sse:  # Gemini streams a JSON array unless asked for alt=sse
             return "application/json"
         return "text/event-stream"
 
@@ -591,36 +594,34 @@ _GEMINI_STATUS = {400: "INVALID_ARGUMENT", 401: "UNAUTHENTICATED", 403: "PERMISS
                   429: "RESOURCE_EXHAUSTED", 500: "INTERNAL", 503: "UNAVAILABLE"}
 
 
-def _error_body(api: str, reply: Reply) -> dict[str, Any]:
-    if api == API_GEMINI:
-        return {"error": {"code": reply.status, "message": reply.error_message,
-                          "status": reply.error_type or _GEMINI_STATUS.get(reply.status, "UNKNOWN")}}
-    if api == API_OLLAMA:
-        return {"error": reply.error_message}
-    if api == API_ANTHROPIC:
-        kind = reply.error_type or _ANTHROPIC_ERROR_TYPES.get(reply.status, "api_error")
-        return {"type": "error", "error": {"type": kind, "message": reply.error_message}}
+def _gemini_error(reply: Reply) -> dict[str, Any]:
+    return {"error": {"code": reply.status, "message": reply.error_message,
+                      "status": reply.error_type or _GEMINI_STATUS.get(reply.status, "UNKNOWN")}}
+
+
+def _anthropic_error(reply: Reply) -> dict[str, Any]:
+    kind = reply.error_type or _ANTHROPIC_ERROR_TYPES.get(reply.status, "api_error")
+    return {"type": "error", "error": {"type": kind, "message": reply.error_message}}
+
+
+def _openai_error(reply: Reply) -> dict[str, Any]:
     kind = reply.error_type or _OPENAI_ERROR_TYPES.get(reply.status, "server_error")
     return {"error": {"message": reply.error_message, "type": kind, "param": None,
                       "code": kind if reply.status == 429 else None}}
 
 
-_GEMINI_PATH = re.compile(r"/models/([^/:]+):(generateContent|streamGenerateContent)$")
+# Each API's error body (chat completions and Responses share OpenAI's).
+_ERROR_BODIES: dict[str, Callable[[Reply], dict[str, Any]]] = {
+    API_GEMINI: _gemini_error, API_OLLAMA: lambda reply: {"error": reply.error_message},
+    API_ANTHROPIC: _anthropic_error, API_OPENAI_CHAT: _openai_error, API_OPENAI_RESPONSES: _openai_error}
+
+
+def _error_body(api: str, reply: Reply) -> dict[str, Any]:
+    return _ERROR_BODIES[api](reply)
 
 
 def _api_for(path: str) -> str | None:
-    path = path.split("?", 1)[0].rstrip("/")
-    if _GEMINI_PATH.search(path):
-        return API_GEMINI
-    if path.endswith("/api/chat"):
-        return API_OLLAMA
-    if path.endswith("/chat/completions"):
-        return API_OPENAI_CHAT
-    if path.endswith("/responses"):
-        return API_OPENAI_RESPONSES
-    if path.endswith("/messages"):
-        return API_ANTHROPIC
-    return None
+    return apis.for_path(path)  # the routes the fake provider answers: every wire format's URL
 
 
 # ---------------------------------------------------------------------------
@@ -838,14 +839,10 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(reply.status, json.dumps(_error_body(api, reply)).encode(), "application/json",
                        {"x-should-retry": "false", "x-request-id": request_id, "request-id": request_id})
             return
-        answer_body = body
-        streamed = bool(body.get("stream"))
-        if api == API_GEMINI:
-            match = _GEMINI_PATH.search(self.path.split("?", 1)[0])
-            answer_body = {**body, "model": match.group(1)} if match else body
-            streamed = bool(match and match.group(2) == "streamGenerateContent")
-        elif api == API_OLLAMA:
-            streamed = body.get("stream") is not False  # Ollama streams unless told not to
+        wire = apis.get(api)
+        path_model = wire.path_model(self.path)  # Gemini names the model in the URL
+        answer_body = {**body, "model": path_model} if path_model else body
+        streamed = wire.streamed(self.path, body)
         ids = self.owner._ids  # noqa: SLF001 - the handler is the server's own half
         answer = _Answer(answer_body, api, reply, ids, self.owner.overhead_tokens)
         answer.sse = "alt=sse" in self.path

@@ -20,6 +20,8 @@ import pytest
 
 from conftest import CORPUS, DATA
 from ctxscope.core import apis
+from ctxscope.core import framing
+from ctxscope.core.framing.incremental import FramingCache
 from ctxscope.core.conversation import fingerprint
 from ctxscope.core.items import items_from_request
 from ctxscope.schema import Category
@@ -85,6 +87,10 @@ def _client_bodies() -> list[tuple[str, dict[str, Any]]]:
     return out
 
 
+def count(text: str) -> int:
+    return -(-len(text) // 4)  # chars/4, rounded up: the counting basis does not matter here
+
+
 CASES = list(_recordings()) + _sdk_responses_bodies() + _client_bodies()
 
 
@@ -147,6 +153,18 @@ def test_format_conformance(name: str, record: dict[str, Any]):
         assert [c.session_id for c in calls] == [key]
     grown = dict(body)
     messages_key = {"openai.responses": "input", "gemini.generate_content": "contents"}.get(api, "messages")
+
+    # The format's own answers for its items and framing: where the conversation is, and that it is
+    # walked (one message at a time, as the live path extends a session) into the same items.
+    assert wire.conversation_field == messages_key
+    conversation = wire.conversation(body)
+    if isinstance(body.get(messages_key), list):
+        # Anthropic drops what precedes a compaction block; nothing else is left out.
+        assert 0 < len(conversation) <= len(body[messages_key]) or not body[messages_key]
+    framed = framing.framing_items(body, api, count)
+    assert framed and all(i.fixed_tokens is not None and i.fixed_tokens >= 0 for i in framed), name
+    assert [(i.part, i.fixed_tokens) for i in FramingCache().framing_items(body, api, count)] == \
+        [(i.part, i.fixed_tokens) for i in framed]
     if isinstance(body.get(messages_key), list):
         more = {"role": "user", "parts": [{"text": "and one more"}]} if api == "gemini.generate_content" else \
             {"role": "user", "content": "and one more thing"}

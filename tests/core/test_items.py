@@ -392,12 +392,37 @@ def test_extractor_rebuilds_when_tools_change():
 
 def test_pure_modules_import_no_telemetry_or_sdk():
     """items, request_formats, payload and classify load without OpenTelemetry or a provider SDK."""
-    code = ("import sys, ctxscope.core.items, ctxscope.core.request_items, ctxscope.core.payload, "
+    code = ("import sys, ctxscope.core.items, ctxscope.core.apis._builder, ctxscope.core.payload, "
             "ctxscope.core.classify; "
             "print(sorted(m for m in sys.modules if m.split('.')[0] in ('opentelemetry', 'openai', 'anthropic')))")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd=ROOT)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[]"
+
+
+def test_request_formats_is_a_deprecated_alias_of_the_format_modules():
+    """Importing ctxscope.request_formats warns, naming core.apis, and its names are the formats' own."""
+    import importlib
+
+    from ctxscope.core import apis
+    from ctxscope.core.apis import _builder
+
+    sys.modules.pop("ctxscope.request_formats", None)
+    with pytest.warns(DeprecationWarning, match=r"ctxscope\.core\.apis"):
+        old = importlib.import_module("ctxscope.request_formats")
+    assert old.Builder is _builder.Builder and old.Ids is _builder.Ids and old.keyed_hash is _builder.keyed_hash
+    assert old.MESSAGE_FN == {wire.id: wire.message for wire in apis.WIRE_FORMATS}
+    body = {"model": "claude-sonnet-4-5", "system": "Be brief.", "messages": [{"role": "user", "content": "hi"}]}
+    builder = old.Builder(API_ANTHROPIC, old.Ids(), lambda api, tool: "")
+    old.head(builder, body)
+    assert [(i.part, i.text) for i in builder.out] == [("system", "Be brief.")]
+    assert old.messages_of(body, API_ANTHROPIC) == body["messages"]
+
+
+def test_an_unknown_api_is_a_value_error_naming_the_known_ones():
+    known = r"anthropic\.messages, gemini\.generate_content, ollama\.chat, openai\.chat, openai\.responses$"
+    with pytest.raises(ValueError, match=r"unknown api 'openai\.chat\.v9': one of " + known):
+        items_from_request({"messages": []}, "openai.chat.v9")
 
 
 # ---------------------------------------------------------------------------

@@ -37,6 +37,8 @@ from ctxscope.errors import InputError, UserError
 from ctxscope.core.framing import API_ANTHROPIC, API_OPENAI_CHAT, API_OPENAI_RESPONSES
 from ctxscope.core.items import detect_api as items_detect_api
 from ctxscope.core.items import items_from_request
+from ctxscope.core.ledger import Snapshot
+from ctxscope.core.pipeline import CallFacts, SessionAccount
 from ctxscope.schema import Category, Item
 from ctxscope.core.learned_correction import SelfCalibrator
 from ctxscope.core.tokens import Counter, counter_for
@@ -235,6 +237,8 @@ class Estimate:
     raw: int
     framed: int
     media: bool = False  # an image, a document or audio among the items (billed by a media rule)
+    # The call's accounting (ctxscope.core.pipeline): window, limits and reported input as every path has them.
+    snapshot: Snapshot | None = field(default=None, compare=False, repr=False)
 
 
 def is_media(item: Item) -> bool:
@@ -243,20 +247,26 @@ def is_media(item: Item) -> bool:
             and item.category is not Category.OVERHEAD)
 
 
-def estimate(body: Mapping[str, Any], api: str, counter: Counter, model: str | None = None) -> Estimate:
+def estimate(body: Mapping[str, Any], api: str, counter: Counter, model: str | None = None,
+             reported: int | None = None) -> Estimate:
     """Raw and framed estimates of one request under one counter.
 
-    Framed: the items (tools as the provider renders them), the framing items,
-    and for Claude the proxy-encoding item (:func:`ctxscope.core.framing.proxy_encoding_items`;
-    the live tracker's ledger adds the same item: docs/fidelity.md, "For the live path").
+    Framed: the call's estimate as every other path makes it, through
+    :class:`ctxscope.core.pipeline.SessionAccount` (the accounting of ``inspect``,
+    ``analyze`` and the transcripts): the items (tools as the provider renders
+    them), the framing items, and for Claude the ledger's proxy-encoding item
+    (docs/fidelity.md, "For the live path"). Raw: the same items' counts with the
+    tool definitions as the JSON sent instead.
     """
-    counted = counted_items(body, api, counter)
-    content = sum(tokens for item, tokens in counted if item.category is not Category.TOOLS)
-    tools = sum(tokens for item, tokens in counted if item.category is Category.TOOLS)
-    proxy = sum(i.fixed_tokens or 0 for i in framing.proxy_encoding_items(model, counted))
-    return Estimate(raw=content + raw_tool_tokens(body, counter),
-                    framed=content + tools + framing_tokens(body, api, counter, model) + proxy,
-                    media=any(is_media(item) for item, _ in counted))
+    items = items_from_request(body, api)
+    framed_items = [*items, *framing.framing_items(body, api, counter.count, model=model)]
+    account = SessionAccount("fidelity", counter=counter, proxy_encoding=True, waste=False)
+    snapshot = account.observe(CallFacts(framed_items, model=model, provider=apis.get(api).provider,
+                                         reported=reported))
+    # The ledger counted every item (item.tokens): the raw estimate reads the same counts.
+    content = sum(item.tokens for item in items if item.category is not Category.TOOLS)
+    return Estimate(raw=content + raw_tool_tokens(body, counter), framed=snapshot.annotation.estimated_tokens,
+                    media=any(is_media(item) for item in items), snapshot=snapshot)
 
 
 # ---------------------------------------------------------------------------
@@ -308,13 +318,11 @@ class Report:
 
     def row(self, recording: Recording) -> Row:
         key = (recording.group, recording.section)
-        provider = "anthropic" if recording.api == API_ANTHROPIC else "openai"
-        return self.rows.setdefault(key, Row(recording.group, provider, recording.section))
+        return self.rows.setdefault(key, Row(recording.group, apis.get(recording.api).provider, recording.section))
 
     def kind_row(self, recording: Recording, kind: str) -> Row:
         family = recording.family()
-        provider = "anthropic" if recording.api == API_ANTHROPIC else "openai"
-        return self.kinds.setdefault((family, kind), Row(family, provider, kind))
+        return self.kinds.setdefault((family, kind), Row(family, apis.get(recording.api).provider, kind))
 
     def ordered_kinds(self) -> list[Row]:
         return sorted(self.kinds.values(), key=lambda r: (r.provider, r.group == FAMILY_OTHER, r.group,
@@ -345,7 +353,7 @@ def evaluate(recordings: Iterable[Recording], bases: Sequence[str] = BASES) -> R
         for basis in bases:
             counter = _counter(basis, recording.model)
             try:
-                est = estimate(recording.body, recording.api, counter, recording.model)
+                est = estimate(recording.body, recording.api, counter, recording.model, recording.reported)
             except (ValueError, TypeError, AttributeError, KeyError) as exc:
                 raise InputError(recording.path, f"not a usable {recording.api} request ({exc})",
                                  recording.line) from None

@@ -1,4 +1,4 @@
-"""Request bodies -> items: OpenAI chat completions, OpenAI Responses, Anthropic Messages.
+"""Request bodies -> items, for every wire format of :mod:`ctxscope.core.apis`.
 
 :func:`items_from_request` turns one request body into a list of
 :class:`ctxscope.schema.Item` (SPEC sections 1-2): every system section, tool
@@ -12,9 +12,11 @@ holding SDK pydantic objects (read by attribute), TypedDicts, tuples. The
 provider SDKs are never imported.
 
 The rules (ids, text of each kind of block, images, documents) are written
-down in docs/items.md. The walking of each API's blocks lives in
-:mod:`ctxscope.core.request_items`, the reading of values and media estimates in
-:mod:`ctxscope.core.payload`. Pure: no OpenTelemetry, no provider SDK.
+down in docs/items.md. The walking of each API's messages lives in its
+module of :mod:`ctxscope.core.apis` (its ``WireFormat``'s ``conversation``,
+``message`` and ``head``, all appending to one ``apis._builder.Builder``),
+the reading of values and media estimates in :mod:`ctxscope.core.payload`. Pure:
+no OpenTelemetry, no provider SDK.
 """
 
 from __future__ import annotations
@@ -30,17 +32,8 @@ from ctxscope.core import apis
 from ctxscope.core.apis import APIS
 from ctxscope.core.payload import get as _get
 from ctxscope.core.payload import plain as _plain
-from ctxscope.core.request_items import (
-    API_ANTHROPIC,
-    API_OPENAI_CHAT,
-    API_OPENAI_RESPONSES,
-    MESSAGE_FN,
-    Builder,
-    Ids,
-    keyed_hash,
-    head,
-    messages_of,
-)
+from ctxscope.core.apis import API_ANTHROPIC, API_OPENAI_CHAT, API_OPENAI_RESPONSES
+from ctxscope.core.apis._builder import Builder, Ids, keyed_hash
 from ctxscope.schema import Item
 
 __all__ = [
@@ -178,9 +171,7 @@ class RequestExtractor:
     def extract(self, body: Mapping[str, Any], api: str | None = None) -> list[Item]:
         """The items of ``body``; items of unchanged messages are the previous call's objects."""
         api = api or detect_api(body)
-        if api not in MESSAGE_FN:
-            raise ValueError(f"unknown api {api!r}: one of {', '.join(APIS)}")
-        messages = messages_of(body, api)
+        messages = apis.known(api).conversation(body)
         head_values = (_get(body, "system"), _get(body, "instructions"), _get(body, "tools"),
                        _get(body, "mcp_servers"), _get(body, "systemInstruction"))  # the last: Gemini
         model = _get(body, "model")
@@ -233,9 +224,10 @@ class RequestExtractor:
             msgs, snaps, ends = old_msgs[:kept], old_snaps[:kept], old_ends[:kept]
         else:
             items, msgs, snaps, ends = old_items, old_msgs, old_snaps, old_ends
-        builder = Builder(api, ids, tool_definition_text, self._model)
+        wire = apis.get(api)
+        builder = Builder(api, ids, tool_definition_text, self._model, media_rules=wire.media_rules)
         builder.out = items
-        fn = MESSAGE_FN[api]
+        fn = wire.message
         for i in range(kept, len(messages)):
             msg = messages[i]
             # Past an edit, a message still equal to the snapshot at its position keeps its items
@@ -249,15 +241,16 @@ class RequestExtractor:
                  model: str | None = None) -> list[Item]:
         """A new API, model, system prompt or tool list: new head items, message items by position."""
         ids = Ids()
-        builder = Builder(api, ids, tool_definition_text, model)
-        head(builder, body)
+        wire = apis.get(api)
+        builder = Builder(api, ids, tool_definition_text, model, media_rules=wire.media_rules)
+        wire.head(builder, body)
         head_items = builder.out
         # Every message is compared with its snapshot here: none is kept unchecked. Another
         # model re-extracts every message: its media may be billed by another rule.
         same_api = api == self._api and model == self._model
         old_snaps = self._snaps if same_api else []
         old_ends, old_items = self._ends, self._msg_items
-        fn = MESSAGE_FN[api]
+        fn = wire.message
         msgs: list[Any] = []
         snaps: list[Any] = []
         ends: list[int] = []

@@ -124,18 +124,18 @@ class MessagesReader:
 
 
 def body_items(body: Mapping[str, Any], extractor: Any = None) -> tuple[list[Item], str]:
-    """The items of a request body or message list, and its provider (``openai`` or ``anthropic``).
+    """The items of a request body or message list, and its provider (its wire format's gen_ai.provider.name).
 
     The request extractor of the live path (:mod:`ctxscope.core.items`) does the
     work, so a transcript and an instrumented call give the same items; an
     ``extractor`` (``items.RequestExtractor``) reuses the items of messages
     seen in the session's previous call.
     """
-    from ctxscope.core.items import API_ANTHROPIC, RequestExtractor, detect_api
+    from ctxscope.core.items import RequestExtractor, detect_api
 
     api = detect_api(body)
     items = (extractor or RequestExtractor()).extract(body, api)
-    return items, "anthropic" if api == API_ANTHROPIC else "openai"
+    return items, apis.get(api).provider
 
 
 def _usage(usage: Any) -> Usage | None:

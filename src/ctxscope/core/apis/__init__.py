@@ -10,11 +10,11 @@ runs over it.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping
+from typing import Any, Mapping
 
 from ctxscope.core.observation import Usage
 from ctxscope.core.apis import anthropic_messages, gemini, ollama, openai_chat, openai_responses
-from ctxscope.core.apis._base import WireFormat, count, field
+from ctxscope.core.apis._base import TEMPLATE_ANTHROPIC, TEMPLATE_OPENAI, TEMPLATE_OWN, WireFormat, count, field
 
 __all__ = [
     "API_ANTHROPIC",
@@ -25,14 +25,19 @@ __all__ = [
     "APIS",
     "FORMATS",
     "ModuleFormat",
+    "TEMPLATE_ANTHROPIC",
+    "TEMPLATE_OPENAI",
+    "TEMPLATE_OWN",
     "WIRE_FORMATS",
     "format_of",
     "WireFormat",
     "count",
     "detect",
     "field",
+    "find",
     "for_path",
     "get",
+    "known",
     "reported_input",
     "usage",
     "usage_by_shape",
@@ -49,13 +54,27 @@ API_OLLAMA = ollama.API
 # claims is chat completions, the shape every OpenAI-compatible server takes.
 WIRE_FORMATS: tuple[WireFormat, ...] = (gemini.FORMAT, openai_responses.FORMAT, anthropic_messages.FORMAT,
                                         ollama.FORMAT, openai_chat.FORMAT)
-APIS = (API_OPENAI_CHAT, API_OPENAI_RESPONSES, API_ANTHROPIC)  # the formats walked by ctxscope.core.request_items
+# The formats the provider SDK instrumentors and the message-array transcript reader read.
+APIS = (API_OPENAI_CHAT, API_OPENAI_RESPONSES, API_ANTHROPIC)
 _BY_ID = {f.id: f for f in WIRE_FORMATS}
 
 
 def get(api: str) -> WireFormat:
     """The format of an API id; ``KeyError`` for an id no module defines."""
     return _BY_ID[api]
+
+
+def find(api: str) -> WireFormat | None:
+    """The format of an API id, None for an id no module defines."""
+    return _BY_ID.get(api)
+
+
+def known(api: str) -> WireFormat:
+    """The format of an API id; ``ValueError`` naming the known ids for any other (a caller's mistake)."""
+    wire = _BY_ID.get(api)
+    if wire is None:
+        raise ValueError(f"unknown api {api!r}: one of {', '.join(sorted(_BY_ID))}")
+    return wire
 
 
 def detect(body: Mapping[str, Any]) -> str:
@@ -102,47 +121,33 @@ def reported_input(api: str, response: Any) -> int | None:
 
 
 # ---------------------------------------------------------------------------
-# Formats whose items and framing live in their module
+# The live path's view of the formats with a framing model of their own
 # ---------------------------------------------------------------------------
 
 @dataclass(frozen=True)
 class ModuleFormat:
-    """A format whose items, framing and stream live in its own module (Gemini, Ollama).
+    """A :class:`WireFormat` under the names the HTTP transport layer and content capture read
+    (``instrumentation/``, rebuilt by other work): a view of the one registry, not a second one.
 
-    The three older formats are walked by :mod:`ctxscope.core.request_items` and
-    :mod:`ctxscope.core.framing` until they move here too; :func:`format_of` is None for them.
+    Remove once those read the WireFormat's own fields; :func:`format_of` is None for the formats
+    that the provider SDK instrumentors read (their framing is ``ctxscope.core.framing``'s).
     """
 
-    api: str  # the API name (as items.API_*)
-    provider: str  # gen_ai.provider.name by default
-    body_fits: Callable[[Mapping[str, Any]], bool]  # a body of this API's shape
-    messages_of: Callable[[Mapping[str, Any]], list[Any]]  # the conversation
-    message: Callable[[Any, Any], None]  # (Builder, one message) -> items
-    head: Callable[[Any, Mapping[str, Any]], None]  # (Builder, body) -> system and tool items
-    framing: Callable[[Mapping[str, Any], Callable[[str], int]], list[tuple[str, int]]]  # (key, tokens)
-    usage: Callable[[Any], "dict[str, int | None] | None"]  # a response document -> counts
-    response_fields: Callable[[Any], tuple[Any, Any, list[str]]]  # -> (model, id, finish reasons)
-    output_parts: Callable[[Any], list[dict[str, Any]]]  # content capture only
-    stream_framing: str  # how its stream is framed when the content type does not say: "sse", "ndjson", "json-array"
-    server_tools: Callable[[Mapping[str, Any]], bool]  # a tool that runs at the provider is offered
-    input_content: Callable[[Mapping[str, Any]], tuple[list[Any], list[Any], list[Any]]]  # (system, messages, tools)
+    wire: WireFormat
+
+    @property
+    def api(self) -> str:
+        return self.wire.id
+
+    def __getattr__(self, name: str) -> Any:
+        if name == "usage":  # the response document's counts, as a dict (WireFormat.usage gives a Usage)
+            return self.wire.usage_counts
+        return getattr(self.wire, name)
 
 
-def _gemini_server_tools(body: Mapping[str, Any]) -> bool:
-    return any(gemini.field(t, "functionDeclarations", "function_declarations") is None
-               for t in body.get("tools") or ())
-
-
-GEMINI = ModuleFormat(gemini.API, gemini.PROVIDER, gemini.body_fits, gemini.contents_of, gemini.message,
-                    gemini.head, gemini.framing, gemini.usage, gemini.response_fields, gemini.output_parts,
-                    "json-array", _gemini_server_tools, gemini.input_content)
-OLLAMA = ModuleFormat(ollama.API, ollama.PROVIDER, ollama.body_fits,
-                    lambda body: list(body.get("messages") or ()), ollama.message, ollama.head, ollama.framing,
-                    ollama.usage, ollama.response_fields, ollama.output_parts, "ndjson", lambda body: False,
-                    ollama.input_content)
-
-FORMATS: dict[str, ModuleFormat] = {f.api: f for f in (GEMINI, OLLAMA)}
+FORMATS: dict[str, ModuleFormat] = {w.id: ModuleFormat(w) for w in WIRE_FORMATS if w.template == TEMPLATE_OWN}
 
 
 def format_of(api: str) -> ModuleFormat | None:
+    """The :class:`ModuleFormat` view of a format with its own framing model (Gemini, Ollama), else None."""
     return FORMATS.get(api)

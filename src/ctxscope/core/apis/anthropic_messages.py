@@ -24,7 +24,10 @@ from typing import Any
 
 from ctxscope.core.observation import Usage
 from ctxscope.core.payload import as_list
-from ctxscope.core.apis._base import WireFormat, count, field
+from ctxscope.core.payload import get as _get
+
+from ctxscope.core.apis._base import TEMPLATE_ANTHROPIC, WireFormat, count, field
+from ctxscope.core.apis._builder import Builder, content, listed
 from ctxscope.core.apis._text import content_text, system_and_first_user
 from ctxscope.core.apis.openai_chat import CHAT_BLOCKS
 
@@ -145,4 +148,43 @@ def usage(value: Any, server_tool_calls: int | None = None) -> Usage | None:
                  reported_input=reported, server_tool_calls=server_tool_calls, provider_compaction=compacted(value))
 
 
-FORMAT = WireFormat(ID, PROVIDER, ("/messages",), _looks_like, _messages, _seed, usage)
+# ---------------------------------------------------------------------------
+# Items
+# ---------------------------------------------------------------------------
+
+def _conversation(body: Mapping[str, Any]) -> list[Any]:
+    """The messages the model sees: from the last compaction block on."""
+    return list(after_compaction(listed(body, "messages")))
+
+
+def message(b: Builder, msg: Any) -> None:
+    """One message: its content blocks (text, media, thinking, tool use and results, compaction)."""
+    content(b, str(_get(msg, "role") or "user"), _get(msg, "content"))
+
+
+def _head(b: Builder, body: Mapping[str, Any]) -> None:
+    """The system prompt (a string or text blocks), MCP connectors and the tool definitions."""
+    system = _get(body, "system")
+    if isinstance(system, str):
+        b.text(system, "system", "system", source_kind="system")
+    elif system is not None:
+        for block in as_list(system) or ():
+            if isinstance(block, str):
+                b.text(block, "system", "system", source_kind="system")
+            elif _get(block, "type") == "text":
+                b.text(_get(block, "text") or "", "system", "system", source_kind="system")
+            else:
+                b.structured("system", "system", block, source_kind="system")
+    for server in as_list(_get(body, "mcp_servers")) or ():
+        # The connector's tools are fetched by the provider: their size is
+        # unknown here, so the server is an empty item (calibration shows the rest).
+        name = str(_get(server, "name") or "mcp")
+        b.add(f"tools/mcp/{name}/server", "", role="tool-definition", base=f"tool:mcp/{name}",
+              label=name, source_kind="tool_definition")
+    b.tools(_get(body, "tools"))
+
+
+FORMAT = WireFormat(id=ID, provider=PROVIDER, url_suffixes=("/messages",), looks_like=_looks_like,
+                    messages=_messages, session_seed=_seed, usage=usage,
+                    conversation=_conversation, message=message, head=_head, media_rules=PROVIDER,
+                    template=TEMPLATE_ANTHROPIC, call_id_prefix="toolu_", context_management=True)

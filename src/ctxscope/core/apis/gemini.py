@@ -40,7 +40,7 @@ from ctxscope.core.payload import b64_len_tokens, b64_prefix_bytes, compact_json
 from ctxscope.core.payload import get as _get
 from ctxscope.core.observation import Usage
 from ctxscope.core.tokens import image_size
-from ctxscope.core.apis._base import WireFormat
+from ctxscope.core.apis._base import TEMPLATE_OWN, WireFormat
 from ctxscope.core.apis._text import content_text
 
 API = "gemini.generate_content"
@@ -126,7 +126,7 @@ def media_tokens(mime_type: str, data: str | None) -> int:
 
 
 # ---------------------------------------------------------------------------
-# Items (the builder is request_formats.Builder)
+# Items (the builder is apis._builder.Builder)
 # ---------------------------------------------------------------------------
 
 def _part(b: Any, role: str, part: Any) -> None:
@@ -355,6 +355,26 @@ def _usage(document: Any) -> Usage | None:
                  cache_read_input_tokens=counts["cache_read"], reported_input=counts["reported_input"])
 
 
-FORMAT = WireFormat(API, PROVIDER, (":generateContent", ":streamGenerateContent"), _looks_like, contents_of,
-                    _seed, _usage,
-                    response_usage=lambda document: document)
+def _server_tools(body: Mapping[str, Any]) -> bool:
+    """A tool entry without function declarations (googleSearch, codeExecution...) runs at Google."""
+    return any(field(t, "functionDeclarations", "function_declarations") is None for t in body.get("tools") or ())
+
+
+def _streamed(path: str, body: Mapping[str, Any]) -> bool:
+    found = model_and_stream(path.split("?", 1)[0])
+    return bool(found and found[1])
+
+
+def _path_model(path: str) -> str | None:
+    found = model_and_stream(path.split("?", 1)[0])
+    return found[0] if found else None
+
+
+FORMAT = WireFormat(id=API, provider=PROVIDER, url_suffixes=(":generateContent", ":streamGenerateContent"),
+                    looks_like=_looks_like, messages=contents_of, session_seed=_seed, usage=_usage,
+                    response_usage=lambda document: document,
+                    body_fits=body_fits, conversation=contents_of, message=message, head=head,
+                    streamed=_streamed, path_model=_path_model,
+                    template=TEMPLATE_OWN, conversation_field="contents", framing=framing,
+                    server_tools=_server_tools, stream_framing="json-array", response_fields=response_fields,
+                    usage_counts=usage, output_parts=output_parts, input_content=input_content)

@@ -35,7 +35,7 @@ from typing import Any, Mapping
 from ctxscope.core.payload import compact_json
 from ctxscope.core.observation import Usage
 from ctxscope.core.payload import get as _get
-from ctxscope.core.apis._base import WireFormat
+from ctxscope.core.apis._base import TEMPLATE_OWN, WireFormat
 from ctxscope.core.apis._text import system_and_first_user
 
 API = "ollama.chat"
@@ -185,5 +185,14 @@ def _usage(document: Any) -> Usage | None:
                  cache_read_input_tokens=counts.get("cache_read"), reported_input=counts.get("reported_input"))
 
 
-FORMAT = WireFormat(API, PROVIDER, (PATH,), _looks_like, _messages, _seed, _usage,
-                    response_usage=lambda document: document)
+def _conversation(body: Mapping[str, Any]) -> list[Any]:
+    return list(body.get("messages") or ())
+
+
+FORMAT = WireFormat(id=API, provider=PROVIDER, url_suffixes=(PATH,), looks_like=_looks_like, messages=_messages,
+                    session_seed=_seed, usage=_usage, response_usage=lambda document: document,
+                    body_fits=body_fits, conversation=_conversation, message=message, head=head,
+                    streamed=lambda path, body: streamed(body),
+                    template=TEMPLATE_OWN, framing=framing, stream_framing="ndjson",
+                    response_fields=response_fields, usage_counts=usage, output_parts=output_parts,
+                    input_content=input_content)

@@ -10,7 +10,11 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ctxscope.core.observation import Usage
+from ctxscope.core.payload import as_list as _as_list
+from ctxscope.core.payload import get as _get
+
 from ctxscope.core.apis._base import WireFormat, count, field
+from ctxscope.core.apis._builder import Builder, content, listed, tool_name
 from ctxscope.core.apis._text import system_and_first_user
 
 ID = "openai.chat"
@@ -48,4 +52,67 @@ def usage(value: Any) -> Usage | None:
     return input_usage(value, "prompt_tokens", "completion_tokens")
 
 
-FORMAT = WireFormat(ID, PROVIDER, ("/chat/completions",), _looks_like, _messages, _seed, usage)
+# ---------------------------------------------------------------------------
+# Items
+# ---------------------------------------------------------------------------
+
+def _tool_name(tool: Any) -> tuple[str, str | None]:
+    """Chat tools nest their name under ``function`` (or ``custom``); the rest as every format."""
+    fn = _get(tool, "function")
+    if fn is not None:
+        return str(_get(fn, "name") or "function"), None
+    custom = _get(tool, "custom")
+    if custom is not None:
+        return str(_get(custom, "name") or "custom"), None
+    return tool_name(tool)
+
+
+def _conversation(body: Mapping[str, Any]) -> list[Any]:
+    return listed(body, "messages")
+
+
+def _head(b: Builder, body: Mapping[str, Any]) -> None:
+    """Chat has no system field (the system prompt is a message): the tool definitions."""
+    b.tools(_get(body, "tools"), _tool_name)
+
+
+def message(b: Builder, msg: Any) -> None:
+    """One chat message: its content, reasoning, refusal and tool calls; a tool or function result."""
+    role = str(_get(msg, "role") or "user")
+    if role == "tool":
+        b.result(_get(msg, "tool_call_id"), _get(msg, "content"), name=_get(msg, "name"))
+        return
+    if role == "function":  # legacy function results
+        name = _get(msg, "name")
+        b.result(None, _get(msg, "content"), name=name)
+        return
+    if role == "assistant":
+        for key in ("reasoning_content", "reasoning"):
+            reasoning = _get(msg, key)
+            if isinstance(reasoning, str) and reasoning:
+                b.add("assistant/thinking", reasoning, role=role, source_kind="thinking")
+        for detail in _as_list(_get(msg, "reasoning_details")) or ():
+            text = _get(detail, "text") or _get(detail, "summary")
+            if isinstance(text, str) and text:
+                b.add("assistant/thinking", text, role=role, source_kind="thinking")
+        content(b, role, _get(msg, "content"))
+        refusal = _get(msg, "refusal")
+        if isinstance(refusal, str) and refusal:
+            b.text(refusal, role, "assistant/text", source_kind="refusal")
+        for call in _as_list(_get(msg, "tool_calls")) or ():
+            fn = _get(call, "function")
+            if fn is not None:
+                b.call(_get(call, "id"), _get(fn, "name"), _get(fn, "arguments"))
+            else:
+                custom = _get(call, "custom") or call
+                b.call(_get(call, "id"), _get(custom, "name"), _get(custom, "input"))
+        legacy = _get(msg, "function_call")
+        if legacy is not None:
+            b.call(None, _get(legacy, "name"), _get(legacy, "arguments"))
+        return
+    content(b, role, _get(msg, "content"))
+
+
+FORMAT = WireFormat(id=ID, provider=PROVIDER, url_suffixes=("/chat/completions",), looks_like=_looks_like,
+                    messages=_messages, session_seed=_seed, usage=usage,
+                    conversation=_conversation, message=message, head=_head)

@@ -1,4 +1,4 @@
-"""What framing reads of a request body: the model, the messages, the tools, a tool's function.
+"""What framing reads of a request body (the model, the messages, the tools, a tool's function) and of its API.
 
 Bodies are dicts or SDK objects (read with :mod:`ctxscope.core.payload`); nothing
 here raises on an odd shape, it runs inside the user's call.
@@ -9,6 +9,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from ctxscope.core import apis
+from ctxscope.core.apis import API_OPENAI_CHAT, WireFormat
 from ctxscope.core.payload import as_list as _as_list
 
 
@@ -41,8 +43,10 @@ def openai_function_of(tool: Mapping[str, Any]) -> Mapping[str, Any] | None:
     return None
 
 
-def wire_format(api: str) -> Any:
-    """The ctxscope.core.apis module of an API that has one (Gemini, Ollama), else None."""
-    from ctxscope.core.apis import format_of
+def rules_of(api: str) -> WireFormat:
+    """The format whose framing rules apply to an API id (its template, where its messages are).
 
-    return format_of(api)
+    An id no module defines is framed by chat completions' rules, the shape every
+    OpenAI-compatible server takes (as :func:`ctxscope.core.apis.detect` reads such a body).
+    """
+    return apis.find(api) or apis.get(API_OPENAI_CHAT)

@@ -40,12 +40,12 @@ from dataclasses import dataclass
 from itertools import islice
 from typing import Any
 
-from ctxscope.core.apis import API_ANTHROPIC, API_OPENAI_RESPONSES
+from ctxscope.core.apis import TEMPLATE_ANTHROPIC, WireFormat
 from ctxscope.core.items import first_unequal
 from ctxscope.core.payload import as_list as _as_list
 from ctxscope.schema import Item
 from ctxscope.core.framing.anthropic_messages import anthropic_message_framing
-from ctxscope.core.framing.body_fields import wire_format
+from ctxscope.core.framing.body_fields import rules_of
 from ctxscope.core.framing.openai_chat import OPENAI_TOKENS_PER_MESSAGE, openai_message_framing, responses_message
 from ctxscope.core.framing.parts import CountFn, FramingPart, parts_to_items
 from ctxscope.core.framing.request import framing_parts
@@ -94,7 +94,8 @@ class FramingCache:
         if not isinstance(model, str):
             named = body.get("model")
             model = named if isinstance(named, str) else None
-        if wire_format(api) is not None:  # ctxscope.core.apis formats: whole-request framing
+        wire = rules_of(api)
+        if wire.framing is not None:  # a format with its own framing model: whole-request framing
             return parts_to_items(framing_parts(body, api, count_fn, model=model))
         if counter_key != self._counter_key or api != self._api or model != self._model:
             self._reset()
@@ -109,8 +110,8 @@ class FramingCache:
                 value = memo[text] = count_fn(text)
             return value
 
-        self._update(_message_list(body, api), api, count, count_fn)
-        return self._parts_items(self._parts(body, api, model, count))
+        self._update(_message_list(body, wire), wire, count, count_fn)
+        return self._parts_items(self._parts(body, api, wire, model, count))
 
     # -- messages ----------------------------------------------------------------------
 
@@ -125,7 +126,7 @@ class FramingCache:
         self._head_parts: list[FramingPart] = []
         self._items: dict[tuple[str, int, str], Item] = {}
 
-    def _update(self, messages: list[Any], api: str, count: CountFn, raw: CountFn) -> None:
+    def _update(self, messages: list[Any], wire: WireFormat, count: CountFn, raw: CountFn) -> None:
         old = self._messages
         # In C: the same objects compare equal at once (rebuilt equal dicts compare
         # deeply); only a changed history is scanned for its first change.
@@ -138,10 +139,10 @@ class FramingCache:
             for call_id in contribution.call_ids:
                 self._names.pop(call_id, None)
         del self._contribs[keep:]
-        responses = api == API_OPENAI_RESPONSES
-        anthropic = api == API_ANTHROPIC
+        typed = wire.typed_items
+        anthropic = wire.template == TEMPLATE_ANTHROPIC
         for message in islice(messages, keep, None):
-            if responses:
+            if typed:
                 message = _responses_message(message)
             if message is None or isinstance(message, (str, int, float)):
                 contribution = _Contribution()  # body_fields.messages_of skips these
@@ -160,31 +161,34 @@ class FramingCache:
 
     # -- parts -------------------------------------------------------------------------
 
-    def _parts(self, body: Mapping[str, Any], api: str, model: str | None, count: CountFn) -> list[FramingPart]:
+    def _parts(self, body: Mapping[str, Any], api: str, wire: WireFormat, model: str | None,
+               count: CountFn) -> list[FramingPart]:
         total = self._total
         messages = total.tokens
-        if api == API_OPENAI_RESPONSES and body.get("instructions"):
-            # openai_chat._responses_messages: instructions are a developer message.
+        anthropic = wire.template == TEMPLATE_ANTHROPIC
+        if wire.instructions_field and body.get(wire.instructions_field):
+            # openai_chat._typed_messages: instructions are a developer message.
             messages += OPENAI_TOKENS_PER_MESSAGE + count("developer")
         out: list[FramingPart] = []
-        for piece in self._head(body, api, model, count):
+        for piece in self._head(body, api, wire, model, count):
             if piece.key == "messages":
                 out.append(FramingPart("messages", messages))
             elif piece.key == "tool-calls":
                 continue  # never in the head: it has no messages
             else:
                 out.append(piece)
-            if piece.key == "priming" and api == API_ANTHROPIC and (total.call_tokens or total.result_tokens):
+            if piece.key == "priming" and anthropic and (total.call_tokens or total.result_tokens):
                 out.append(FramingPart("tool-calls", max(0, total.call_tokens + total.result_tokens)))
         return out
 
-    def _head(self, body: Mapping[str, Any], api: str, model: str | None, count: CountFn) -> list[FramingPart]:
+    def _head(self, body: Mapping[str, Any], api: str, wire: WireFormat, model: str | None,
+              count: CountFn) -> list[FramingPart]:
         """framing_parts of the body without its messages, cached while the head stays equal.
 
         One system message stands in for the real ones (OpenAI): only whether
         there is one changes the head (the functions block, the hidden prompt).
         """
-        has_system = self._total.systems > 0 or (api == API_OPENAI_RESPONSES and bool(body.get("instructions")))
+        has_system = self._total.systems > 0 or bool(wire.instructions_field and body.get(wire.instructions_field))
         tools = body.get("tools")
         # A shallow copy: a tool appended to the same list in place is noticed.
         key = (has_system, tuple(tools) if isinstance(tools, list) else tools, body.get("tool_choice"),
@@ -192,8 +196,9 @@ class FramingCache:
         if key == self._head_key:
             return self._head_parts
         head = {k: v for k, v in body.items() if k not in ("messages", "input", "instructions")}
-        stand_in = [{"role": "system"}] if has_system and api != API_ANTHROPIC else []
-        head["input" if api == API_OPENAI_RESPONSES else "messages"] = stand_in
+        # (Anthropic's system prompt is no message: nothing stands in for it.)
+        stand_in = [{"role": "system"}] if has_system and wire.template != TEMPLATE_ANTHROPIC else []
+        head[wire.conversation_field] = stand_in
         parts = framing_parts(head, api, count, model=model)
         self._head_key, self._head_parts = key, parts
         return parts
@@ -211,14 +216,12 @@ class FramingCache:
         return items
 
 
-def _message_list(body: Mapping[str, Any], api: str) -> list[Any]:
-    """The messages (chat, Anthropic) or input items (Responses) of a body, as a list."""
-    if api == API_OPENAI_RESPONSES:
-        value = body.get("input")
-        if isinstance(value, str):
-            return [_STRING_INPUT]
-        return list(_as_list(value) or ())
-    return list(_as_list(body.get("messages")) or ())
+def _message_list(body: Mapping[str, Any], wire: WireFormat) -> list[Any]:
+    """The messages (chat, Anthropic) or typed input items (Responses) of a body, as a list."""
+    value = body.get(wire.conversation_field)
+    if wire.typed_items and isinstance(value, str):
+        return [_STRING_INPUT]
+    return list(_as_list(value) or ())
 
 
 _STRING_INPUT = {"role": "user"}  # a Responses string input is one user message

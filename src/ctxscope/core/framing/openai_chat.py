@@ -21,10 +21,11 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ctxscope.core.apis import API_OPENAI_CHAT, API_OPENAI_RESPONSES
+from ctxscope.core.apis import API_OPENAI_CHAT, WireFormat
 from ctxscope.core.payload import as_list as _as_list
 from ctxscope.core.payload import get as _get
-from ctxscope.core.framing.body_fields import messages_of, model_of, openai_function_of, tools_of
+
+from ctxscope.core.framing.body_fields import messages_of, model_of, openai_function_of, rules_of, tools_of
 from ctxscope.core.framing.harmony import (
     HARMONY_CALL_HEADER,
     HARMONY_REPLY_PRIMING,
@@ -110,8 +111,9 @@ def openai_framing(body: Mapping[str, Any], count: CountFn, *, model: str | None
                    api: str = API_OPENAI_CHAT) -> list[FramingPart]:
     """Framing of an OpenAI chat or Responses request, in the model's tokens."""
     model = model_of(body, model)
-    if api == API_OPENAI_RESPONSES:
-        messages = _responses_messages(body)
+    wire = rules_of(api)
+    if wire.typed_items:
+        messages = _typed_messages(body, wire)
     else:
         messages = messages_of(body)
     functions = [f for f in (openai_function_of(t) for t in tools_of(body)) if f is not None]
@@ -149,12 +151,12 @@ def openai_framing(body: Mapping[str, Any], count: CountFn, *, model: str | None
     return parts
 
 
-def _responses_messages(body: Mapping[str, Any]) -> list[Mapping[str, Any]]:
-    """Responses ``input`` as chat-like messages: role per item, calls and outputs."""
+def _typed_messages(body: Mapping[str, Any], wire: WireFormat) -> list[Mapping[str, Any]]:
+    """Typed input items (Responses ``input``) as chat-like messages: role per item, calls and outputs."""
     out: list[Mapping[str, Any]] = []
-    if body.get("instructions"):
+    if wire.instructions_field and body.get(wire.instructions_field):
         out.append({"role": "developer"})
-    items = body.get("input")
+    items = body.get(wire.conversation_field)
     if isinstance(items, str):
         return out + [{"role": "user"}]
     for item in _as_list(items) or ():

@@ -1,8 +1,8 @@
 """The framing of a whole request: the rules of its API, each repeated text counted once.
 
 Formats of :mod:`ctxscope.core.apis` that carry their own framing model (Gemini,
-Ollama) are asked; Anthropic Messages and the OpenAI APIs have theirs here
-(:mod:`ctxscope.core.framing.anthropic_messages`, :mod:`ctxscope.core.framing.openai_chat`).
+Ollama: ``TEMPLATE_OWN``) are asked; the others name the template whose rules
+are here (:mod:`ctxscope.core.framing.anthropic_messages`, :mod:`ctxscope.core.framing.openai_chat`).
 """
 
 from __future__ import annotations
@@ -10,10 +10,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ctxscope.core.apis import API_ANTHROPIC
+from ctxscope.core.apis import TEMPLATE_ANTHROPIC
 from ctxscope.schema import Item
+
 from ctxscope.core.framing.anthropic_messages import anthropic_framing
-from ctxscope.core.framing.body_fields import wire_format
+from ctxscope.core.framing.body_fields import rules_of
 from ctxscope.core.framing.openai_chat import openai_framing
 from ctxscope.core.framing.parts import CountFn, FramingPart, parts_to_items
 
@@ -34,10 +35,10 @@ def _memo(count: CountFn) -> CountFn:
 def framing_parts(body: Mapping[str, Any], api: str, count: CountFn, *, model: str | None = None) -> list[FramingPart]:
     """The framing of a request under a provider API."""
     count = _memo(count)
-    wire = wire_format(api)
-    if wire is not None:  # ctxscope.core.apis: the format's own framing model
+    wire = rules_of(api)
+    if wire.framing is not None:  # ctxscope.core.apis: the format's own framing model
         return [FramingPart(key, tokens) for key, tokens in wire.framing(body, count)]
-    if api == API_ANTHROPIC:
+    if wire.template == TEMPLATE_ANTHROPIC:
         return anthropic_framing(body, count, model=model)
     return openai_framing(body, count, model=model, api=api)
 

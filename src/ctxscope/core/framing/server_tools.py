@@ -14,8 +14,9 @@ import hashlib
 from collections.abc import Mapping
 from typing import Any
 
-from ctxscope.core.apis import API_ANTHROPIC
-from ctxscope.core.framing.body_fields import openai_function_of, tools_of, wire_format
+from ctxscope.core.apis import TEMPLATE_ANTHROPIC, TEMPLATE_OWN
+
+from ctxscope.core.framing.body_fields import openai_function_of, rules_of, tools_of
 
 SERVER_TOOL_PART_PREFIX = "tools/server/"
 SERVER_TOOLS_KEY_PREFIX = "s:"  # tools_key of a tool set with a server tool
@@ -70,11 +71,12 @@ def tools_key(body: Mapping[str, Any]) -> str:
 
 def has_server_tools(body: Mapping[str, Any], api: str) -> bool:
     """Whether a request offers a tool that runs at the provider (its hidden part is unknown)."""
-    wire = wire_format(api)
-    if wire is not None:
+    wire = rules_of(api)
+    if wire.template == TEMPLATE_OWN:
         return wire.server_tools(body)
+    anthropic = wire.template == TEMPLATE_ANTHROPIC
     for tool in tools_of(body):
-        if api == API_ANTHROPIC:
+        if anthropic:
             if is_anthropic_server_tool(tool):
                 return True
         elif openai_function_of(tool) is None:

@@ -17,8 +17,9 @@ import json
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from ctxscope.core.apis import API_ANTHROPIC
-from ctxscope.core.framing.body_fields import openai_function_of
+from ctxscope.core.apis import TEMPLATE_ANTHROPIC
+
+from ctxscope.core.framing.body_fields import openai_function_of, rules_of
 from ctxscope.core.framing.server_tools import is_anthropic_server_tool
 
 
@@ -117,7 +118,7 @@ def tool_definition_text(api: str, tool: Mapping[str, Any]) -> str:
     """
     if tool.get("defer_loading") is True:
         return str(tool.get("name") or "")
-    if api == API_ANTHROPIC:
+    if rules_of(api).template == TEMPLATE_ANTHROPIC:
         if is_anthropic_server_tool(tool):
             return _compact_json(tool)
         return render_anthropic_tool(tool)

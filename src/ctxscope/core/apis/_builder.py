@@ -1,10 +1,13 @@
-"""Walking request bodies into items, one API at a time (the engine behind :mod:`ctxscope.core.items`).
+"""Blocks -> items: the builder every wire format's walker appends to (ctxscope.core.apis after the move).
 
 A :class:`Builder` appends the items of blocks to a list, assigning ids
 (provider ids, else keyed hashes, with occurrence suffixes) through
-:class:`Ids`; ``MESSAGE_FN[api]`` walks one message (or Responses input item)
-and :func:`head` the system prompt and tool definitions. Callers use
-:mod:`ctxscope.core.items`; this module is its implementation.
+:class:`Ids`. Each format module (``openai_chat``, ``openai_responses``,
+``anthropic_messages``, ``gemini``, ``ollama``) walks its own messages and
+head with it (its :class:`~ctxscope.core.apis.WireFormat`'s ``message`` and
+``head``); :func:`content` walks a content value of any of them (a string or
+a list of typed blocks), since the block types do not collide across APIs.
+Callers use :mod:`ctxscope.core.items`; this module is its engine.
 
 Pure: no OpenTelemetry, no provider SDK.
 """
@@ -13,7 +16,8 @@ from __future__ import annotations
 
 import base64
 import hashlib
-from typing import Any, Callable, Iterable, Mapping
+from collections.abc import Iterable
+from typing import Any, Callable, Mapping
 
 from ctxscope.core import classify
 from ctxscope.config import settings
@@ -28,11 +32,10 @@ from ctxscope.core.payload import get as _get
 from ctxscope.core.payload import audio_tokens_b64 as _audio_tokens_b64
 from ctxscope.core.payload import document_b64 as _document_b64
 from ctxscope.core.payload import image_tokens_b64 as _image_tokens_b64
-from ctxscope.core.payload import plain as _plain
 from ctxscope.core.payload import split_data_url as _split_data_url
 from ctxscope.schema import Category, Item
-from ctxscope.core.apis import API_ANTHROPIC, API_OPENAI_CHAT, API_OPENAI_RESPONSES, APIS  # noqa: F401 - re-exported
-from ctxscope.core.apis import anthropic_messages as _anthropic
+
+__all__ = ["Builder", "Ids", "ToolText", "content", "keyed_hash", "listed", "role_part", "tool_name"]
 
 ToolText = Callable[[str, Any], str]
 
@@ -60,16 +63,9 @@ def keyed_hash(*parts: str) -> str:
 # Tool definitions
 # ---------------------------------------------------------------------------
 
-def _tool_name(api: str, tool: Any) -> tuple[str, str | None]:
-    """``(name, mcp server)`` of a tool definition."""
+def tool_name(tool: Any) -> tuple[str, str | None]:
+    """``(name, mcp server)`` of a tool definition that carries its name on top (every format but chat's)."""
     kind = _get(tool, "type")
-    if api == API_OPENAI_CHAT:
-        fn = _get(tool, "function")
-        if fn is not None:
-            return str(_get(fn, "name") or "function"), None
-        custom = _get(tool, "custom")
-        if custom is not None:
-            return str(_get(custom, "name") or "custom"), None
     if kind == "mcp":
         label = str(_get(tool, "server_label") or "mcp")
         return label, label
@@ -78,6 +74,23 @@ def _tool_name(api: str, tool: Any) -> tuple[str, str | None]:
         return "toolset", server
     name = _get(tool, "name")
     return str(name or kind or "tool"), None
+
+
+ToolName = Callable[[Any], "tuple[str, str | None]"]
+
+
+def listed(body: Mapping[str, Any], key: str) -> list[Any]:
+    """The list a body holds at ``key`` (absent: empty); ValueError when it is no list (a one-shot
+    iterator is refused rather than consumed: the provider SDK still has to read it)."""
+    value = _get(body, key)
+    if value is None or (not value and not isinstance(value, (list, tuple))):
+        return []  # absent, or an SDK sentinel (NOT_GIVEN / omit are falsy)
+    found = _as_list(value)
+    if found is None:
+        if isinstance(value, Iterable) and not isinstance(value, (str, bytes, Mapping)):
+            raise ValueError(f"{key} is a one-shot iterator: not read, so that the SDK still can (pass a list)")
+        raise ValueError(f"{key} is not a list but {type(value).__name__}")
+    return found
 
 
 # ---------------------------------------------------------------------------
@@ -102,7 +115,7 @@ _DEFAULT_PART = {
 }
 
 
-def _role_part(role: str) -> str:
+def role_part(role: str) -> str:
     return _DEFAULT_PART.get(role, "prompts/text")
 
 
@@ -174,10 +187,11 @@ class Ids:
 class Builder:
     """Appends the items of blocks to ``out``; one per extraction."""
 
-    def __init__(self, api: str, ids: Ids, tool_text: ToolText, model: str | None = None) -> None:
+    def __init__(self, api: str, ids: Ids, tool_text: ToolText, model: str | None = None, *,
+                 media_rules: str = "openai") -> None:
         self.api = api
         self.tool_text = tool_text  # items.tool_definition_text: one place decides a tool's text
-        self.provider = "anthropic" if api == API_ANTHROPIC else "openai"
+        self.provider = media_rules  # whose published media formulas price images and documents (ctxscope.core.media)
         self.model = model  # media rules differ by model family (ctxscope.core.media)
         self.ids = ids
         self.out: list[Item] = []
@@ -254,9 +268,9 @@ class Builder:
 
     # -- tools ------------------------------------------------------------------
 
-    def tools(self, tools: Any) -> None:
+    def tools(self, tools: Any, name_of: ToolName = tool_name) -> None:
         for tool in _as_list(tools) or ():
-            name, server = _tool_name(self.api, tool)
+            name, server = name_of(tool)
             part = classify.tool_part(name, server)
             self.add(part, self.tool_text(self.api, tool), role="tool-definition",
                      base=f"tool:{server + '/' if server else ''}{name}", label=name,
@@ -359,11 +373,11 @@ class Builder:
                      fixed_tokens=_audio_tokens_b64(data, _get(spec, "format")),
                      content_key=data if isinstance(data, str) else "", source_kind="audio", **kw)
         else:
-            self.structured(part or _role_part(role), role, block, source_kind=str(kind or "unknown"), **kw)
+            self.structured(part or role_part(role), role, block, source_kind=str(kind or "unknown"), **kw)
 
 
 # ---------------------------------------------------------------------------
-# Formats
+# Content values of any format
 # ---------------------------------------------------------------------------
 
 _MEDIA_KINDS = frozenset(("image_url", "input_image", "image", "document", "file", "input_file",
@@ -371,17 +385,17 @@ _MEDIA_KINDS = frozenset(("image_url", "input_image", "image", "document", "file
 _TEXT_KINDS = frozenset(("text", "input_text", "output_text"))
 
 
-def _content(b: Builder, role: str, content: Any) -> None:
-    """A message's content (any format): a string or a list of blocks."""
-    default = _role_part(role)
-    if content is None:
+def content(b: Builder, role: str, value: Any) -> None:
+    """A message's content (any format): a string or a list of blocks (their types do not collide)."""
+    default = role_part(role)
+    if value is None:
         return
-    if isinstance(content, str):
-        b.text(content, role, default)
+    if isinstance(value, str):
+        b.text(value, role, default)
         return
-    blocks = _as_list(content)
+    blocks = _as_list(value)
     if blocks is None:
-        b.structured(default, role, content, source_kind="unknown")
+        b.structured(default, role, value, source_kind="unknown")
         return
     for block in blocks:
         if isinstance(block, str):
@@ -419,171 +433,3 @@ def _content(b: Builder, role: str, content: Any) -> None:
                          source_kind="tool_result", call_id=cid, reference=reference)
         else:
             b.structured(default, role, block, source_kind=str(kind or "unknown"))
-
-
-def _chat_message(b: Builder, msg: Any) -> None:
-    role = str(_get(msg, "role") or "user")
-    if role == "tool":
-        b.result(_get(msg, "tool_call_id"), _get(msg, "content"), name=_get(msg, "name"))
-        return
-    if role == "function":  # legacy function results
-        name = _get(msg, "name")
-        b.result(None, _get(msg, "content"), name=name)
-        return
-    if role == "assistant":
-        for key in ("reasoning_content", "reasoning"):
-            reasoning = _get(msg, key)
-            if isinstance(reasoning, str) and reasoning:
-                b.add("assistant/thinking", reasoning, role=role, source_kind="thinking")
-        for detail in _as_list(_get(msg, "reasoning_details")) or ():
-            text = _get(detail, "text") or _get(detail, "summary")
-            if isinstance(text, str) and text:
-                b.add("assistant/thinking", text, role=role, source_kind="thinking")
-        _content(b, role, _get(msg, "content"))
-        refusal = _get(msg, "refusal")
-        if isinstance(refusal, str) and refusal:
-            b.text(refusal, role, "assistant/text", source_kind="refusal")
-        for call in _as_list(_get(msg, "tool_calls")) or ():
-            fn = _get(call, "function")
-            if fn is not None:
-                b.call(_get(call, "id"), _get(fn, "name"), _get(fn, "arguments"))
-            else:
-                custom = _get(call, "custom") or call
-                b.call(_get(call, "id"), _get(custom, "name"), _get(custom, "input"))
-        legacy = _get(msg, "function_call")
-        if legacy is not None:
-            b.call(None, _get(legacy, "name"), _get(legacy, "arguments"))
-        return
-    _content(b, role, _get(msg, "content"))
-
-
-def _responses_item(b: Builder, item: Any) -> None:
-    if isinstance(item, str):
-        b.text(item, "user", "prompts/text")
-        return
-    kind = _get(item, "type")
-    role = _get(item, "role")
-    if kind in (None, "message") and role is not None:
-        _content(b, str(role), _get(item, "content"))
-    elif kind in ("function_call", "custom_tool_call"):
-        args = _get(item, "arguments") if kind == "function_call" else _get(item, "input")
-        b.call(_get(item, "call_id") or _get(item, "id"), _get(item, "name"), args)
-    elif kind in ("function_call_output", "custom_tool_call_output"):
-        b.result(_get(item, "call_id"), _get(item, "output"))
-    elif kind == "reasoning":
-        texts = [_get(s, "text") or "" for s in _as_list(_get(item, "summary")) or ()]
-        texts += [_get(c, "text") or "" for c in _as_list(_get(item, "content")) or ()]
-        b.add("assistant/thinking", "\n".join(t for t in texts if t), role="assistant",
-              source_kind="thinking")
-    elif kind in ("compaction", "compaction_summary"):
-        data = _get(item, "encrypted_content")
-        b.add("summaries", "", role="assistant", content_key=data or "",
-              fixed_tokens=_b64_len_tokens(data, ENCRYPTED_BYTES_PER_TOKEN), source_kind="summary")
-    elif kind == "mcp_list_tools":
-        server = str(_get(item, "server_label") or "mcp")
-        for tool in _as_list(_get(item, "tools")) or ():
-            name = str(_get(tool, "name") or "tool")
-            b.add(classify.tool_part(name, server), compact_json(tool), role="tool-definition",
-                  base=f"tool:{server}/{name}", label=name, source_kind="tool_definition")
-    elif kind == "mcp_call":
-        cid = _get(item, "id")
-        b.call(cid, _get(item, "name"), _get(item, "arguments"))
-        if _get(item, "output") is not None or _get(item, "error") is not None:
-            b.result(cid, _get(item, "output") or _get(item, "error"))
-    elif kind == "item_reference":
-        # A stored item the provider expands: its content is not in the body.
-        b.add("messages", "", role="reference", base=f"ref:{_get(item, 'id')}", source_kind="item_reference")
-    elif isinstance(kind, str) and kind.endswith("_call_output"):
-        b.result(_get(item, "call_id") or _get(item, "id"), _get(item, "output"),
-                 name=kind[: -len("_call_output")])
-    elif isinstance(kind, str) and kind.endswith("_call"):
-        # Hosted and local tool calls (web search, file search, computer, shell...).
-        name = kind[: -len("_call")]
-        value = {k: v for k, v in (_plain(item) or {}).items()
-                 if k not in ("type", "id", "call_id", "status")}
-        cid = _get(item, "call_id") or _get(item, "id")
-        b.call(cid, name, value.get("action", value))
-    else:
-        b.structured(_role_part(str(role or "assistant")), str(role or "assistant"), item,
-                     source_kind=str(kind or "unknown"))
-
-
-def _anthropic_message(b: Builder, msg: Any) -> None:
-    _content(b, str(_get(msg, "role") or "user"), _get(msg, "content"))
-
-
-MESSAGE_FN: dict[str, Callable[[Builder, Any], None]] = {
-    API_OPENAI_CHAT: _chat_message,
-    API_OPENAI_RESPONSES: _responses_item,
-    API_ANTHROPIC: _anthropic_message,
-}
-
-
-def head(b: Builder, body: Mapping[str, Any]) -> None:
-    """Items before the conversation: system / instructions and tool definitions."""
-    api = b.api
-    wire = _WIRE_FORMATS.get(api)
-    if wire is not None:  # ctxscope.core.apis: the format's own module
-        wire.head(b, body)
-        return
-    if api == API_ANTHROPIC:
-        system = _get(body, "system")
-        if isinstance(system, str):
-            b.text(system, "system", "system", source_kind="system")
-        elif system is not None:
-            for block in _as_list(system) or ():
-                if isinstance(block, str):
-                    b.text(block, "system", "system", source_kind="system")
-                elif _get(block, "type") == "text":
-                    b.text(_get(block, "text") or "", "system", "system", source_kind="system")
-                else:
-                    b.structured("system", "system", block, source_kind="system")
-        for server in _as_list(_get(body, "mcp_servers")) or ():
-            # The connector's tools are fetched by the provider: their size is
-            # unknown here, so the server is an empty item (calibration shows the rest).
-            name = str(_get(server, "name") or "mcp")
-            b.add(f"tools/mcp/{name}/server", "", role="tool-definition", base=f"tool:mcp/{name}",
-                  label=name, source_kind="tool_definition")
-    elif api == API_OPENAI_RESPONSES:
-        instructions = _get(body, "instructions")
-        if isinstance(instructions, str):
-            b.text(instructions, "system", "system", source_kind="system")
-        elif instructions is not None:
-            for item in _as_list(instructions) or ():
-                _responses_item(b, item)
-    b.tools(_get(body, "tools"))
-
-
-def messages_of(body: Mapping[str, Any], api: str) -> list[Any]:
-    """The conversation of a body as a list; ValueError when it is no list (a one-shot
-    iterator is refused rather than consumed: the provider SDK still has to read it)."""
-    wire = _WIRE_FORMATS.get(api)
-    if wire is not None:
-        return wire.messages_of(body)
-    if api == API_OPENAI_RESPONSES:
-        value = _get(body, "input")
-        if value is None:
-            return []
-        if isinstance(value, str):
-            return [value]
-    else:
-        value = _get(body, "messages")
-    if value is None or (not value and not isinstance(value, (list, tuple))):
-        return []  # absent, or an SDK sentinel (NOT_GIVEN / omit are falsy)
-    listed = _as_list(value)
-    if listed is None:
-        key = "input" if api == API_OPENAI_RESPONSES else "messages"
-        if isinstance(value, Iterable) and not isinstance(value, (str, bytes, Mapping)):
-            raise ValueError(f"{key} is a one-shot iterator: not read, so that the SDK still can (pass a list)")
-        raise ValueError(f"{key} is not a list but {type(value).__name__}")
-    if api == API_ANTHROPIC:
-        return list(_anthropic.after_compaction(listed))
-    return listed
-
-
-
-# Wire formats with modules of their own (ctxscope.core.apis: Gemini, Ollama) take part here.
-from ctxscope.core.apis import FORMATS as _WIRE_FORMATS  # noqa: E402 - after the names they use
-
-for _wire in _WIRE_FORMATS.values():
-    MESSAGE_FN[_wire.api] = _wire.message
