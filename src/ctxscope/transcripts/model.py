@@ -15,6 +15,7 @@ import datetime as _dt
 import hashlib
 import json
 from dataclasses import dataclass
+from collections.abc import Sequence
 from typing import Any, Protocol
 
 from ..apis import anthropic_messages
@@ -69,7 +70,7 @@ class TranscriptCall:
 
     session_id: str
     index: int
-    items: list[Item]
+    items: Sequence[Item]  # a list, or an itemdiff.ItemRun of the reader's growing list (never changes)
     added: list[Item]
     reset: bool
     provider: str
