@@ -156,10 +156,11 @@ def diff_items(old: Sequence[Item], new: Sequence[Item], counted: Mapping[tuple[
     """
     diff = ItemDiff()
     shared = new.shared_with(old) if isinstance(new, ItemRun) else 0
-    if shared:
-        old, new = old[shared:], new[shared:]
-    elif not isinstance(old, list) or not isinstance(new, list):
-        old, new = list(old), list(new)
+    return _diff_lists(diff, list(old[shared:]) if shared or not isinstance(old, list) else old,
+                       list(new[shared:]) if shared or not isinstance(new, list) else new, counted)
+
+
+def _diff_lists(diff: ItemDiff, old: list[Item], new: list[Item], counted: Mapping[tuple[str, str], int]) -> ItemDiff:
     n_old, n_new = len(old), len(new)
     shortest = min(n_old, n_new)
     # Common prefix: the same objects, or equal (id, digest) keys.

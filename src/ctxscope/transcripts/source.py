@@ -277,7 +277,7 @@ class TranscriptFile:
                 calls = reader.feed(record, lineno)
             except Exception as exc:  # noqa: BLE001 - bad input must not stop the analysis
                 self._problem(lineno, f"unreadable record ({type(exc).__name__}: {_short(exc)})")
-                calls = ()
+                calls = []
             for call in calls:
                 yield self._timed(call)
             if reader_problems:
