@@ -302,7 +302,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="dense50 only: no default session, 200 MB, replay")
     parser.add_argument("--before", default=BEFORE, metavar="REV", help=f"replay's before side (default {BEFORE})")
     parser.add_argument("--compare", action="store_true", help="compare findings on ../shared/corpus too")
-    args = parser.parse_args(argv)
+    # Known options only: bench/run.py calls main() with its own argv (the bench names).
+    args, _ = parser.parse_known_args(argv)
     if not GEN.exists():
         print(f"bench: {GEN} is not here (needs ../shared)", file=sys.stderr)
         return 1

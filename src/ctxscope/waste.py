@@ -227,7 +227,9 @@ class WasteTracker:
         return self._update((), added, items)
 
     def _update(self, removed: Sequence[Item], added: Sequence[Item], items: Sequence[Item]) -> dict[WasteKind, int]:
-        touched: set[str] = set()
+        # In the order first touched (a dict, not a set): which group keeps a body shared by
+        # several references first names it, and a set's order changed with PYTHONHASHSEED.
+        touched: dict[str, None] = {}
         for item in removed:
             self._remove(item, touched)
         for item in added:
@@ -254,7 +256,7 @@ class WasteTracker:
 
     # -- bookkeeping -----------------------------------------------------------------
 
-    def _add(self, item: Item, touched: set[str]) -> None:
+    def _add(self, item: Item, touched: dict[str, None]) -> None:
         if item.category is Category.TOOLS:
             self._tools += item.tokens
         elif item.category in _TEXT_CATEGORIES:
@@ -275,9 +277,9 @@ class WasteTracker:
             if group is None:
                 group = self._groups[key] = _Group()
             group.append(item)
-            touched.add(key)
+            touched[key] = None
 
-    def _remove(self, item: Item, touched: set[str]) -> None:
+    def _remove(self, item: Item, touched: dict[str, None]) -> None:
         if item.category is Category.TOOLS:
             self._tools -= item.tokens
         elif item.category in _TEXT_CATEGORIES:
@@ -298,7 +300,7 @@ class WasteTracker:
                     group.remove(item)
                 except ValueError:
                     return
-                touched.add(key)
+                touched[key] = None
 
     def _charge(self, kind: str, reference: str, tokens: int, since: int) -> None:
         if tokens > 0 and self.calls > since:
