@@ -11,7 +11,7 @@ ROOT = Path(__file__).resolve().parents[2]
 # The pure layer of docs/ARCHITECTURE.md ("The layers"): the whole ctxscope.core package, walked (so a new
 # module is checked without being listed), the transcript readers, and the cross-cutting modules below them.
 PURE_PACKAGES = ["ctxscope.core", "ctxscope.transcripts"]
-PURE = ["ctxscope.schema", "ctxscope.config", "ctxscope.errors", "ctxscope.faultlog"]
+PURE = ["ctxscope.schema", "ctxscope.config", "ctxscope.errors", "ctxscope.faultlog", "ctxscope.jsonio"]
 BLOCKED = ("opentelemetry", "openai", "anthropic", "google", "ollama", "litellm", "httpx", "httpx2", "wrapt")
 
 SCRIPT = f"""

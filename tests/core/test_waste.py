@@ -110,3 +110,27 @@ def test_repeated_text_outside_results_is_duplicate():
     report = analyze(items)
     assert report.waste[WasteKind.DUPLICATE] == 100
     assert [(f.reference, f.count, f.tokens_saved) for f in report.findings] == [("identical environment text", 2, 100)]
+
+
+def test_reads_appended_one_by_one_keep_the_split_of_the_whole_group():
+    """Reads of A with bodies x100, y200, x100, z300, y200, appended a call at a time.
+
+    After each append (worked out by hand, newest kept): x | x y: stale 100 | x y x:
+    dup 100 (old x), stale 200 (y) | + z: dup 100, stale 200 + 100 (x newest copy) |
+    + y: the old y recurs -> dup 100 + 200, stale 100 (x) + 300 (z).
+    """
+    reads = [result("A", "x", 100, 1), result("A", "y", 200, 1), result("A", "x", 100, 2),
+             result("A", "z", 300, 1), result("A", "y", 200, 2)]
+    expected = [(0, 0), (0, 100), (100, 200), (100, 300), (300, 400)]
+    tracker = WasteTracker(WasteOptions(result_cap=10_000))
+    context: list[Item] = []
+    for item, (dup, stale) in zip(reads, expected):
+        context = [*context, item]
+        totals = tracker.observe_added([item], context)
+        assert (totals[WasteKind.DUPLICATE], totals[WasteKind.STALE]) == (dup, stale)
+        # The same context from scratch gives the same split.
+        fresh = waste_of(context, WasteOptions(result_cap=10_000))
+        assert (fresh[WasteKind.DUPLICATE], fresh[WasteKind.STALE]) == (dup, stale)
+    # A removal (the oldest x) is worked out from the list again: y dup 200, x stale 100, z stale 300.
+    totals = tracker.observe_items(context[1:])
+    assert (totals[WasteKind.DUPLICATE], totals[WasteKind.STALE]) == (200, 400)

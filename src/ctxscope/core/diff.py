@@ -7,19 +7,93 @@ multisets: equal keys match (moved items are no change), then the same id
 with another digest is a replacement, and what is left an addition or a
 removal.
 
+A context that only grows between calls (a transcript's live chain) is
+passed as an :class:`ItemRun`: the first ``length`` items of a list the
+owner only appends to, plus a few trailing items. Two runs over the same
+list share their first ``length`` items by construction, so the diff starts
+after them: no scan at all of what the calls share.
+
 Pure: no OpenTelemetry, no provider SDK.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from itertools import compress, count, islice
+from itertools import chain, compress, count, islice
 from operator import is_not
-from typing import Mapping, Sequence
+from typing import Any, Mapping, overload
 
 from ctxscope.schema import Item
 
-__all__ = ["ItemDiff", "diff_items", "shared_prefix"]
+__all__ = ["ItemDiff", "ItemRun", "diff_items", "shared_prefix"]
+
+
+class ItemRun(Sequence[Item]):
+    """``base[:length]`` followed by ``tail``: a context handed over in O(1), whatever its size.
+
+    ``base`` is a list its owner only ever appends to (it starts a new list
+    rather than cutting one), so a run never changes once made, and two runs
+    over the same ``base`` share their first ``min(length)`` items: the diff,
+    the ledger and the waste tracker skip those without looking at them.
+    """
+
+    __slots__ = ("base", "length", "tail")
+
+    def __init__(self, base: list[Item], length: int | None = None, tail: tuple[Item, ...] = ()) -> None:
+        self.base = base
+        self.length = len(base) if length is None else length
+        self.tail = tail
+
+    def with_tail(self, *items: Item) -> "ItemRun":
+        """The same run with ``items`` after its tail."""
+        return ItemRun(self.base, self.length, self.tail + items)
+
+    def shared_with(self, older: Sequence[Item]) -> int:
+        """How many leading items this run shares, by construction, with ``older`` (0 if not a run of its list)."""
+        if isinstance(older, ItemRun) and older.base is self.base:
+            return min(older.length, self.length)
+        return 0
+
+    def __len__(self) -> int:
+        return self.length + len(self.tail)
+
+    @overload
+    def __getitem__(self, index: int) -> Item: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[Item]: ...
+
+    def __getitem__(self, index: int | slice) -> Item | list[Item]:
+        length = self.length
+        if isinstance(index, slice):
+            start, stop, step = index.indices(len(self))
+            if step != 1:
+                return list(self)[index]
+            head = self.base[start:min(stop, length)] if start < length else []
+            if stop > length:
+                head.extend(self.tail[max(0, start - length):stop - length])
+            return head
+        if index < 0:
+            index += len(self)
+        if 0 <= index < length:
+            return self.base[index]
+        if index < 0:
+            raise IndexError("ItemRun index out of range")
+        return self.tail[index - length]
+
+    def __iter__(self) -> Iterator[Item]:
+        return chain(islice(self.base, self.length), self.tail)
+
+    def __eq__(self, other: Any) -> bool:
+        if isinstance(other, (list, tuple, ItemRun)):
+            return len(self) == len(other) and list(self) == list(other)
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]  # compared by content, like a list
+
+    def __repr__(self) -> str:
+        return f"ItemRun({list(self)!r})"
 
 
 # Slices compared whole before the element scan: ``==`` of two lists holding
@@ -71,14 +145,22 @@ class ItemDiff:
     replaced: list[tuple[Item, Item]] = field(default_factory=list)
 
 
-def diff_items(old: list[Item], new: list[Item], counted: Mapping[tuple[str, str], int]) -> ItemDiff:
+def diff_items(old: Sequence[Item], new: Sequence[Item], counted: Mapping[tuple[str, str], int]) -> ItemDiff:
     """Removed, added and replaced items between two lists (multisets by id and digest).
 
     A new object equal to an old one (same id and digest) is unchanged; it
     gets its ``tokens`` from ``counted`` (``(id, digest) -> tokens``) so that
     every item of ``new`` leaves with its count, without counting it again.
+    Two :class:`ItemRun` of one list are compared from where they part: the
+    items before are the same objects, which the scan would skip anyway.
     """
     diff = ItemDiff()
+    shared = new.shared_with(old) if isinstance(new, ItemRun) else 0
+    return _diff_lists(diff, list(old[shared:]) if shared or not isinstance(old, list) else old,
+                       list(new[shared:]) if shared or not isinstance(new, list) else new, counted)
+
+
+def _diff_lists(diff: ItemDiff, old: list[Item], new: list[Item], counted: Mapping[tuple[str, str], int]) -> ItemDiff:
     n_old, n_new = len(old), len(new)
     shortest = min(n_old, n_new)
     # Common prefix: the same objects, or equal (id, digest) keys.

@@ -90,6 +90,13 @@ class Correction:
                    pairs=int(data["pairs"]), median_abs_error=float(data.get("median_abs_error", 0.0)))
 
 
+def _median(values: list[float] | list[int]) -> float:
+    """``statistics.median`` of a non-empty list, without its generality (the same value)."""
+    ordered = sorted(values)
+    mid = len(ordered) // 2
+    return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
+
+
 def _median_abs_error(pairs: Iterable[tuple[int, int]], fn) -> float:
     errors = [abs(fn(e) - r) / r for e, r in pairs if r > 0]
     return statistics.median(errors) if errors else 0.0
@@ -107,13 +114,11 @@ def fit(model: str, tools_key: str, pairs: list[tuple[int, int]], *,
         return None
     offsets = [r - e for e, r in usable]
     if len(usable) < MIN_PAIRS or offset_only:
-        if offset_only and len(usable) >= MIN_PAIRS:
-            offset = float(statistics.median(offsets))
-            return Correction(model, tools_key, MODE_OFFSET, offset, 1.0, len(usable),
-                              _median_abs_error(usable, lambda e: e + offset))
-        offset = float(offsets[-1])
-        return Correction(model, tools_key, MODE_OFFSET, offset, 1.0, len(usable),
-                          _median_abs_error(usable, lambda e: e + offset))
+        # Once a call for every transcript call (transcripts.prefix): written out, not
+        # through _median_abs_error's lambda; the same figures.
+        offset = float(_median(offsets) if offset_only and len(usable) >= MIN_PAIRS else offsets[-1])
+        errors = [abs(e + offset - r) / r for e, r in usable]
+        return Correction(model, tools_key, MODE_OFFSET, offset, 1.0, len(usable), _median(errors))
     offset = float(statistics.median(offsets))
     ratio = float(statistics.median(r / e for e, r in usable))
     offset_error = _median_abs_error(usable, lambda e: e + offset)

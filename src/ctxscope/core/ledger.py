@@ -26,11 +26,11 @@ import heapq
 import threading
 from collections import Counter as Multiset
 from dataclasses import dataclass, replace
-from typing import Callable, Final, Iterable, Literal, Union
+from typing import Callable, Final, Iterable, Literal, Sequence, Union
 
 from ctxscope.core import framing as _framing
 from ctxscope.core.views import apportion, calibrate, calibration_target, free_tokens
-from ctxscope.core.diff import ItemDiff, diff_items
+from ctxscope.core.diff import ItemDiff, ItemRun, diff_items
 from ctxscope.schema import (
     CATEGORIES,
     MAX_CHANGES_PER_SPAN,
@@ -90,7 +90,7 @@ class Snapshot:
 
     annotation: Annotation
     parts: dict[str, int]
-    items: list[Item]
+    items: Sequence[Item]  # a list, or an itemdiff.ItemRun (a transcript's growing context)
     compaction: Compaction | None = None
     timestamp_ns: int | None = None
     first: bool = False  # the session's first observation: emit a capture-start span
@@ -211,7 +211,7 @@ class SessionLedger:
         self._counters: dict[str | None, Counter] = {}
         self._lock = threading.Lock()
         self._latest: Snapshot | None = None
-        self._items: list[Item] = []
+        self._items: Sequence[Item] = []
         self._basis: str | None = None
         self._model: str | None = None
         # (item id, digest) -> tokens under the current basis; an entry never
@@ -256,7 +256,8 @@ class SessionLedger:
         """Count, diff and annotate the items of one observation (sets ``item.tokens``)."""
         with self._lock:
             return self._observe(
-                list(items), model, stage, coverage, compaction, window_tokens,
+                items if isinstance(items, ItemRun) else list(items), model, stage, coverage, compaction,
+                window_tokens,
                 effective_window_tokens, compact_threshold_tokens, timestamp_ns,
                 sample_offset_ns, item_stage)
 
@@ -309,7 +310,7 @@ class SessionLedger:
                 self._counters[model] = counter  # a stand-in while the encoding loads is asked again
         return counter
 
-    def _observe(self, items: list[Item], model: str | None, stage: Stage, coverage: Coverage,
+    def _observe(self, items: Sequence[Item], model: str | None, stage: Stage, coverage: Coverage,
                  declared: CompactionTrigger | None, window_tokens: int | None,
                  effective_window_tokens: int | None, compact_threshold_tokens: int | None,
                  timestamp_ns: int | None, sample_offset_ns: int | None,
@@ -331,7 +332,7 @@ class SessionLedger:
         else:
             self._apply(diff, counter)
         if self.proxy_encoding or self._proxy_item is not None:
-            self._proxy(items, diff, rebuilt, model, counter)
+            items = self._proxy(items, diff, rebuilt, model, counter)
         if model is not None:
             self._model = model
 
@@ -437,7 +438,7 @@ class SessionLedger:
             del self._part_items[part]
             del self._part_tokens[part]
 
-    def _rebuild(self, items: list[Item], counter: Counter) -> None:
+    def _rebuild(self, items: Sequence[Item], counter: Counter) -> None:
         # The cold path (first observation, new basis): _tokens and _add
         # inlined, since it runs per item and must stay near tiktoken's own speed.
         cache: dict[tuple[str, str], int] = {}
@@ -481,8 +482,8 @@ class SessionLedger:
 
     # -- Claude's proxy encoding ---------------------------------------------------
 
-    def _proxy(self, items: list[Item], diff: ItemDiff, rebuilt: bool, model: str | None,
-               counter: Counter) -> None:
+    def _proxy(self, items: Sequence[Item], diff: ItemDiff, rebuilt: bool, model: str | None,
+               counter: Counter) -> Sequence[Item]:
         """Keep the proxy-encoding item at the end of ``items``, its totals and its change.
 
         The previous item (the last of the previous list) is absent from the
@@ -523,11 +524,16 @@ class SessionLedger:
                 diff.added.append(new)
         elif old is not None and not rebuilt:
             diff.removed.append(old)  # already subtracted: a removal
-        if new is not None:
-            items.append(new)
         self._proxy_item = new
+        if new is None:
+            return items
+        if isinstance(items, ItemRun):
+            return items.with_tail(new)
+        assert isinstance(items, list)
+        items.append(new)
+        return items
 
-    def _prune_cache(self, items: list[Item]) -> None:
+    def _prune_cache(self, items: Sequence[Item]) -> None:
         # Only the items in context need their counts (removed ones were
         # subtracted already). Pruning once the cache holds twice the context
         # plus 1,024 keeps a long session's memory bounded at O(1) amortised.
@@ -542,7 +548,7 @@ class SessionLedger:
 
     # -- compaction --------------------------------------------------------------
 
-    def _history_change(self, prev: list[Item], diff: ItemDiff, conversation_before: int) -> HistoryChange:
+    def _history_change(self, prev: Sequence[Item], diff: ItemDiff, conversation_before: int) -> HistoryChange:
         """The inference rule of docs/accounting.md: what a rewritten conversation history is.
 
         - a ``summaries`` item appeared while history went: a compaction (``auto``);
@@ -583,7 +589,7 @@ class SessionLedger:
 
     # -- changes ---------------------------------------------------------------
 
-    def _baseline_changes(self, items: list[Item]) -> tuple[list[Change], int]:
+    def _baseline_changes(self, items: Sequence[Item]) -> tuple[list[Change], int]:
         # A baseline change's delta is the item's whole size: it ranks the
         # largest items first, and change_type baseline says it is not growth.
         order = _largest([item.tokens for item in items])

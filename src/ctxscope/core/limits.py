@@ -146,11 +146,14 @@ def configure(*, window_tokens: int | None = None, effective_window_tokens: int 
 
 def reset(*, from_environment: bool = True) -> None:
     """Forget overrides made with :func:`configure`; re-read the environment (or not)."""
-    global _overrides
+    global _overrides, _lookups
     with _lock:
         _overrides = None if from_environment else _Overrides([], [], [])
     limits_for.cache_clear()
     _model_info.cache_clear()
+    _lookup.cache_clear()
+    with _lookups_lock:
+        _lookups = None  # read the lookups file again
 
 
 def _first(rules: list[LimitRule], model: str) -> LimitRule | None:
@@ -185,6 +188,112 @@ def _model_info(model: str, provider: str | None) -> tuple[object, object] | Non
         return None
 
 
+# genai-prices holds its whole database as Python objects: importing it costs
+# ~0.4 s and ~21 MB, for the one or two models a session uses. What a lookup
+# found is kept in the data directory, per genai-prices version and UTC day
+# (prices change on dates), so a later run asks the database only about
+# models it has not seen. A cache that cannot be read or written is skipped:
+# the lookup then goes to the database, with the same answer.
+_LOOKUPS_FILE = "genai-prices-lookups.json"
+_lookups_lock = threading.Lock()
+_lookups: dict[str, dict[str, object] | None] | None = None
+_lookups_stamp: tuple[str, str] | None = None
+
+
+def _lookup_stamp() -> tuple[str, str] | None:
+    """(genai-prices version, UTC day), or None when genai-prices is not installed."""
+    import importlib.util
+    from datetime import datetime, timezone
+
+    try:
+        if importlib.util.find_spec("genai_prices") is None:
+            return None
+        from importlib.metadata import version
+
+        return version("genai-prices"), datetime.now(timezone.utc).date().isoformat()
+    except Exception:  # noqa: BLE001 - no metadata: treat as not installed for the cache, ask the database
+        return None
+
+
+def _lookups_path() -> str:
+    import os
+
+    return os.path.join(str(settings().data_dir), _LOOKUPS_FILE)
+
+
+def _load_lookups(stamp: tuple[str, str]) -> dict[str, dict[str, object] | None]:
+    import json
+
+    try:
+        with open(_lookups_path(), encoding="utf-8") as handle:
+            saved = json.load(handle)
+        if isinstance(saved, dict) and saved.get("stamp") == list(stamp) and isinstance(saved.get("models"), dict):
+            return dict(saved["models"])
+    except (OSError, ValueError):
+        pass
+    return {}
+
+
+def _save_lookups(stamp: tuple[str, str], models: Mapping[str, object]) -> None:
+    import json
+    import os
+    import tempfile
+
+    path = _lookups_path()
+    try:
+        os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=".lookups-", dir=os.path.dirname(path))
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            json.dump({"stamp": list(stamp), "models": models}, handle)
+        os.replace(tmp, path)  # whole or not at all: runs in parallel read a complete file
+    except OSError as exc:
+        _log.debug("ctxscope: cannot save model lookups to %s: %r", path, exc)
+
+
+def _decimal(value: object) -> str | None:
+    price = _price(value)
+    return None if price is None else str(price)
+
+
+@lru_cache(maxsize=512)
+def _lookup(model: str, provider: str | None) -> dict[str, object] | None:
+    """What genai-prices knows of a model (window, prices now, ids) as plain values, or None.
+
+    From the lookups cache when this version of genai-prices answered it today,
+    else from the database (imported only then), and saved.
+    """
+    global _lookups, _lookups_stamp
+    stamp = _lookup_stamp()
+    if stamp is None:
+        return None
+    key = f"{provider or ''}|{model}"
+    with _lookups_lock:
+        if _lookups is None or _lookups_stamp != stamp:
+            _lookups, _lookups_stamp = _load_lookups(stamp), stamp
+        if key in _lookups:
+            return _lookups[key]
+    found = _model_info(model, provider)
+    entry: dict[str, object] | None = None
+    if found is not None:
+        provider_info, info = found
+        window = getattr(info, "context_window", None)
+        entry = {"window": int(window) if window else None, "model_id": str(getattr(info, "id", model)),
+                 "provider_id": str(getattr(provider_info, "id", provider or "")), "prices": None}
+        try:
+            from datetime import datetime, timezone
+
+            values: Mapping[str, object] = vars(info.get_prices(datetime.now(timezone.utc)))  # type: ignore[attr-defined]
+            entry["prices"] = {k: _decimal(values.get(f"{k}_mtok"))
+                               for k in ("input", "output", "cache_read", "cache_write")}
+        except Exception as exc:  # noqa: BLE001
+            _log.warning("ctxscope: genai-prices has no usable price for %s: %r", model, exc)
+    with _lookups_lock:
+        assert _lookups is not None
+        _lookups[key] = entry
+        _save_lookups(stamp, _lookups)
+    return entry
+
+
 def _fallback_window(model: str) -> int | None:
     name = model.lower().rsplit("/", 1)[-1]
     for pattern, window in FALLBACK_WINDOWS:
@@ -199,9 +308,9 @@ def limits_for(model: str | None, provider: str | None = None) -> Limits:
     model = model or ""
     rules = _current()
     limits = Limits()
-    found = _model_info(model, provider) if model else None
-    if found is not None and getattr(found[1], "context_window", None):
-        limits = Limits(window_tokens=int(found[1].context_window), source=SOURCE_GENAI_PRICES)  # type: ignore[attr-defined]
+    found = _lookup(model, provider) if model else None
+    if found is not None and found.get("window"):
+        limits = Limits(window_tokens=int(found["window"]), source=SOURCE_GENAI_PRICES)  # type: ignore[call-overload]
     elif model and (window := _fallback_window(model)) is not None:
         limits = Limits(window_tokens=window, source=SOURCE_TABLE)
     rule = _first(rules.window, model)
@@ -234,26 +343,20 @@ def prices_for(model: str | None, provider: str | None = None) -> Prices | None:
     """Prices of a model per million tokens, or None where genai-prices does not know it."""
     if not model:
         return None
-    found = _model_info(model, provider)
+    found = _lookup(model, provider)
     if found is None:
         return None
-    provider_info, info = found
-    try:
-        from datetime import datetime, timezone
-
-        price = info.get_prices(datetime.now(timezone.utc))  # type: ignore[attr-defined]
-    except Exception as exc:  # noqa: BLE001
-        _log.warning("ctxscope: genai-prices has no usable price for %s: %r", model, exc)
+    prices = found.get("prices")
+    if not isinstance(prices, dict):
         return None
-    values: Mapping[str, object] = vars(price)
-    return Prices(
-        input=_price(values.get("input_mtok")),
-        output=_price(values.get("output_mtok")),
-        cache_read=_price(values.get("cache_read_mtok")),
-        cache_write=_price(values.get("cache_write_mtok")),
-        model_id=str(getattr(info, "id", model)),
-        provider_id=str(getattr(provider_info, "id", provider or "")),
-    )
+
+    def price(kind: str) -> Decimal | None:
+        value = prices.get(kind)
+        return Decimal(value) if isinstance(value, str) else None
+
+    return Prices(input=price("input"), output=price("output"), cache_read=price("cache_read"),
+                  cache_write=price("cache_write"), model_id=str(found.get("model_id") or model),
+                  provider_id=str(found.get("provider_id") or provider or ""))
 
 
 def cost_usd(model: str | None, provider: str | None = None, *, input_tokens: int = 0,

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ctxscope.core import limits as _limits
+from ctxscope.core.diff import ItemRun
 from ctxscope.core.ledger import SessionLedger, Snapshot
 from ctxscope.schema import CompactionTrigger, Coverage, Item, Stage, WasteKind
 from ctxscope.core.tokens import Counter
@@ -107,7 +108,7 @@ class SessionAccount:
         assert tracker is not None
         try:
             if added is not None:
-                totals = tracker.observe_added(list(added), snapshot.items)
+                totals = tracker.observe_added(added, snapshot.items)
             else:
                 totals = tracker.observe(snapshot)
             snapshot.annotation.waste = {WasteKind(k): int(v) for k, v in totals.items()}
@@ -148,8 +149,11 @@ class TranscriptAccount:
         prefix = None if coverage is Coverage.UNRECORDED else self.prefix.item_for(
             call.index, call.model, compaction is not None,
             compaction.pre_tokens if compaction is not None else None)
-        # A new list: a reader may keep the one it handed over.
-        items = [*call.items, prefix] if prefix is not None else call.items
+        # A new sequence: a reader may keep the one it handed over. A reader's run
+        # (itemdiff.ItemRun) takes the prefix as its tail, in O(1).
+        items: Sequence[Item] = call.items
+        if prefix is not None:
+            items = items.with_tail(prefix) if isinstance(items, ItemRun) else [*items, prefix]
         facts = CallFacts(
             items, model=call.model, provider=call.provider, stage=Stage.TRANSCRIPT_OBSERVED,
             coverage=coverage, compaction=call.compaction.trigger if call.compaction is not None else None,

@@ -28,7 +28,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Sequence
 
-from ctxscope.core.diff import shared_prefix
+from ctxscope.core.diff import ItemRun, shared_prefix
 from ctxscope.schema import Category, Item, WasteKind
 
 DEFAULT_RESULT_CAP = 400
@@ -112,18 +112,59 @@ def _key(item: Item) -> str:
 
 
 class _Group:
-    """The results of one reference in context, oldest first."""
+    """The results of one reference in context, oldest first.
 
-    __slots__ = ("items", "duplicate", "stale", "kept", "since")
+    Every copy but the newest is a duplicate when its body recurs later in the
+    group, else stale. Appending a result moves at most two copies (the old
+    newest, and the last earlier copy of the new body), so the sums are kept
+    as results are appended; a removal (a rewind, a compaction) has them
+    worked out again from the list at the next look.
+    """
+
+    __slots__ = ("items", "duplicate", "stale", "kept", "since", "_dup", "_stale", "_last", "_exact")
 
     def __init__(self) -> None:
         self.items: list[Item] = []
-        self.duplicate = 0
+        self.duplicate = 0  # as charged to the tracker's totals
         self.stale = 0
         self.kept: Item | None = None
         self.since = 0  # the call from which duplicate and stale hold their values
+        self._dup = 0  # of ``items`` as they are now, while ``_exact``
+        self._stale = 0
+        self._last: dict[str, Item] = {}  # digest -> its newest copy
+        self._exact = True
 
-    def evaluate(self) -> tuple[list[Item], list[Item]]:
+    def append(self, item: Item) -> None:
+        items = self.items
+        if self._exact and items:
+            newest = items[-1]
+            if newest.digest == item.digest:
+                self._dup += newest.tokens
+            else:
+                self._stale += newest.tokens
+                earlier = self._last.get(item.digest)
+                if earlier is not None:  # its body recurs now: stale -> duplicate
+                    self._stale -= earlier.tokens
+                    self._dup += earlier.tokens
+        items.append(item)
+        self._last[item.digest] = item
+
+    def remove(self, item: Item) -> None:
+        """Take ``item`` out (ValueError when it is not here); the sums are worked out again when asked."""
+        self.items.remove(item)
+        self._exact = False
+
+    def totals(self) -> tuple[int, int]:
+        """(duplicate, stale) tokens of the group as it is now."""
+        if not self._exact:
+            dup, stale = self.split()
+            self._dup = sum(i.tokens for i in dup)
+            self._stale = sum(i.tokens for i in stale)
+            self._last = {i.digest: i for i in self.items}
+            self._exact = True
+        return self._dup, self._stale
+
+    def split(self) -> tuple[list[Item], list[Item]]:
         """(duplicates, stale): every copy but the newest, split by whether its body recurs later."""
         items = self.items
         dup: list[Item] = []
@@ -146,7 +187,7 @@ class WasteTracker:
 
     def __init__(self, options: WasteOptions | None = None) -> None:
         self.options = options or WasteOptions()
-        self._items: list[Item] = []
+        self._items: Sequence[Item] = []
         self._groups: dict[str, _Group] = {}
         self._kept: dict[str, list[int]] = {}  # digest -> [kept copies, tokens, bloat since, duplicate since]
         self._duplicate = 0  # within groups
@@ -175,22 +216,28 @@ class WasteTracker:
 
     def observe_items(self, items: Sequence[Item]) -> dict[WasteKind, int]:
         old = self._items
-        p = shared_prefix(old, items)
-        return self._update(old[p:], items[p:], items)
+        # Two runs of one reader's list share their first items by construction: no scan of those.
+        p = items.shared_with(old) if isinstance(items, ItemRun) else 0
+        old_rest, new_rest = old[p:], items[p:]
+        p = shared_prefix(old_rest, new_rest)
+        return self._update(old_rest[p:], new_rest[p:], items)
 
     def observe_added(self, added: Sequence[Item], items: Sequence[Item]) -> dict[WasteKind, int]:
         """Waste after a call that only appended ``added`` to the previous context (no scan at all)."""
         return self._update((), added, items)
 
     def _update(self, removed: Sequence[Item], added: Sequence[Item], items: Sequence[Item]) -> dict[WasteKind, int]:
-        touched: set[str] = set()
+        # In the order first touched (a dict, not a set): which group keeps a body shared by
+        # several references first names it, and a set's order changed with PYTHONHASHSEED.
+        touched: dict[str, None] = {}
         for item in removed:
             self._remove(item, touched)
         for item in added:
             self._add(item, touched)
         for key in touched:
             self._regroup(key)
-        self._items = items if isinstance(items, list) else list(items)
+        # Kept as given: a list, or an ItemRun that shares its items with the next call's (O(1)).
+        self._items = items
         for item in added:
             if item.reference and item.category in (Category.RESULTS, Category.ASSISTANT):
                 self._last_use[item.reference] = self.calls
@@ -209,7 +256,7 @@ class WasteTracker:
 
     # -- bookkeeping -----------------------------------------------------------------
 
-    def _add(self, item: Item, touched: set[str]) -> None:
+    def _add(self, item: Item, touched: dict[str, None]) -> None:
         if item.category is Category.TOOLS:
             self._tools += item.tokens
         elif item.category in _TEXT_CATEGORIES:
@@ -229,10 +276,10 @@ class WasteTracker:
             group = self._groups.get(key)
             if group is None:
                 group = self._groups[key] = _Group()
-            group.items.append(item)
-            touched.add(key)
+            group.append(item)
+            touched[key] = None
 
-    def _remove(self, item: Item, touched: set[str]) -> None:
+    def _remove(self, item: Item, touched: dict[str, None]) -> None:
         if item.category is Category.TOOLS:
             self._tools -= item.tokens
         elif item.category in _TEXT_CATEGORIES:
@@ -250,10 +297,10 @@ class WasteTracker:
             group = self._groups.get(key)
             if group is not None:
                 try:
-                    group.items.remove(item)
+                    group.remove(item)
                 except ValueError:
                     return
-                touched.add(key)
+                touched[key] = None
 
     def _charge(self, kind: str, reference: str, tokens: int, since: int) -> None:
         if tokens > 0 and self.calls > since:
@@ -298,9 +345,7 @@ class WasteTracker:
             del self._groups[key]
             group.duplicate = group.stale = 0
             return
-        dup, stale = group.evaluate()
-        group.duplicate = sum(i.tokens for i in dup)
-        group.stale = sum(i.tokens for i in stale)
+        group.duplicate, group.stale = group.totals()
         self._duplicate += group.duplicate
         self._stale += group.stale
         group.kept = group.items[-1]
@@ -380,7 +425,7 @@ def _findings(tracker: WasteTracker, total: int) -> Report:
     for key, group in tracker._groups.items():  # noqa: SLF001 - WasteTracker.report's body
         kept = group.items[-1]
         reference = _reference(key, kept)
-        dup, stale = group.evaluate()
+        dup, stale = group.split()
         copy = kept.digest in seen_kept
         if copy:
             entry = cross.setdefault(kept.digest, [0, kept.tokens])

@@ -13,19 +13,10 @@ SCHEMA_VERSION = 2
 
 
 def dumps(doc: Any) -> str:
-    """The document as indented JSON: orjson when installed (extra "fast"), else json.
+    """The document as indented JSON (:func:`ctxscope.jsonio.dumps_indented`)."""
+    from ctxscope.jsonio import dumps_indented
 
-    json's indented output runs in Python, not C: a long session's growth
-    table took a fifth of the run time to print that way.
-    """
-    try:
-        import orjson
-
-        return orjson.dumps(doc, option=orjson.OPT_INDENT_2).decode("utf-8")
-    except (ImportError, TypeError):
-        import json
-
-        return json.dumps(doc, indent=2)
+    return dumps_indented(doc)
 
 
 def session_json(session: SessionResult) -> dict[str, Any]:

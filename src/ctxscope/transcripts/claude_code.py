@@ -28,9 +28,11 @@ The facts this reader follows (``shared/corpus/README.md``):
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Iterator, Mapping
 
+from ctxscope.core.diff import ItemRun
 from ctxscope.schema import Category, CompactionTrigger, Item
 from ctxscope.transcripts import _items
 from ctxscope.transcripts.model import (FORMAT_CLAUDE_CODE, Compaction, Problem, TranscriptCall, anthropic_usage,
@@ -145,7 +147,8 @@ class ClaudeCodeReader:
         added, reset, compaction = self._advance(session, parent)
         usage_data = message.get("usage")
         usage = anthropic_usage(usage_data) if isinstance(usage_data, dict) else None
-        items = list(session.items)
+        # The live context as a run of the session's list: O(1) however long it is.
+        items: Sequence[Item] = ItemRun(session.items)
         if session.cleared:
             items, added, reset = self._clear(session, items, added, reset)
         call = TranscriptCall(
@@ -181,7 +184,8 @@ class ClaudeCodeReader:
             del session.chain[keep:]
             cut = session.counts[keep] if keep < len(session.counts) else len(session.items)
             del session.counts[keep:]
-            del session.items[cut:]
+            # A new list, never a cut one: calls already handed out hold runs of the old list.
+            session.items = session.items[:cut]
         added: list[Item] = []
         compaction = None
         for uuid in reversed(walked):
@@ -201,7 +205,7 @@ class ClaudeCodeReader:
             reset = True
         return (list(session.items) if reset else added), reset, compaction
 
-    def _clear(self, session: _Session, items: list[Item], added: list[Item],
+    def _clear(self, session: _Session, items: Sequence[Item], added: list[Item],
                reset: bool) -> tuple[list[Item], list[Item], bool]:
         """The context with the results a microcompaction cleared replaced by their stand-in."""
         ids = frozenset().union(*(c for _, c in session.cleared))

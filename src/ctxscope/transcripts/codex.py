@@ -18,6 +18,8 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
+from ctxscope.core.diff import ItemRun
+
 from ctxscope.core.observation import Usage
 from ctxscope.schema import CompactionTrigger, Item
 from ctxscope.transcripts import _items
@@ -137,7 +139,8 @@ class CodexReader:
         out = self.finish()
         reset = self._reset or self._calls == 0
         self._pending = TranscriptCall(
-            session_id=self.session_id, index=self._calls, items=list(self._items),
+            # A run of the list (O(1)): it is only appended to, a compaction starts a new one.
+            session_id=self.session_id, index=self._calls, items=ItemRun(self._items),
             added=list(self._items) if reset else self._since_call, reset=reset, provider=PROVIDER,
             model=self._model, compaction=self._compaction, timestamp_ns=timestamp, line=line,
             parent_session_id=self.parent_session_id, window_tokens=self._window)

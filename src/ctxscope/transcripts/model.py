@@ -13,31 +13,19 @@ from __future__ import annotations
 
 import datetime as _dt
 import hashlib
-import json
 from dataclasses import dataclass
+from collections.abc import Sequence
 from typing import Any, Protocol
+
+from ctxscope import jsonio as _jsonio
 
 from ctxscope.core.apis import anthropic_messages
 from ctxscope.core.observation import Usage
 from ctxscope.schema import CompactionTrigger, Item
 
-try:  # orjson is an optional speed-up (extra "fast"); stdlib json is the fallback.
-    import orjson as _orjson
-
-    def loads(data: bytes | str) -> Any:
-        return _orjson.loads(data)
-
-    def dumps(value: Any) -> str:
-        try:
-            return _orjson.dumps(value).decode("utf-8")
-        except TypeError:  # e.g. integers over 64 bits: orjson refuses, json does not
-            return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
-except ImportError:  # pragma: no cover - exercised where orjson is absent
-    def loads(data: bytes | str) -> Any:
-        return json.loads(data)
-
-    def dumps(value: Any) -> str:
-        return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+# The one JSON switch (orjson, else json): re-exported, the readers import them from here.
+loads = _jsonio.loads
+dumps = _jsonio.dumps
 
 
 FORMAT_CLAUDE_CODE = "claude-code"
@@ -69,7 +57,7 @@ class TranscriptCall:
 
     session_id: str
     index: int
-    items: list[Item]
+    items: Sequence[Item]  # a list, or an itemdiff.ItemRun of the reader's growing list (never changes)
     added: list[Item]
     reset: bool
     provider: str

@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from functools import partial
 from typing import Any, BinaryIO, Callable, Iterator
 
 from ctxscope.transcripts.detect import UnknownFormatError, detect_format, make_reader
@@ -273,7 +272,13 @@ class TranscriptFile:
             before[lineno] = (self._last_ts, start)
             if len(before) > _MAX_LINE_TIMES:
                 del before[next(iter(before))]
-            for call in self._guard(partial(reader.feed, record, lineno), lineno):
+            # _guard written out: this runs for every line.
+            try:
+                calls = reader.feed(record, lineno)
+            except Exception as exc:  # noqa: BLE001 - bad input must not stop the analysis
+                self._problem(lineno, f"unreadable record ({type(exc).__name__}: {_short(exc)})")
+                calls = []
+            for call in calls:
                 yield self._timed(call)
             if reader_problems:
                 self._take_reader_problems()

@@ -1,0 +1,37 @@
+"""itemdiff.ItemRun: a growing context handed over in O(1), and diffs that start where two runs part."""
+
+from __future__ import annotations
+
+from ctxscope.core.diff import ItemRun, diff_items
+from ctxscope.schema import Category, Item
+
+
+def item(name: str, digest: str = "d") -> Item:
+    return Item(id=name, category=Category.PROMPTS, part="prompts/text", chars=1, digest=digest, tokens=1)
+
+
+def test_a_run_is_a_sequence_that_never_changes():
+    """A run of [a, b] with tail (p,) reads a, b, p, and stays so after its list grows."""
+    a, b, c, p = item("a"), item("b"), item("c"), item("p")
+    base = [a, b]
+    run = ItemRun(base).with_tail(p)
+    base.append(c)
+    assert list(run) == [a, b, p] and len(run) == 3
+    assert run[0] is a and run[-1] is p and run[2] is p
+    assert run[1:] == [b, p] and run[:2] == [a, b]
+    assert run == [a, b, p]
+
+
+def test_diff_of_two_runs_equals_the_diff_of_the_lists():
+    """[a, b] + (p, x) then [a, b, c] + (p2,): p and x removed... worked out by hand, as the full diff."""
+    a, b, c = item("a"), item("b"), item("c")
+    p, p2, x = item("p", "1"), item("p", "2"), item("x")
+    base = [a, b]
+    old = ItemRun(base).with_tail(p, x)
+    base.append(c)
+    new = ItemRun(base).with_tail(p2)
+    fast = diff_items(old, new, {})
+    full = diff_items(list(old), list(new), {})
+    assert fast.added == full.added == [c]
+    assert fast.replaced == full.replaced == [(p, p2)]
+    assert fast.removed == full.removed == [x]
