@@ -67,7 +67,8 @@ def points(data: Any) -> dict[tuple[str, frozenset], float]:
         for sm in rm.scope_metrics:
             for metric in sm.metrics:
                 for p in metric.data.data_points:
-                    out[(metric.name, frozenset(p.attributes.items()))] = p.value
+                    if hasattr(p, "value"):  # the gauges and the counter (histograms: histogram_points)
+                        out[(metric.name, frozenset(p.attributes.items()))] = p.value
     return out
 
 

@@ -42,6 +42,7 @@ __all__ = [
     "CTXSCOPE_HASH_KEY",
     "CTXSCOPE_HTTP_EXCLUDE_HOSTS",
     "CTXSCOPE_MAX_SESSIONS",
+    "CTXSCOPE_METRICS_SESSION_KEY",
     "CTXSCOPE_SHUTDOWN_TIMEOUT_MS",
     "CTXSCOPE_STORE",
     "CTXSCOPE_TOKENIZER",
@@ -103,6 +104,10 @@ CTXSCOPE_SHUTDOWN_TIMEOUT_MS = "CTXSCOPE_SHUTDOWN_TIMEOUT_MS"
 """At most this long (ms, default 3000) is spent on the final export at exit, on SIGTERM and in
 ``Telemetry.shutdown()``."""
 
+CTXSCOPE_METRICS_SESSION_KEY = "CTXSCOPE_METRICS_SESSION_KEY"
+"""``on`` (default): per-session gauges keyed by ``llm.context.session.id``; ``off`` (fleet mode): no
+per-session series, per-request histograms instead (docs/dashboards.md, "A fleet")."""
+
 CTXSCOPE_HTTP_EXCLUDE_HOSTS = "CTXSCOPE_HTTP_EXCLUDE_HOSTS"
 """Comma-separated host names whose requests the HTTP transport layer leaves unread (docs/instrumentation.md)."""
 
@@ -116,7 +121,7 @@ _OURS = (
     OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT, CTXSCOPE_TOKENIZER, CTXSCOPE_HASH_KEY,
     CTXSCOPE_CAPTURE_LABELS, CTXSCOPE_WINDOW_TOKENS, CTXSCOPE_EFFECTIVE_WINDOW_TOKENS,
     CTXSCOPE_COMPACT_THRESHOLD_TOKENS, CTXSCOPE_MAX_SESSIONS, CTXSCOPE_DATA_DIR, CTXSCOPE_STORE,
-    CTXSCOPE_SHUTDOWN_TIMEOUT_MS, CTXSCOPE_HTTP_EXCLUDE_HOSTS,
+    CTXSCOPE_SHUTDOWN_TIMEOUT_MS, CTXSCOPE_HTTP_EXCLUDE_HOSTS, CTXSCOPE_METRICS_SESSION_KEY,
     "XDG_DATA_HOME", "HOME",  # the data directory's defaults
 )
 
@@ -163,6 +168,7 @@ class Settings:
     store: str = "auto"  # one of STORE_VALUES
     shutdown_timeout_ms: int = DEFAULT_SHUTDOWN_TIMEOUT_MS
     http_exclude_hosts: frozenset[str] = frozenset()
+    metrics_session_key: bool = True  # False: fleet mode
 
 
 def read(environ: Mapping[str, str] | None = None) -> Settings:
@@ -181,6 +187,8 @@ def read(environ: Mapping[str, str] | None = None) -> Settings:
         store=_store(env),
         shutdown_timeout_ms=_milliseconds(env, CTXSCOPE_SHUTDOWN_TIMEOUT_MS, DEFAULT_SHUTDOWN_TIMEOUT_MS),
         http_exclude_hosts=excluded_hosts(env.get(CTXSCOPE_HTTP_EXCLUDE_HOSTS)),
+        metrics_session_key=_boolean(env, CTXSCOPE_METRICS_SESSION_KEY, "metrics keep the session key",
+                                     default=True),
     )
 
 
@@ -267,13 +275,16 @@ def _choice(env: Mapping[str, str], name: str, choices: tuple[str, ...], default
     return default
 
 
-def _boolean(env: Mapping[str, str], name: str, keeps: str) -> bool:
-    raw = env.get(name) or ""
-    value = raw.strip().lower()
+def _boolean(env: Mapping[str, str], name: str, keeps: str, *, default: bool = False) -> bool:
+    raw = env.get(name)
+    if default and (raw is None or not raw.strip()):
+        return True  # unset or blank: the default
+    value = (raw or "").strip().lower()
     if value in _TRUE:
         return True
     if value not in _FALSE:
-        _warn(name, raw, f"true or false is needed; {keeps}")
+        _warn(name, raw or "", f"true or false is needed; {keeps}")
+        return default
     return False
 
 
