@@ -279,6 +279,13 @@ class InstrumentSpec:
     prometheus_name: str  # as the Collector's prometheus exporter names it
     prometheus_sdk_name: str  # as the SDK's own PrometheusMetricReader names it
 
+    @property
+    def prometheus_series(self) -> tuple[str, ...]:
+        """Every Prometheus series name of the instrument (a histogram has three)."""
+        if self.kind == "histogram":
+            return tuple(self.prometheus_name + s for s in ("_bucket", "_sum", "_count"))
+        return (self.prometheus_name, self.prometheus_sdk_name)
+
 
 def _instrument(name: str, kind: str, unit: str, description: str, *, collector: str | None = None) -> InstrumentSpec:
     base = name.replace(".", "_")
