@@ -13,8 +13,15 @@ that writes the annotation (a transcript replay, a companion span) gets the metr
 Semantics (docs/telemetry.md):
 
 - ``llm.context.tokens`` per category in the calibrated view (SPEC section 5),
-  ``unattributed`` included; a series a session produced before and missing
-  from its newest snapshot reports 0 for as long as the session lives.
+  ``unattributed`` included; a series a session reported before and missing
+  from its newest snapshot reports 0 once to each reader, then leaves.
+- Each session's observations are built once per change (at the next
+  collection), so a collection only hands the SDK a prebuilt list; ended
+  series are removed from the SDK's storage once every reader has collected
+  their final value (:meth:`ContextSpanProcessor._forget`).
+- ``llm.context.added.tokens`` (and, in fleet mode, ``llm.context.request.tokens``
+  and a synchronous compaction counter, no session key anywhere) are
+  recorded per call in the call span's context: exemplars lead to the call.
 - When a recording ends (``stop()``, ``shutdown()``, ``end_session(id)``, a
   span with ``llm.context.session_ended``, or LRU eviction past
   ``max_sessions``), every gauge series of the session reports 0 once per
