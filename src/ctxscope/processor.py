@@ -40,7 +40,7 @@ import threading
 import weakref
 from collections import OrderedDict
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Iterator, Mapping, TypeVar
+from typing import Any, Callable, Iterable, Mapping, TypeVar
 
 from opentelemetry import metrics as otel_metrics
 from opentelemetry import trace as otel_trace
@@ -92,10 +92,12 @@ _MAX_ENDINGS = 4 * DEFAULT_MAX_SESSIONS
 # The stages of a model call's annotation (markers are not calls: no growth, no request).
 _CALL_STAGES = (Stage.REQUEST_INPUT, Stage.TRANSCRIPT_OBSERVED)
 
+_hash_attributes: Callable[[Any], Any] | None
 try:  # the SDK's series key (private): ended series are forgotten with it (_forget)
     from opentelemetry.sdk.metrics._internal._view_instrument_match import (  # noqa: PLC2701
-        _hash_attributes,
+        _hash_attributes as _sdk_series_key,
     )
+    _hash_attributes = _sdk_series_key
 except ImportError:  # another SDK release: ended series stay in the SDK's storage
     _hash_attributes = None
 

@@ -88,6 +88,9 @@ def _table(headers: Sequence[str], rows: Sequence[Sequence[object]], numeric: Se
     return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
+_ADDITION_HEADERS = ("tokens", "category", "call", "line", "tool", "tool call id", "item")
+
+
 def session_html(session: SessionResult, top: int = 15) -> str:
     last = session.last
     comp_rows = []
@@ -127,7 +130,7 @@ def session_html(session: SessionResult, top: int = 15) -> str:
             f'{_table(["category", "tokens", "share"], comp_rows, (1, 2))}'
             f'<h3>Largest parts</h3>{_table(["part", "tokens"], parts_rows, (1,))}'
             '<h3>Largest additions</h3>'
-            f'{_table(["tokens", "category", "call", "line", "tool", "tool call id", "item"], addition_rows, (0, 2, 3))}'
+            f'{_table(_ADDITION_HEADERS, addition_rows, (0, 2, 3))}'
             f'<h3>Waste findings</h3><p>{_esc(waste_line)}</p>'
             f'{_table(["severity", "kind", "count", "tokens saved", "reference"], finding_rows, (2, 3))}'
             f'<h3>Waste over the session</h3><p>{_esc(session_line)}</p>'
