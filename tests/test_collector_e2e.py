@@ -87,5 +87,5 @@ def test_the_load_balancing_tier_validates_starts_clean_and_has_exactly_its_comp
     listed = yaml.safe_load(subprocess.run([binary_path("otelcol-lb"), "components"], capture_output=True,
                                            text=True, timeout=60, check=True).stdout)
     built = {kind: {c["name"] for c in listed.get(kind) or []} for kind in KINDS}
-    assert built == {"receivers": {"otlp"}, "processors": set(), "exporters": {"loadbalancing"},
+    assert built == {"receivers": {"otlp"}, "processors": set(), "exporters": {"load_balancing"},
                      "extensions": {"health_check"}}
