@@ -56,7 +56,8 @@ def _otelcol_build(manifest_name: str = "otelcol-builder.yaml", dist: str = "ote
 BINARIES = {
     # name: (path under the cache directory, the part of backends/build.sh that makes it)
     "otelcol": (_otelcol_build(), "otelcol"),
-    "otelcol-lb": (_otelcol_build("otelcol-lb-builder.yaml", "otelcol-ctxscope-lb", "OTELCOL_LB_VERSION"), "otelcol-lb"),
+    "otelcol-lb": (_otelcol_build("otelcol-lb-builder.yaml", "otelcol-ctxscope-lb", "OTELCOL_LB_VERSION"),
+                   "otelcol-lb"),
     "jaeger": (f"bin/jaeger-{VERSIONS['JAEGER_MODULE_VERSION']}", "jaeger"),
     "prometheus3": (f"bin/prometheus-{VERSIONS['PROMETHEUS_MODULE_VERSION']}-nosd", "prometheus3"),
     "victoria-metrics": (f"victoria-metrics-{VERSIONS['VICTORIAMETRICS_DEBIAN_VERSION']}/usr/bin/victoria-metrics",
