@@ -3,7 +3,7 @@
 # directory outside the clone so that every later run (and CI on the same
 # machine) reuses them. Each part is skipped when its binary is present.
 #
-#   backends/build.sh [otelcol|jaeger|prometheus3|victoriametrics|alertmanager|grafana-schema|all]...
+#   backends/build.sh [otelcol|otelcol-lb|jaeger|prometheus3|victoriametrics|alertmanager|grafana-schema|all]...
 #
 # CTXSCOPE_BACKENDS_DIR overrides the cache directory; tests read the same
 # variable (tests/e2e/backends.py), so both agree on where binaries live.
@@ -35,6 +35,20 @@ otelcol() {
   "$dir/tools/builder" --config="$work/manifest.yaml"
   install -m 0755 "$work/dist/otelcol-ctxscope" "$out"
   ln -sf "$(basename "$out")" "$dir/bin/otelcol-ctxscope"
+  rm -rf "$work"
+}
+
+otelcol_lb() {
+  # The gateway recipe's first tier, a Collector of its own release (see the manifest).
+  local sum; sum="$(sha256sum "$here/otelcol-lb-builder.yaml" | cut -c1-12)"
+  local out="$dir/bin/otelcol-ctxscope-lb-$OTELCOL_LB_VERSION-$sum"
+  if [ -x "$out" ]; then log "otelcol-lb: cached $out"; return; fi
+  need_go "the load-balancing Collector"
+  local work; work="$(mktemp -d)"
+  GOBIN="$work/tools" go install "go.opentelemetry.io/collector/cmd/builder@v$OTELCOL_LB_VERSION"
+  sed "s#output_path: .*#output_path: $work/dist#" "$here/otelcol-lb-builder.yaml" > "$work/manifest.yaml"
+  "$work/tools/builder" --config="$work/manifest.yaml"
+  install -m 0755 "$work/dist/otelcol-ctxscope-lb" "$out"
   rm -rf "$work"
 }
 
@@ -97,7 +111,7 @@ alertmanager() {
 
 grafana_schema() {
   # Grafana's dashboard types from npm (@grafana/schema) as a JSON schema, for
-  # tests/test_grafana_schema.py: no Grafana server can be built here.
+  # tests/shipped/test_grafana_schema.py: no Grafana server can be built here.
   local out="$dir/grafana-schema-$GRAFANA_SCHEMA_VERSION"
   if [ -f "$out/dashboard.schema.json" ]; then log "grafana-schema: cached $out"; return; fi
   command -v npm >/dev/null 2>&1 || { log "npm not found: install Node.js to fetch @grafana/schema"; exit 1; }
@@ -114,8 +128,9 @@ grafana_schema() {
 parts=("$@"); [ ${#parts[@]} -eq 0 ] && parts=(all)
 for part in "${parts[@]}"; do
   case "$part" in
-    all) for p in otelcol victoriametrics alertmanager grafana-schema jaeger prometheus3; do timed "$0" "$p"; done ;;
+    all) for p in otelcol otelcol-lb victoriametrics alertmanager grafana-schema jaeger prometheus3; do timed "$0" "$p"; done ;;
     otelcol|jaeger|prometheus3|victoriametrics|alertmanager) "$part" ;;
+    otelcol-lb) otelcol_lb ;;
     grafana-schema) grafana_schema ;;
     *) log "unknown part: $part"; exit 2 ;;
   esac

@@ -66,6 +66,8 @@ LIMITS = Metric.LIMIT_TOKENS.prometheus_name
 REPORTED = Metric.REPORTED_TOKENS.prometheus_name
 WASTE = Metric.WASTE_TOKENS.prometheus_name
 COMPACTIONS = Metric.COMPACTIONS.prometheus_name
+ADDED = Metric.ADDED_TOKENS.prometheus_name
+REQUEST = Metric.REQUEST_TOKENS.prometheus_name
 
 UNATTRIBUTED = Category.UNATTRIBUTED.value
 
@@ -119,8 +121,8 @@ def jaeger_search_url(service: str, session: str) -> str:
 # ---------------------------------------------------------------------------
 
 def target(ref: str, expr: str, legend: str = "", *, instant: bool = False,
-           table: bool = False) -> dict[str, Any]:
-    return {
+           table: bool = False, exemplar: bool = False) -> dict[str, Any]:
+    out = {
         "refId": ref,
         "datasource": DS,
         "editorMode": "code",
@@ -130,6 +132,9 @@ def target(ref: str, expr: str, legend: str = "", *, instant: bool = False,
         "range": not instant,
         "format": "table" if table else "time_series",
     }
+    if exemplar:  # Grafana asks query_exemplars for the query's series: links to the trace
+        out["exemplar"] = True
+    return out
 
 
 def panel(pid: int, kind: str, title: str, description: str, unit: str,
@@ -386,6 +391,38 @@ def context_panels(y: int) -> list[dict[str, Any]]:
     ]
 
 
+def additions_panels(y: int) -> list[dict[str, Any]]:
+    """The way from a number to the call: additions with exemplars, and fleet mode's composition."""
+    # Cumulative buckets since the start, no rate(): the bucket holding the largest addition.
+    largest = f"histogram_quantile(1, sum by (le, {CATEGORY}) ({S(ADDED + '_bucket')}))"
+    fleet_mean = (f"sum by ({CATEGORY}) ({S(REQUEST + '_sum')})"
+                  f" / on ({CATEGORY}) (sum by ({CATEGORY}) ({S(REQUEST + '_count')}) > 0)")
+    return [
+        panel(21, "timeseries", "Largest additions, with the calls that made them",
+              "Per category, the upper bound of the histogram bucket that holds the largest addition "
+              "(tokens a call added to the category over the session's previous call) since the start. "
+              "The dots are exemplars: each is one call's addition, carrying its trace_id; hover a dot and "
+              "open the trace in the trace data source (Jaeger or Tempo, configured on the Prometheus data "
+              "source as exemplarTraceIdDestinations). Needs Prometheus with --enable-feature=exemplar-storage "
+              "and an OTLP or OpenMetrics path that keeps exemplars (docs/dashboards.md).",
+              "short", (0, y, 24, 9),
+              [target("A", largest, "{{%s}}" % CATEGORY, exemplar=True)],
+              custom=timeseries_custom(fill=0, interpolation="stepAfter"), options=LEGEND),
+        panel(22, "barchart", "What fills a request's context, per category (fleet mode)",
+              "Fleet mode (CTXSCOPE_METRICS_SESSION_KEY=off) records each request's calibrated context per "
+              "category as a histogram without the session key: the mean tokens per request of each category "
+              "since the start, for the chosen services and models. Empty when sessions are kept.",
+              "short", (0, y + 9, 24, 8),
+              [target("A", fleet_mean, "{{%s}}" % CATEGORY, instant=True, table=True)],
+              custom={"fillOpacity": 85, "lineWidth": 0, "stacking": {"mode": "normal", "group": "A"}},
+              options={"orientation": "horizontal", "stacking": "normal", "showValue": "auto",
+                       "legend": {"displayMode": "list", "placement": "bottom", "showLegend": True},
+                       "tooltip": {"mode": "multi", "sort": "desc"}},
+              transformations=[{"id": "groupingToMatrix", "options": {
+                  "columnField": CATEGORY, "rowField": "Time", "valueField": "Value", "emptyValue": "zero"}}]),
+    ]
+
+
 def context_dashboard() -> dict[str, Any]:
     overview = overview_panels(1)
     return {
@@ -411,6 +448,7 @@ def context_dashboard() -> dict[str, Any]:
             row(100, "Overview", 0, collapsed=False),
             *overview,
             row(101, "Context", 25, collapsed=True, panels=context_panels(26)),
+            row(102, "Additions and fleet", 26, collapsed=True, panels=additions_panels(27)),
         ],
     }
 

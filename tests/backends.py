@@ -45,16 +45,19 @@ def backends_dir() -> Path:
     return Path(cache) / "ctxscope-backends"
 
 
-def _otelcol_build() -> str:
+def _otelcol_build(manifest_name: str = "otelcol-builder.yaml", dist: str = "otelcol-ctxscope",
+                   version: str = "OTELCOL_VERSION") -> str:
     # As backends/build.sh names it: the release and the manifest's hash, so that a
     # binary built from an older manifest is not taken for the current one.
-    manifest = (ROOT / "backends" / "otelcol-builder.yaml").read_bytes()
-    return f"bin/otelcol-ctxscope-{VERSIONS['OTELCOL_VERSION']}-{hashlib.sha256(manifest).hexdigest()[:12]}"
+    manifest = (ROOT / "backends" / manifest_name).read_bytes()
+    return f"bin/{dist}-{VERSIONS[version]}-{hashlib.sha256(manifest).hexdigest()[:12]}"
 
 
 BINARIES = {
     # name: (path under the cache directory, the part of backends/build.sh that makes it)
     "otelcol": (_otelcol_build(), "otelcol"),
+    "otelcol-lb": (_otelcol_build("otelcol-lb-builder.yaml", "otelcol-ctxscope-lb", "OTELCOL_LB_VERSION"),
+                   "otelcol-lb"),
     "jaeger": (f"bin/jaeger-{VERSIONS['JAEGER_MODULE_VERSION']}", "jaeger"),
     "prometheus3": (f"bin/prometheus-{VERSIONS['PROMETHEUS_MODULE_VERSION']}-nosd", "prometheus3"),
     "victoria-metrics": (f"victoria-metrics-{VERSIONS['VICTORIAMETRICS_DEBIAN_VERSION']}/usr/bin/victoria-metrics",
@@ -188,6 +191,24 @@ class Collector(Process):
 
     def ready(self) -> bool:
         return json.loads(_get(f"http://127.0.0.1:{self.health_port}/")).get("status") == "Server available"
+
+
+class LoadBalancer(Collector):
+    """The gateway recipe's first tier (``otelcol-ctxscope-lb``), routing each stream to one of ``gateways``."""
+
+    name = "otelcol-lb"
+
+    def __init__(self, workdir: Path, config: Path, gateways: Iterable[str]) -> None:
+        super().__init__(workdir, config)
+        # One variable, a YAML list: the Collector parses a value that is the whole expansion.
+        self.env["CTXSCOPE_GATEWAY_OTLP_HOSTNAMES"] = "[" + ", ".join(gateways) + "]"
+
+    def command(self) -> list[str]:
+        return [binary_path("otelcol-lb"), f"--config={self.config}", *(f"--set={s}" for s in self.sets)]
+
+    def validate(self) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([binary_path("otelcol-lb"), "validate", f"--config={self.config}"],
+                              capture_output=True, text=True, timeout=60, env=self.environment())
 
 
 # ---------------------------------------------------------------------------

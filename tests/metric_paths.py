@@ -11,6 +11,7 @@ PromQL endpoint to query and the rule evaluator to ask for alerts.
 | ``collector`` | ``opentelemetry-instrument``, OTLP gRPC -> built Collector (collector-config/otelcol.yaml) | Prometheus 2.42 scraping the Collector | Prometheus | label |
 | ``collector-remote-write`` | OTLP gRPC -> Collector (otelcol-remotewrite.yaml) | Prometheus 2.42 remote-write receiver | Prometheus | label |
 | ``collector-gateway-delta`` | OTLP gRPC, delta temporality -> Collector (otelcol-gateway.yaml) | Prometheus 2.42 remote-write receiver | Prometheus | label |
+| ``collector-loadbalanced-delta`` | OTLP gRPC, delta -> load-balancing tier (otelcol-loadbalancer.yaml) -> two gateways | Prometheus 2.42 remote-write receiver | Prometheus | label |
 | ``victoriametrics`` | ``opentelemetry-instrument``, OTLP HTTP | VictoriaMetrics OTLP ingestion | vmalert | label |
 | ``prometheus3-otlp`` | ``opentelemetry-instrument``, OTLP HTTP | Prometheus 3 OTLP receiver | Prometheus 3 | target_info |
 """
@@ -25,13 +26,14 @@ from typing import Any, Iterator
 import pytest
 
 from backends import (
-    REQUIRED, Collector, InstrumentedAgent, VictoriaMetrics, VMAlert, binary_path, requires,
+    REQUIRED, Collector, InstrumentedAgent, LoadBalancer, VictoriaMetrics, VMAlert, binary_path, requires,
 )
 from prometheus_helpers import ROOT, SERVICE, AgentScenario, PromAPI, PrometheusServer, free_port
 
 COLLECTOR_CONFIG = ROOT / "collector-config" / "otelcol.yaml"
 REMOTE_WRITE_CONFIG = ROOT / "collector-config" / "otelcol-remotewrite.yaml"
 GATEWAY_CONFIG = ROOT / "collector-config" / "otelcol-gateway.yaml"
+LOADBALANCER_CONFIG = ROOT / "collector-config" / "loadbalancer" / "otelcol-loadbalancer.yaml"
 
 
 @dataclass
@@ -72,6 +74,7 @@ PATHS = (
     MetricPath("collector", ("prometheus", "otelcol"), True),
     MetricPath("collector-remote-write", ("prometheus", "otelcol"), True),
     MetricPath("collector-gateway-delta", ("prometheus", "otelcol"), True),
+    MetricPath("collector-loadbalanced-delta", ("prometheus", "otelcol", "otelcol-lb"), True),
     MetricPath("victoriametrics", ("victoria-metrics", "vmalert"), True),
     MetricPath("prometheus3-otlp", ("prometheus3",), False),
 )
@@ -138,6 +141,21 @@ def run_path(path: MetricPath, workdir: Path, rule_files: list[Path], *,
             if gateway:  # the counter arrives as deltas; the gateway sums them
                 env["OTEL_EXPORTER_OTLP_METRICS_TEMPORALITY_PREFERENCE"] = "delta"
             agent = agent_with(env)
+            yield agent, PathView(prom, prom, leaves="lookback")
+        elif path.id == "collector-loadbalanced-delta":
+            # Two gateway replicas behind the load-balancing tier: each stream's deltas must
+            # reach one of them only, or its running sum would be split (and the totals wrong).
+            prom = started(PrometheusServer(workdir, [], rule_files, alertmanager=alertmanager,
+                                            args=["--web.enable-remote-write-receiver", "--query.lookback-delta=5s"]))
+            gateways = [started(Collector(workdir / f"gateway-{n}", GATEWAY_CONFIG,
+                                          remote_write=prom.url + "/api/v1/write")) for n in (0, 1)]
+            balancer = started(LoadBalancer(workdir / "otelcol-lb", LOADBALANCER_CONFIG,
+                                            [g.otlp_grpc.removeprefix("http://") for g in gateways]))
+            agent = agent_with({"OTEL_EXPORTER_OTLP_ENDPOINT": balancer.otlp_grpc,
+                                "OTEL_EXPORTER_OTLP_PROTOCOL": "grpc", "OTEL_EXPORTER_OTLP_INSECURE": "true",
+                                "OTEL_TRACES_EXPORTER": "none", "OTEL_LOGS_EXPORTER": "none",
+                                "OTEL_EXPORTER_OTLP_METRICS_TEMPORALITY_PREFERENCE": "delta"})
+            agent.gateways = gateways
             yield agent, PathView(prom, prom, leaves="lookback")
         elif path.id == "victoriametrics":
             vm = started(VictoriaMetrics(workdir / "vm"))

@@ -339,7 +339,7 @@ SESSIONS: tuple[ScriptedSession, ...] = (
 class AgentScenario:
     """Annotated spans -> ContextSpanProcessor -> PrometheusMetricReader on a free port."""
 
-    def __init__(self, service: str = SERVICE, *, service_label: bool = True) -> None:
+    def __init__(self, service: str = SERVICE, *, service_label: bool = True, session_key: bool = True) -> None:
         from opentelemetry.exporter.prometheus import PrometheusMetricReader
         from opentelemetry.sdk.metrics import MeterProvider
         from opentelemetry.sdk.resources import Resource
@@ -357,7 +357,7 @@ class AgentScenario:
             resource_attribute_filter=(lambda key: key == "service.name") if service_label else None,
             registry=self.registry)
         self.meter_provider = MeterProvider(resource=resource, metric_readers=[self.reader])
-        self.processor = ContextSpanProcessor(self.meter_provider)
+        self.processor = ContextSpanProcessor(self.meter_provider, session_key=session_key)
         self.tracer_provider = TracerProvider(resource=resource)
         self.tracer_provider.add_span_processor(self.processor)
         self.tracer = self.tracer_provider.get_tracer("ctxscope-e2e")

@@ -42,6 +42,7 @@ __all__ = [
     "CTXSCOPE_HASH_KEY",
     "CTXSCOPE_HTTP_EXCLUDE_HOSTS",
     "CTXSCOPE_MAX_SESSIONS",
+    "CTXSCOPE_METRICS_SESSION_KEY",
     "CTXSCOPE_SHUTDOWN_TIMEOUT_MS",
     "CTXSCOPE_STORE",
     "CTXSCOPE_TOKENIZER",
@@ -59,6 +60,7 @@ __all__ = [
     "set_default",
     "settings",
     "tiktoken_cache_dir",
+    "cache_dir",
 ]
 
 _log = logging.getLogger(__name__)
@@ -103,6 +105,10 @@ CTXSCOPE_SHUTDOWN_TIMEOUT_MS = "CTXSCOPE_SHUTDOWN_TIMEOUT_MS"
 """At most this long (ms, default 3000) is spent on the final export at exit, on SIGTERM and in
 ``Telemetry.shutdown()``."""
 
+CTXSCOPE_METRICS_SESSION_KEY = "CTXSCOPE_METRICS_SESSION_KEY"
+"""``on`` (default): per-session gauges keyed by ``llm.context.session.id``; ``off`` (fleet mode): no
+per-session series, per-request histograms instead (docs/dashboards.md, "A fleet")."""
+
 CTXSCOPE_HTTP_EXCLUDE_HOSTS = "CTXSCOPE_HTTP_EXCLUDE_HOSTS"
 """Comma-separated host names whose requests the HTTP transport layer leaves unread (docs/instrumentation.md)."""
 
@@ -116,7 +122,7 @@ _OURS = (
     OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT, CTXSCOPE_TOKENIZER, CTXSCOPE_HASH_KEY,
     CTXSCOPE_CAPTURE_LABELS, CTXSCOPE_WINDOW_TOKENS, CTXSCOPE_EFFECTIVE_WINDOW_TOKENS,
     CTXSCOPE_COMPACT_THRESHOLD_TOKENS, CTXSCOPE_MAX_SESSIONS, CTXSCOPE_DATA_DIR, CTXSCOPE_STORE,
-    CTXSCOPE_SHUTDOWN_TIMEOUT_MS, CTXSCOPE_HTTP_EXCLUDE_HOSTS,
+    CTXSCOPE_SHUTDOWN_TIMEOUT_MS, CTXSCOPE_HTTP_EXCLUDE_HOSTS, CTXSCOPE_METRICS_SESSION_KEY,
     "XDG_DATA_HOME", "HOME",  # the data directory's defaults
 )
 
@@ -163,6 +169,7 @@ class Settings:
     store: str = "auto"  # one of STORE_VALUES
     shutdown_timeout_ms: int = DEFAULT_SHUTDOWN_TIMEOUT_MS
     http_exclude_hosts: frozenset[str] = frozenset()
+    metrics_session_key: bool = True  # False: fleet mode
 
 
 def read(environ: Mapping[str, str] | None = None) -> Settings:
@@ -181,6 +188,8 @@ def read(environ: Mapping[str, str] | None = None) -> Settings:
         store=_store(env),
         shutdown_timeout_ms=_milliseconds(env, CTXSCOPE_SHUTDOWN_TIMEOUT_MS, DEFAULT_SHUTDOWN_TIMEOUT_MS),
         http_exclude_hosts=excluded_hosts(env.get(CTXSCOPE_HTTP_EXCLUDE_HOSTS)),
+        metrics_session_key=_boolean(env, CTXSCOPE_METRICS_SESSION_KEY, "metrics keep the session key",
+                                     default=True),
     )
 
 
@@ -235,6 +244,17 @@ def tiktoken_cache_dir() -> str:
     return os.path.join(tempfile.gettempdir(), "data-gym-cache")
 
 
+def cache_dir() -> Path:
+    """ctxscope's cache (``$XDG_CACHE_HOME/ctxscope``, else ``~/.cache/ctxscope``): what can be rebuilt.
+
+    Kept apart from the data directory on purpose: the local store's directory is created only when
+    the store is on, and a cache never turns it on.
+    """
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    base = Path(xdg).expanduser() if xdg else Path.home() / ".cache"
+    return base / "ctxscope"
+
+
 def set_default(name: str, value: str) -> None:
     """Give an OpenTelemetry variable a value for the SDK's own configurator, unless the user set it."""
     os.environ.setdefault(name, value)
@@ -267,13 +287,16 @@ def _choice(env: Mapping[str, str], name: str, choices: tuple[str, ...], default
     return default
 
 
-def _boolean(env: Mapping[str, str], name: str, keeps: str) -> bool:
-    raw = env.get(name) or ""
-    value = raw.strip().lower()
+def _boolean(env: Mapping[str, str], name: str, keeps: str, *, default: bool = False) -> bool:
+    raw = env.get(name)
+    if default and (raw is None or not raw.strip()):
+        return True  # unset or blank: the default
+    value = (raw or "").strip().lower()
     if value in _TRUE:
         return True
     if value not in _FALSE:
-        _warn(name, raw, f"true or false is needed; {keeps}")
+        _warn(name, raw or "", f"true or false is needed; {keeps}")
+        return default
     return False
 
 

@@ -273,11 +273,18 @@ class MetricAttr:
 @dataclass(frozen=True)
 class InstrumentSpec:
     name: str
-    kind: str  # "gauge" or "counter"
+    kind: str  # "gauge", "counter" or "histogram"
     unit: str
     description: str
     prometheus_name: str  # as the Collector's prometheus exporter names it
     prometheus_sdk_name: str  # as the SDK's own PrometheusMetricReader names it
+
+    @property
+    def prometheus_series(self) -> tuple[str, ...]:
+        """Every Prometheus series name of the instrument (a histogram has three)."""
+        if self.kind == "histogram":
+            return tuple(self.prometheus_name + s for s in ("_bucket", "_sum", "_count"))
+        return (self.prometheus_name, self.prometheus_sdk_name)
 
 
 def _instrument(name: str, kind: str, unit: str, description: str, *, collector: str | None = None) -> InstrumentSpec:
@@ -307,11 +314,22 @@ class Metric:
         "llm.context.compactions", "counter", "{compaction}",
         "Context compactions of a session")
 
-    ALL: tuple[InstrumentSpec, ...] = ()
+    # Histograms, recorded per call in the call span's context (exemplars lead to the call);
+    # no session key: a synchronous series is never forgotten by the SDK.
+    ADDED_TOKENS = _instrument(
+        "llm.context.added.tokens", "histogram", "{token}",
+        "Tokens a call added to a context category over the session's previous call")
+    REQUEST_TOKENS = _instrument(
+        "llm.context.request.tokens", "histogram", "{token}",
+        "Context tokens of a category in one request (fleet mode, without the session key)")
+
+    ALL: tuple[InstrumentSpec, ...] = ()  # the observable instruments, reported per live session
+    HISTOGRAMS: tuple[InstrumentSpec, ...] = ()
 
 
 Metric.ALL = (Metric.TOKENS, Metric.LIMIT_TOKENS, Metric.REPORTED_TOKENS,
               Metric.UTILIZATION, Metric.WASTE_TOKENS, Metric.COMPACTIONS)
+Metric.HISTOGRAMS = (Metric.ADDED_TOKENS, Metric.REQUEST_TOKENS)
 
 
 # ---------------------------------------------------------------------------

@@ -7,6 +7,8 @@ dashboard query and rule) is in test_prometheus_e2e.py (paths ``collector``,
 
 from __future__ import annotations
 
+from _paths import ROOT
+
 import os
 import subprocess
 import time
@@ -62,3 +64,30 @@ def test_the_built_components_are_exactly_those_the_configs_name() -> None:
         for kind in KINDS:
             named[kind] |= {name.split("/")[0] for name in data.get(kind) or {}}
     assert built == named
+
+
+LOADBALANCER_CONFIG = ROOT / "collector-config" / "loadbalancer" / \
+    "otelcol-loadbalancer.yaml"
+
+
+@requires("otelcol-lb")
+def test_the_load_balancing_tier_validates_starts_clean_and_has_exactly_its_components(tmp_path: Path) -> None:
+    """The gateway recipe's first tier: valid on its own release, no deprecation, otlp -> loadbalancing only."""
+    from backends import LoadBalancer
+
+    balancer = LoadBalancer(tmp_path, LOADBALANCER_CONFIG, ["127.0.0.1:4317", "127.0.0.1:4318"])
+    result = balancer.validate()
+    assert result.returncode == 0, result.stdout + result.stderr
+    try:
+        balancer.start()
+        time.sleep(1)
+    finally:
+        balancer.stop()
+    log = balancer.output()
+    assert "Everything is ready" in log, log[-2000:]
+    assert "deprecat" not in log.lower(), [line for line in log.splitlines() if "eprecat" in line]
+    listed = yaml.safe_load(subprocess.run([binary_path("otelcol-lb"), "components"], capture_output=True,
+                                           text=True, timeout=60, check=True).stdout)
+    built = {kind: {c["name"] for c in listed.get(kind) or []} for kind in KINDS}
+    assert built == {"receivers": {"otlp"}, "processors": set(), "exporters": {"load_balancing"},
+                     "extensions": {"health_check"}}

@@ -113,6 +113,13 @@ def expected(panel_id: int, ref: str, session: str | None) -> dict[tuple[tuple[s
         (3, "waste"): per_session(waste_ratio),
         (4, "A"): per_session(utilisation),
         (5, "A"): per_session(waste_ratio),
+        # Additions (growth over the session's previous call; baselines and compaction snapshots add
+        # nothing): prompts 150, 150 (sess-near), 800 (sess-mystery); assistant 900, 900; results
+        # 1500, 1500, and 5000 after sess-waste's compactions. Largest: 800 and 900 in the bucket
+        # (256, 1024], 5000 in (4096, 16384]: histogram_quantile(1) is the bucket's upper bound.
+        (21, "A"): {key(**{CAT: "prompts"}): 1024, key(**{CAT: "assistant"}): 1024,
+                    key(**{CAT: "results"}): 16384},
+        (22, "A"): {},  # fleet mode only: sessions are kept here
     }
     if (panel_id, ref) in table:
         return table[(panel_id, ref)]

@@ -63,7 +63,7 @@ def _walk(node: Any) -> Iterator[tuple[str, Any]]:
             yield from _walk(v)
 
 
-SCHEMA_SERIES = {m.prometheus_name for m in Metric.ALL} | {m.prometheus_sdk_name for m in Metric.ALL}
+SCHEMA_SERIES = {name for m in (*Metric.ALL, *Metric.HISTOGRAMS) for name in m.prometheus_series}
 UTILISATION_SERIES = {Metric.UTILIZATION.prometheus_name, Metric.UTILIZATION.prometheus_sdk_name}
 
 
@@ -96,8 +96,9 @@ def test_metric_names_come_from_the_schema():
         # The utilisation series differs between Collector and SDK reader: never named.
         assert not names & UTILISATION_SERIES
         for name in names:
-            spec = next(m for m in Metric.ALL if name in (m.prometheus_name, m.prometheus_sdk_name))
-            assert spec.prometheus_name == spec.prometheus_sdk_name == name
+            spec = next(m for m in (*Metric.ALL, *Metric.HISTOGRAMS) if name in m.prometheus_series)
+            assert spec.prometheus_name == spec.prometheus_sdk_name
+            assert name in (spec.prometheus_name, *spec.prometheus_series)
 
 
 def test_metric_name_check_can_fail():
@@ -165,7 +166,8 @@ def test_layout_overview_expanded_and_context_row_collapsed():
     gen = _generator()
     dashboard = _load(DASHBOARDS / "ctxscope-context.json")
     rows = [p for p in dashboard["panels"] if p["type"] == "row"]
-    assert [(r["title"], r["collapsed"]) for r in rows] == [("Overview", False), ("Context", True)]
+    assert [(r["title"], r["collapsed"]) for r in rows] == [("Overview", False), ("Context", True),
+                                                            ("Additions and fleet", True)]
     bar = next(p for p in dashboard["panels"] if p["type"] == "barchart")
     assert bar["options"]["stacking"] == "normal" and bar["fieldConfig"]["defaults"]["unit"] == "percentunit"
     context = rows[1]["panels"]
@@ -177,6 +179,24 @@ def test_layout_overview_expanded_and_context_row_collapsed():
     exprs = " ".join(t["expr"] for p in context for t in p["targets"])
     for name in (gen.LIMITS, gen.REPORTED, gen.WASTE, gen.COMPACTIONS, gen.LIMIT, gen.WASTE_KIND):
         assert name in exprs, name
+
+
+def test_largest_additions_panel_asks_for_exemplars_that_open_the_trace():
+    """The additions panel queries the bucket series with exemplars on; the data source sends trace_id to Jaeger."""
+    gen = _generator()
+    dashboard = _load(DASHBOARDS / "ctxscope-context.json")
+    additions = next(p for p in _all_panels(dashboard) if p["id"] == 21)
+    (query,) = additions["targets"]
+    assert query["exemplar"] is True and gen.ADDED + "_bucket" in query["expr"]
+    sources = yaml.safe_load((DASHBOARDS / "provisioning/datasources/ctxscope.yaml").read_text())
+    prometheus = next(d for d in sources["datasources"] if d["type"] == "prometheus")
+    jaeger = next(d for d in sources["datasources"] if d["type"] == "jaeger")
+    assert prometheus["jsonData"]["exemplarTraceIdDestinations"] == [
+        {"name": "trace_id", "datasourceUid": jaeger["uid"]}]
+
+
+def _all_panels(dashboard: dict[str, Any]) -> list[dict[str, Any]]:
+    return [q for p in dashboard["panels"] for q in (p.get("panels") or [p])]
 
 
 def test_sessions_link_to_their_traces_in_jaeger_by_session_id():

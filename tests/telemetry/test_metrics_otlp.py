@@ -112,7 +112,8 @@ def _check_export(telemetry, handler) -> None:
     wait_for(lambda: len(handler.metrics) > count)
     finals = [tokens_in(r, "s1") for r in handler.metrics[count:]]
     finals = [f for f in finals if f]
-    assert finals[-1] == {"system": 0, "tools": 0, "results": 0, "prompts": 0, "unattributed": 0}
+    # prompts reported its 0 once already (it left with the second call): the recording's end zeroes the rest.
+    assert finals[-1] == {"system": 0, "tools": 0, "results": 0, "unattributed": 0}
 
 
 @pytest.mark.parametrize("protocol", ["grpc", "http/protobuf"])

@@ -69,7 +69,8 @@ def points(data: Any) -> dict[tuple[str, frozenset], float]:
         for sm in rm.scope_metrics:
             for metric in sm.metrics:
                 for p in metric.data.data_points:
-                    out[(metric.name, frozenset(p.attributes.items()))] = p.value
+                    if hasattr(p, "value"):  # the gauges and the counter (histograms: histogram_points)
+                        out[(metric.name, frozenset(p.attributes.items()))] = p.value
     return out
 
 
@@ -314,3 +315,96 @@ def test_docs_list_every_instrument_with_its_prometheus_names():
         row = rows[f"`{spec.name}`"]
         assert f"`{spec.unit}`" in row and f"`{spec.prometheus_name}`" in row
         assert f"`{spec.prometheus_sdk_name}`" in row and f"| {spec.kind} |" in row
+
+
+def histogram_points(data: Any, name: str) -> dict[frozenset, tuple[int, float]]:
+    """{attributes: (count, sum)} of one histogram in one collection."""
+    out: dict[frozenset, tuple[int, float]] = {}
+    for rm in data.resource_metrics if data is not None else ():
+        for sm in rm.scope_metrics:
+            for metric in sm.metrics:
+                if metric.name == name:
+                    for p in metric.data.data_points:
+                        out[frozenset(p.attributes.items())] = (p.count, p.sum)
+    return out
+
+
+def test_a_category_that_leaves_reports_zero_once_then_leaves(env):
+    """prompts in the first call only: 7, then 0 once, then no series; system stays 10 throughout."""
+    tp, reader, _ = env
+    emit(tp, "s1", annotation({C.SYSTEM: 10, C.PROMPTS: 7}))
+    assert tokens_of(points(reader.get_metrics_data()), "s1") == {"system": 10, "prompts": 7}
+    emit(tp, "s1", annotation({C.SYSTEM: 10}))
+    assert tokens_of(points(reader.get_metrics_data()), "s1") == {"system": 10, "prompts": 0}
+    assert tokens_of(points(reader.get_metrics_data()), "s1") == {"system": 10}
+    emit(tp, "s1", annotation({C.SYSTEM: 10, C.PROMPTS: 3}))  # back: reported again
+    assert tokens_of(points(reader.get_metrics_data()), "s1") == {"system": 10, "prompts": 3}
+
+
+def test_many_ended_sessions_leave_the_sdk_storage():
+    """300 sessions of 8 categories come and go (2,400 series, past the SDK's 2,000 limit): the 301st is its own."""
+    reader = InMemoryMetricReader()
+    mp = MeterProvider(metric_readers=[reader], shutdown_on_exit=False)
+    processor = ContextSpanProcessor(mp, max_sessions=4)
+    cats = {c: 10 for c in list(Category)[:8]}
+    for n in range(300):
+        processor.observe_call({Attr.SESSION_ID: f"s{n}", **annotation(cats).to_attributes()}, n)
+        reader.get_metrics_data()
+        processor.end_session(f"s{n}")
+        reader.get_metrics_data()  # the zeros
+    processor.observe_call({Attr.SESSION_ID: "last", **annotation({C.SYSTEM: 42}).to_attributes()}, 301)
+    pts = points(reader.get_metrics_data())
+    assert tokens_of(pts, "last") == {"system": 42}
+    assert not any("otel.metric.overflow" in dict(attrs) for _, attrs in pts)
+    assert {dict(a)[MetricAttr.SESSION_ID] for n, a in pts if n == Metric.TOKENS.name} == {"last"}
+    processor.shutdown()
+    mp.shutdown()
+
+
+def test_added_tokens_are_the_growth_of_each_category_over_the_previous_call(env):
+    """Baseline 100/50 records nothing; then prompts +30 and results +200 (system shrinks: nothing); sums add."""
+    tp, reader, _ = env
+    emit(tp, "s1", Annotation(stage=Stage.REQUEST_INPUT, basis="chars/4", coverage=Coverage.COMPLETE, baseline=True,
+                    categories={C.SYSTEM: 100, C.PROMPTS: 50}, estimated_tokens=150, model="gpt-4o"))
+    assert histogram_points(reader.get_metrics_data(), Metric.ADDED_TOKENS.name) == {}
+    emit(tp, "s1", annotation({C.SYSTEM: 90, C.PROMPTS: 80, C.RESULTS: 200}))
+    emit(tp, "s1", annotation({C.SYSTEM: 90, C.PROMPTS: 100, C.RESULTS: 200}))
+    added = {dict(a)[MetricAttr.CATEGORY]: v
+             for a, v in histogram_points(reader.get_metrics_data(), Metric.ADDED_TOKENS.name).items()}
+    assert added == {"prompts": (2, 50), "results": (1, 200)}  # prompts 30 then 20
+
+
+def test_fleet_mode_drops_the_session_key_and_records_request_histograms():
+    """session_key=False: no per-session gauge; per request and category a histogram point; compactions counted."""
+    reader = InMemoryMetricReader()
+    mp = MeterProvider(metric_readers=[reader], shutdown_on_exit=False)
+    tp = TracerProvider(shutdown_on_exit=False)
+    processor = ContextSpanProcessor(mp, session_key=False)
+    tp.add_span_processor(processor)
+    emit(tp, "s1", annotation({C.SYSTEM: 1000, C.PROMPTS: 500}, reported=2000))
+    emit(tp, "s2", annotation({C.SYSTEM: 3000}, reported=3000))
+    emit(tp, "s2", annotation({C.SUMMARIES: 50}, stage=Stage.POST_COMPACTION, trigger=CompactionTrigger.MANUAL))
+    data = reader.get_metrics_data()
+    names = {m.name for rm in data.resource_metrics for sm in rm.scope_metrics for m in sm.metrics}
+    assert not names & {m.name for m in Metric.ALL if m.kind == "gauge"}
+    request = {dict(a)[MetricAttr.CATEGORY]: v
+               for a, v in histogram_points(data, Metric.REQUEST_TOKENS.name).items()}
+    # s1 calibrated: 1000/500 and unattributed 2000 - 1500 = 500; s2: 3000 and unattributed 0.
+    assert request == {"system": (2, 4000), "prompts": (1, 500), "unattributed": (2, 500)}
+    assert not any(MetricAttr.SESSION_ID in dict(a) for a in histogram_points(data, Metric.REQUEST_TOKENS.name))
+    counts = {dict(a)[MetricAttr.COMPACTION_TRIGGER]: v for (n, a), v in points(data).items()
+              if n == Metric.COMPACTIONS.name}
+    assert counts == {"manual": 1}
+    processor.shutdown()
+    mp.shutdown()
+
+
+def test_fleet_mode_setting_is_read_from_the_environment(monkeypatch, caplog):
+    """CTXSCOPE_METRICS_SESSION_KEY: unset on, off is fleet mode, a bad value one line and the default."""
+    from ctxscope import config
+
+    assert config.read({}).metrics_session_key is True
+    assert config.read({"CTXSCOPE_METRICS_SESSION_KEY": "off"}).metrics_session_key is False
+    with caplog.at_level(logging.WARNING, logger="ctxscope"):
+        assert config.read({"CTXSCOPE_METRICS_SESSION_KEY": "maybe"}).metrics_session_key is True
+    assert "ignoring CTXSCOPE_METRICS_SESSION_KEY='maybe'" in caplog.text

@@ -179,6 +179,8 @@ def run(args: argparse.Namespace) -> int:
                     item.reference = redact(item.reference)
             # Part paths name rules files and skills by the name the session gave them.
             session.parts = {redact_part(p): v for p, v in session.parts.items()}
+            for _, _, _, addition in session.additions:  # an item id may name a file
+                addition.item = redact(addition.item)
     if args.html:
         from ctxscope.report import html as html_report
 

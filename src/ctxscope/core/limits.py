@@ -29,7 +29,7 @@ from decimal import Decimal
 from functools import lru_cache
 from typing import Mapping
 
-from ctxscope.config import LimitRule, parse_limit_rule, settings
+from ctxscope.config import LimitRule, cache_dir, parse_limit_rule, settings
 
 __all__ = [
     "FALLBACK_WINDOWS",
@@ -192,7 +192,8 @@ def _model_info(model: str, provider: str | None) -> tuple[object, object] | Non
 # ~0.4 s and ~21 MB, for the one or two models a session uses. What a lookup
 # found is kept in the data directory, per genai-prices version and UTC day
 # (prices change on dates), so a later run asks the database only about
-# models it has not seen. A cache that cannot be read or written is skipped:
+# models it has not seen. The file is in ctxscope's cache directory
+# (config.cache_dir), never the local store's. A cache that cannot be read or written is skipped:
 # the lookup then goes to the database, with the same answer.
 _LOOKUPS_FILE = "genai-prices-lookups.json"
 _lookups_lock = threading.Lock()
@@ -218,7 +219,7 @@ def _lookup_stamp() -> tuple[str, str] | None:
 def _lookups_path() -> str:
     import os
 
-    return os.path.join(str(settings().data_dir), _LOOKUPS_FILE)
+    return os.path.join(str(cache_dir()), _LOOKUPS_FILE)
 
 
 def _load_lookups(stamp: tuple[str, str]) -> dict[str, dict[str, object] | None]:

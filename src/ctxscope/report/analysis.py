@@ -13,11 +13,13 @@ Item texts are released once counted (their count is kept as
 from __future__ import annotations
 
 import gc
+import heapq
+import itertools
 from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Callable
 
-from ctxscope.schema import Category, Coverage
+from ctxscope.schema import Category, ChangeType, Coverage
 from ctxscope.core.tokens import counter_for
 from ctxscope.core.pipeline import TranscriptAccount
 from ctxscope.transcripts import Problem, TranscriptCall, TranscriptFile
@@ -37,6 +39,31 @@ class CallRow:
     calibrated: dict[Category, int]
     waste: int
     compaction: str | None  # trigger when a compaction happened just before this call
+
+
+# How many of a session's largest additions are kept (a bounded heap: memory follows counts).
+ADDITIONS_KEPT = 20
+
+
+@dataclass(slots=True)
+class Addition:
+    """One item a call added to the context (an ``addition`` or a growing ``replacement`` change).
+
+    ``tool_call_id`` and ``tool`` where the transcript recorded the contributing
+    tool call; otherwise the request (``call``, ``line``) is the way back.
+    """
+
+    tokens: int
+    call: int
+    line: int | None
+    category: str
+    item: str
+    tool: str | None = None
+    tool_call_id: str | None = None
+
+    def to_json(self) -> dict[str, object]:
+        return {"tokens": self.tokens, "category": self.category, "call": self.call, "line": self.line,
+                "item": self.item, "tool": self.tool, "tool_call_id": self.tool_call_id}
 
 
 # Categories sent again on every turn whatever the conversation does: the prefix.
@@ -94,6 +121,13 @@ class SessionResult:
     every_turn_token_calls: int = 0
     conversation_token_calls: int = 0
     coverage: str = Coverage.PARTIAL.value  # of the last call; "unrecorded": the transcript holds no text
+    # The largest additions: a min-heap of (tokens, -call, n, addition), at most ADDITIONS_KEPT.
+    additions: list[tuple[int, int, int, Addition]] = field(default_factory=list)
+
+    @property
+    def largest_additions(self) -> list[Addition]:
+        """The largest additions, largest first (ties: the earlier call, then the call's order)."""
+        return [entry[3] for entry in sorted(self.additions, key=lambda e: (-e[0], -e[1], -e[2]))]
 
     @property
     def recorded(self) -> bool:
@@ -213,6 +247,7 @@ def _account(state: _Live, call: TranscriptCall, keep_text: bool) -> None:
     every_turn = sum(v for c, v in ann.categories.items() if c in EVERY_TURN)
     result.every_turn_token_calls += every_turn
     result.conversation_token_calls += ann.estimated_tokens - every_turn
+    _keep_additions(result, call, ann.changes)
     compaction = None
     # Only compactions the transcript declares count: a rewind also drops
     # history, and the ledger's inference cannot tell the two apart here.
@@ -233,6 +268,26 @@ def _account(state: _Live, call: TranscriptCall, keep_text: bool) -> None:
         result.window = limits_for(call.model, call.provider).window_tokens or result.window
     if call.window_tokens:
         result.window = call.window_tokens
+
+
+_GROWING = (ChangeType.ADDITION, ChangeType.REPLACEMENT)
+_ORDER = itertools.count()  # ties among equal additions of one call: their order
+
+
+def _keep_additions(result: SessionResult, call: TranscriptCall, changes: list) -> None:
+    """The call's additions into the session's bounded heap of the largest ones."""
+    heap = result.additions
+    for change in changes:
+        if change.change_type not in _GROWING or change.delta_tokens <= 0:
+            continue
+        addition = Addition(change.delta_tokens, call.index, call.line, change.category.value, change.id,
+                            change.label if change.source_call_id else None, change.source_call_id)
+        # The smallest leaves first, and among equals the latest call's.
+        entry = (change.delta_tokens, -call.index, -next(_ORDER), addition)
+        if len(heap) < ADDITIONS_KEPT:
+            heapq.heappush(heap, entry)
+        elif entry[:3] > heap[0][:3]:
+            heapq.heapreplace(heap, entry)
 
 
 def _session_waste(result: SessionResult, tracker: WasteTracker) -> SessionWaste:

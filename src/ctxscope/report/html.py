@@ -88,6 +88,9 @@ def _table(headers: Sequence[str], rows: Sequence[Sequence[object]], numeric: Se
     return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
+_ADDITION_HEADERS = ("tokens", "category", "call", "line", "tool", "tool call id", "item")
+
+
 def session_html(session: SessionResult, top: int = 15) -> str:
     last = session.last
     comp_rows = []
@@ -95,6 +98,8 @@ def session_html(session: SessionResult, top: int = 15) -> str:
         used = session.used or 1
         comp_rows = [(c.value, f"{last.calibrated[c]:,}", f"{last.calibrated[c] / used:.1%}")
                      for c in CATEGORIES if last.calibrated.get(c)]
+    addition_rows = [(f"{a.tokens:,}", a.category, a.call, a.line or "-", a.tool or "-", a.tool_call_id or "-",
+                      a.item) for a in session.largest_additions[:top]]
     parts_rows = [(p, f"{v:,}") for p, v in sorted(session.parts.items(), key=lambda kv: (-kv[1], kv[0]))[:top]]
     waste = session.waste
     finding_rows = [(f.severity, f.kind, f.count, f"{f.tokens_saved:,}", f.reference)
@@ -124,6 +129,8 @@ def session_html(session: SessionResult, top: int = 15) -> str:
             '<h3>Composition (calibrated view, last call)</h3>'
             f'{_table(["category", "tokens", "share"], comp_rows, (1, 2))}'
             f'<h3>Largest parts</h3>{_table(["part", "tokens"], parts_rows, (1,))}'
+            '<h3>Largest additions</h3>'
+            f'{_table(_ADDITION_HEADERS, addition_rows, (0, 2, 3))}'
             f'<h3>Waste findings</h3><p>{_esc(waste_line)}</p>'
             f'{_table(["severity", "kind", "count", "tokens saved", "reference"], finding_rows, (2, 3))}'
             f'<h3>Waste over the session</h3><p>{_esc(session_line)}</p>'

@@ -40,6 +40,8 @@ def session_json(session: SessionResult) -> dict[str, Any]:
         "peak_tokens": session.peak,
         "composition": {c.value: v for c, v in _last(session).items()},
         "parts": dict(sorted(session.parts.items(), key=lambda kv: (-kv[1], kv[0]))),
+        # The largest items calls added, with the tool call that contributed them where recorded.
+        "largest_additions": [a.to_json() for a in session.largest_additions],
         "waste": {
             "tokens": {k.value: v for k, v in waste.waste.items()} if waste else {},
             "total": waste.wasted if waste else 0,

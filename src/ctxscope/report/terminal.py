@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import TextIO
 
 from ctxscope.schema import CATEGORIES, INFERRED_PREFIX_LABEL
-from ctxscope.report.analysis import FileResult, SessionResult
+from ctxscope.report.analysis import Addition, FileResult, SessionResult
 
 _BAR = 30
 _MOVES_SHOWN = 5
@@ -72,6 +72,11 @@ def render_session(session: SessionResult, out: TextIO, *, top: int = 10, growth
         out.write("\n  largest parts (apportioned)\n")
         for part, value in sorted(session.parts.items(), key=lambda kv: (-kv[1], kv[0]))[:top]:
             out.write(f"    {part:<40}{value:>11,}\n")
+    additions = session.largest_additions[:top]
+    if additions:
+        out.write("\n  largest additions (tokens a call added; the tool call where recorded, else the call)\n")
+        for a in additions:
+            out.write(f"    {a.tokens:>11,}  {a.category:<13}{addition_source(a)}\n")
     waste = session.waste
     if waste is not None:
         out.write(f"\n  waste {waste.wasted:,} tokens ({waste.ratio:.1%} of {waste.total:,}):  "
@@ -96,6 +101,14 @@ def render_session(session: SessionResult, out: TextIO, *, top: int = 10, growth
         if plan.saving:
             out.write(f"  suggested compaction: drop {sum(f.count for f in plan.drop)} result(s), "
                       f"summarise {len(plan.summarise)}: saves {plan.saving:,} tokens\n")
+
+
+def addition_source(addition: Addition) -> str:
+    """Where an addition came from: the tool call (name and id) when recorded, else the request."""
+    where = f"call {addition.call}" + (f" (line {addition.line})" if addition.line else "")
+    if addition.tool_call_id:
+        return f"tool {addition.tool or '-'} {addition.tool_call_id}, {where}"
+    return f"{where}, item {_clip(addition.item, 60)}"
 
 
 def _clip(text: str, width: int = 90) -> str:

@@ -12,7 +12,7 @@ Names, units and descriptions come from ``schema.Metric``: never retyped here.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping
 
 from opentelemetry import metrics
 from opentelemetry.metrics import CallbackOptions, Meter, MeterProvider, Observation
@@ -32,12 +32,12 @@ def get_meter(meter_provider: MeterProvider | None = None) -> Meter:
 class Instruments:
     """The created instruments, one attribute per ``schema.Metric`` entry."""
 
-    tokens: object
-    limit_tokens: object
-    reported_tokens: object
-    utilization: object
-    waste_tokens: object
-    compactions: object
+    tokens: object | None
+    limit_tokens: object | None
+    reported_tokens: object | None
+    utilization: object | None
+    waste_tokens: object | None
+    compactions: object | None
 
 
 def _create(meter: Meter, spec: InstrumentSpec, callback: Callback) -> object:
@@ -51,20 +51,31 @@ def _create(meter: Meter, spec: InstrumentSpec, callback: Callback) -> object:
 
 
 def create_instruments(meter: Meter, callbacks: Mapping[InstrumentSpec, Callback]) -> Instruments:
-    """Create every instrument of ``schema.Metric.ALL`` with its callback.
+    """Create the instruments of ``schema.Metric.ALL`` that ``callbacks`` names, each with its callback.
 
-    ``callbacks`` maps each spec of ``Metric.ALL`` to its callback; a missing
-    one is a programming error (``KeyError``).
+    Fleet mode (no session key) creates none of them: :func:`create_fleet_instruments`.
     """
-    made = {spec: _create(meter, spec, callbacks[spec]) for spec in Metric.ALL}
+    made = {spec: _create(meter, spec, callbacks[spec]) for spec in Metric.ALL if spec in callbacks}
     return Instruments(
-        tokens=made[Metric.TOKENS],
-        limit_tokens=made[Metric.LIMIT_TOKENS],
-        reported_tokens=made[Metric.REPORTED_TOKENS],
-        utilization=made[Metric.UTILIZATION],
-        waste_tokens=made[Metric.WASTE_TOKENS],
-        compactions=made[Metric.COMPACTIONS],
+        tokens=made.get(Metric.TOKENS),
+        limit_tokens=made.get(Metric.LIMIT_TOKENS),
+        reported_tokens=made.get(Metric.REPORTED_TOKENS),
+        utilization=made.get(Metric.UTILIZATION),
+        waste_tokens=made.get(Metric.WASTE_TOKENS),
+        compactions=made.get(Metric.COMPACTIONS),
     )
+
+
+def create_histogram(meter: Meter, spec: InstrumentSpec) -> Any:
+    """A token histogram of ``schema.Metric.HISTOGRAMS``, with the GenAI conventions' token buckets."""
+    return meter.create_histogram(spec.name, unit=spec.unit, description=spec.description,
+                                  explicit_bucket_boundaries_advisory=list(GenAIMetric.TOKEN_BUCKETS))
+
+
+def create_fleet_counter(meter: Meter) -> Any:
+    """Fleet mode's compaction counter: synchronous, without the session key (docs/dashboards.md, "A fleet")."""
+    spec = Metric.COMPACTIONS
+    return meter.create_counter(spec.name, unit=spec.unit, description=spec.description)
 
 
 @dataclass(frozen=True)

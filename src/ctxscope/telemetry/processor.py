@@ -13,8 +13,15 @@ that writes the annotation (a transcript replay, a companion span) gets the metr
 Semantics (docs/telemetry.md):
 
 - ``llm.context.tokens`` per category in the calibrated view (SPEC section 5),
-  ``unattributed`` included; a series a session produced before and missing
-  from its newest snapshot reports 0 for as long as the session lives.
+  ``unattributed`` included; a series a session reported before and missing
+  from its newest snapshot reports 0 once to each reader, then leaves.
+- Each session's observations are built once per change (at the next
+  collection), so a collection only hands the SDK a prebuilt list; ended
+  series are removed from the SDK's storage once every reader has collected
+  their final value (:meth:`ContextSpanProcessor._forget`).
+- ``llm.context.added.tokens`` (and, in fleet mode, ``llm.context.request.tokens``
+  and a synchronous compaction counter, no session key anywhere) are
+  recorded per call in the call span's context: exemplars lead to the call.
 - When a recording ends (``stop()``, ``shutdown()``, ``end_session(id)``, a
   span with ``llm.context.session_ended``, or LRU eviction past
   ``max_sessions``), every gauge series of the session reports 0 once per
@@ -33,7 +40,7 @@ import threading
 import weakref
 from collections import OrderedDict
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Iterator, Mapping, TypeVar
+from typing import Any, Callable, Iterable, Mapping, TypeVar
 
 from opentelemetry import metrics as otel_metrics
 from opentelemetry import trace as otel_trace
@@ -43,7 +50,7 @@ from opentelemetry.sdk.metrics.export import PeriodicExportingMetricReader
 from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor
 from opentelemetry.sdk.trace import TracerProvider as SdkTracerProvider
 
-from ctxscope.config import DEFAULT_MAX_SESSIONS
+from ctxscope.config import DEFAULT_MAX_SESSIONS, settings
 from ctxscope.telemetry import metrics as ctx_metrics
 from ctxscope.telemetry import shutdown as _shutdown
 from ctxscope.core.views import calibrate, calibration_target
@@ -76,7 +83,34 @@ _MAX_DIRECT = 4096
 _GENAI_METRIC_KEYS = (GenAI.OPERATION_NAME, GenAI.PROVIDER_NAME, GenAI.REQUEST_MODEL, GenAI.RESPONSE_MODEL,
                       GenAI.SERVER_ADDRESS, GenAI.SERVER_PORT, GenAI.ERROR_TYPE)
 
-_Key = tuple[tuple[str, Any], ...]  # sorted attribute items: hashable series identity
+# A series of one session: ((model, provider), the instrument's own label value).
+_Key = tuple[Any, ...]
+
+# Ended series waiting for their last collection; bounded when nothing collects.
+_MAX_ENDINGS = 4 * DEFAULT_MAX_SESSIONS
+
+# The stages of a model call's annotation (markers are not calls: no growth, no request).
+_CALL_STAGES = (Stage.REQUEST_INPUT, Stage.TRANSCRIPT_OBSERVED)
+
+_hash_attributes: Callable[[Any], Any] | None
+try:  # the SDK's series key (private): ended series are forgotten with it (_forget)
+    from opentelemetry.sdk.metrics._internal._view_instrument_match import (  # noqa: PLC2701
+        _hash_attributes as _sdk_series_key,
+    )
+    _hash_attributes = _sdk_series_key
+except ImportError:  # another SDK release: ended series stay in the SDK's storage
+    _hash_attributes = None
+
+
+@dataclass(slots=True)
+class _Records:
+    """What one call records on the histograms (and the fleet counter), outside the lock."""
+
+    model: str | None
+    provider: str | None
+    added: dict[Category, int] = field(default_factory=dict)
+    request: dict[Category, int] = field(default_factory=dict)
+    compaction: CompactionTrigger | None = None
 
 
 def calibrated_view(categories: Mapping[Category, int], reported: int | None) -> dict[Category, int]:
@@ -110,6 +144,7 @@ class SpanReading:
     trigger: CompactionTrigger | None
     sample_offset_ns: int
     model: str | None                # llm.context.model
+    baseline: bool = False           # llm.context.baseline: a first observation is not growth
 
 
 def _int_or_none(value: Any) -> int | None:
@@ -140,7 +175,8 @@ def reading_from_attributes(attrs: Mapping[str, Any]) -> SpanReading | None:
         waste={k: int(v) for key, k in _WASTE_KEYS if (v := get(key)) is not None},
         trigger=CompactionTrigger(trigger) if trigger is not None else None,
         sample_offset_ns=int(get(Attr.SAMPLE_OFFSET_NS) or 0),
-        model=str(model) if model is not None else None)
+        model=str(model) if model is not None else None,
+        baseline=bool(get(Attr.BASELINE)))
 
 
 def _plain_attributes(span: ReadableSpan) -> Mapping[str, Any]:
@@ -161,7 +197,7 @@ def _plain_attributes(span: ReadableSpan) -> Mapping[str, Any]:
 
 @dataclass
 class _Session:
-    """The latest state of one live session."""
+    """The latest state of one live session, and its series built once per change."""
 
     session_id: str
     conversation_id: str | None = None  # gen_ai.conversation.id where the application gave one
@@ -173,9 +209,11 @@ class _Session:
     reported: int | None = None
     waste: dict[WasteKind, int] = field(default_factory=dict)
     compactions: dict[CompactionTrigger, int] = field(default_factory=dict)
-    # Every gauge series this session produced, per instrument: they report 0
-    # while missing from the newest state, and 0 once more when the session ends.
-    produced: dict[InstrumentSpec, set[_Key]] = field(default_factory=dict)
+    # The raw estimates of the newest call (llm.context.added.tokens is their growth).
+    raw: dict[Category, int] = field(default_factory=dict)
+    # The observations a collection reports, per instrument, keyed by series: rebuilt
+    # when the state changes, never per collection (docs/telemetry.md, "Cost of a collection").
+    series: dict[InstrumentSpec, dict[_Key, Observation]] = field(default_factory=dict)
 
     def base(self) -> dict[str, Any]:
         attrs: dict[str, Any] = {MetricAttr.SESSION_ID: self.session_id}
@@ -187,55 +225,43 @@ class _Session:
             attrs[MetricAttr.PROVIDER_NAME] = self.provider
         return attrs
 
-    def current(self, spec: InstrumentSpec) -> list[tuple[dict[str, Any], float]]:
-        """The series of one instrument in the newest state."""
+    def build(self) -> dict[InstrumentSpec, dict[_Key, Observation]]:
+        """Every series of the newest state, as observations ready to report."""
         base = self.base()
-        if spec is Metric.TOKENS:
-            return [({**base, MetricAttr.CATEGORY: c.value}, v) for c, v in self.tokens.items()]
-        if spec is Metric.LIMIT_TOKENS:
-            return [({**base, MetricAttr.LIMIT: k.value}, v) for k, v in self.limits.items()]
-        if spec is Metric.REPORTED_TOKENS:
-            return [(base, self.reported)] if self.reported is not None else []
-        if spec is Metric.UTILIZATION:
-            limit = min(self.limits.values(), default=0)
-            if limit <= 0:
-                return []
-            return [(base, sum(self.tokens.values()) / limit)]
-        if spec is Metric.WASTE_TOKENS:
-            return [({**base, MetricAttr.WASTE_KIND: k.value}, v) for k, v in self.waste.items()]
-        if spec is Metric.COMPACTIONS:
-            return [({**base, MetricAttr.COMPACTION_TRIGGER: t.value}, n) for t, n in self.compactions.items()]
-        return []
+        ident = (self.model, self.provider)  # with the session, what base varies by
 
-    def observe(self, spec: InstrumentSpec) -> list[tuple[dict[str, Any], float]]:
-        """Newest series plus 0 for every earlier gauge series missing from it."""
-        series = self.current(spec)
-        if spec.kind != "gauge":
-            return series
-        seen = self.produced.setdefault(spec, set())
-        now = {_key(a) for a, _ in series}
-        zeros = [(dict(k), 0) for k in seen - now]
-        seen |= now
-        return zeros + series
+        def labelled(key: str, values: Mapping[Any, float]) -> dict[_Key, Observation]:
+            return {(ident, v.value): Observation(n, {**base, key: v.value}) for v, n in values.items()}
 
-    def final(self, spec: InstrumentSpec) -> list[tuple[dict[str, Any], float]]:
+        out = {
+            Metric.TOKENS: labelled(MetricAttr.CATEGORY, self.tokens),
+            Metric.LIMIT_TOKENS: labelled(MetricAttr.LIMIT, self.limits),
+            Metric.WASTE_TOKENS: labelled(MetricAttr.WASTE_KIND, self.waste),
+            Metric.COMPACTIONS: labelled(MetricAttr.COMPACTION_TRIGGER, self.compactions),
+            Metric.REPORTED_TOKENS: {},
+            Metric.UTILIZATION: {},
+        }
+        if self.reported is not None:
+            out[Metric.REPORTED_TOKENS] = {(ident, None): Observation(self.reported, base)}
+        limit = min(self.limits.values(), default=0)
+        if limit > 0:
+            out[Metric.UTILIZATION] = {(ident, None): Observation(sum(self.tokens.values()) / limit, base)}
+        return out
+
+    def final(self, spec: InstrumentSpec) -> list[Observation]:
         """What the session reports once when it ends."""
+        observations = self.series.get(spec, {}).values()
         if spec.kind != "gauge":
-            return self.current(spec)  # a counter never goes down: its final total
-        keys = self.produced.get(spec, set()) | {_key(a) for a, _ in self.current(spec)}
-        return [(dict(k), 0) for k in keys]
+            return list(observations)  # a counter never goes down: its final total
+        return [Observation(0, o.attributes) for o in observations]
 
 
 @dataclass
 class _Ending:
-    """An ended session's final series, reported once to each metric reader."""
+    """Series that report their final value once to each metric reader, then leave."""
 
-    series: dict[InstrumentSpec, list[tuple[dict[str, Any], float]]]
+    series: dict[InstrumentSpec, list[Observation]]
     remaining: dict[InstrumentSpec, int]
-
-
-def _key(attrs: Mapping[str, Any]) -> _Key:
-    return tuple(sorted(attrs.items()))
 
 
 def _metric_readers(meter_provider: Any) -> list[Any] | None:
@@ -250,6 +276,14 @@ def _metric_readers(meter_provider: Any) -> list[Any] | None:
     return None
 
 
+def _reader_storages(meter_provider: Any) -> list[Any]:
+    """The SDK meter provider's per-reader metric storages; [] when it is not the SDK's."""
+    try:
+        return list(meter_provider._measurement_consumer._reader_storages.values())  # noqa: SLF001
+    except (AttributeError, TypeError):
+        return []
+
+
 def _reader_count(meter_provider: Any) -> int:
     """How many metric readers will call our callbacks (each must see the final zeros)."""
     readers = _metric_readers(meter_provider)
@@ -260,20 +294,37 @@ class ContextSpanProcessor(SpanProcessor):
     """Annotated spans -> the ``llm.context.*`` metrics of each live session."""
 
     def __init__(self, meter_provider: MeterProvider | None = None, *,
-                 max_sessions: int = DEFAULT_MAX_SESSIONS) -> None:
+                 max_sessions: int = DEFAULT_MAX_SESSIONS, session_key: bool | None = None) -> None:
+        """``session_key``: False is fleet mode (default: ``CTXSCOPE_METRICS_SESSION_KEY``)."""
         if max_sessions < 1:
             raise ValueError(f"max_sessions must be at least 1, got {max_sessions}")
         self._meter_provider = meter_provider
         self._max_sessions = max_sessions
+        self.session_key = settings().metrics_session_key if session_key is None else session_key
         self._lock = threading.RLock()
         self._sessions: OrderedDict[str, _Session] = OrderedDict()
         self._endings: list[_Ending] = []
+        # Sessions changed since the last collection: their observations are built then (_refresh).
+        self._dirty: dict[str, _Session] = {}
+        # Attributes of series whose final value every reader collected, per instrument (_forget).
+        self._retired: dict[InstrumentSpec, list[Any]] = {}
         # Span ids of recorded spans whose annotation observe_call already took (insertion order).
         self._direct: dict[int, None] = {}
         self._shutdown = False
-        callbacks = {spec: self._callback(spec) for spec in Metric.ALL}
         meter = ctx_metrics.get_meter(meter_provider)
+        callbacks = {spec: self._callback(spec) for spec in Metric.ALL} if self.session_key else {}
         self.instruments = ctx_metrics.create_instruments(meter, callbacks)
+        made = (self.instruments.tokens, self.instruments.limit_tokens, self.instruments.reported_tokens,
+                self.instruments.utilization, self.instruments.waste_tokens, self.instruments.compactions)
+        # The SDK's own instrument behind a proxy's (the global meter provider set later).
+        self._sdk_instruments = {spec: getattr(i, "_real_instrument", None) or i
+                                 for spec, i in zip(Metric.ALL, made) if i is not None}
+        self.added_tokens: Any = ctx_metrics.create_histogram(meter, Metric.ADDED_TOKENS)
+        self.request_tokens: Any = None
+        self.fleet_compactions: Any = None
+        if not self.session_key:
+            self.request_tokens = ctx_metrics.create_histogram(meter, Metric.REQUEST_TOKENS)
+            self.fleet_compactions = ctx_metrics.create_fleet_counter(meter)
         self.genai_instruments = ctx_metrics.create_genai_instruments(meter)
         # The SDK tracer provider this processor is on (ensure_processor sets it).
         self.tracer_provider: Any = None
@@ -364,7 +415,8 @@ class ContextSpanProcessor(SpanProcessor):
                     self._direct[span.get_span_context().span_id] = None
                     if len(self._direct) > _MAX_DIRECT:  # spans of a provider without this processor
                         del self._direct[next(iter(self._direct))]
-            self._observe_attributes(attributes, start_time_ns)
+            self._observe_attributes(attributes, start_time_ns,
+                                     span.get_span_context() if span is not None else None)
         except Exception:  # noqa: BLE001 - never break the user's program
             _log.warning("ctxscope: could not record the context of a call", exc_info=True)
 
@@ -389,9 +441,9 @@ class ContextSpanProcessor(SpanProcessor):
                 with self._lock:
                     self._direct.pop(context.span_id, None)
                 return  # counted when the instrumentation handed it over
-        self._observe_attributes(_plain_attributes(span), span.start_time or 0)
+        self._observe_attributes(_plain_attributes(span), span.start_time or 0, span.context)
 
-    def _observe_attributes(self, attrs: Mapping[str, Any], start_time_ns: int) -> None:
+    def _observe_attributes(self, attrs: Mapping[str, Any], start_time_ns: int, span_context: Any = None) -> None:
         conversation_id = attrs.get(GenAI.CONVERSATION_ID)
         # ctxscope's own key first; a foreign or replayed span's conversation id, else "unknown".
         session_id = str(attrs.get(Attr.SESSION_ID) or conversation_id or UNKNOWN_SESSION)
@@ -407,24 +459,37 @@ class ContextSpanProcessor(SpanProcessor):
         with self._lock:
             if self._shutdown:
                 return
-            self._update(session_id, reading, str(model) if model else None,
-                         str(provider) if provider else None, observed,
-                         str(conversation_id) if conversation_id else None)
+            records = self._update(session_id, reading, str(model) if model else None,
+                                   str(provider) if provider else None, observed,
+                                   str(conversation_id) if conversation_id else None)
+        if records:
+            self._record_call(records, span_context)
 
     def _update(self, session_id: str, reading: SpanReading, model: str | None,
-                provider: str | None, observed_ns: int, conversation_id: str | None = None) -> None:
+                provider: str | None, observed_ns: int, conversation_id: str | None = None) -> _Records | None:
+        """The session's new state; what the call's histograms record (None: nothing)."""
         session = self._sessions.get(session_id)
         if session is None:
             session = self._sessions[session_id] = _Session(session_id, conversation_id)
         self._sessions.move_to_end(session_id)
+        records: _Records | None = None
         if reading.stage is Stage.POST_COMPACTION:
             trigger = reading.trigger or CompactionTrigger.AUTO
             session.compactions[trigger] = session.compactions.get(trigger, 0) + 1
+            if not self.session_key:
+                records = _Records(model, provider, compaction=trigger)
         # Spans of concurrent calls may end out of order: keep the newest state.
         if observed_ns >= session.observed_ns:
             if model != session.model:
                 session.limits = {}  # limits belong to a model
                 session.reported = None
+                session.raw = {}
+            if reading.stage in _CALL_STAGES and not reading.baseline:
+                added = {c: v - session.raw.get(c, 0) for c, v in reading.categories.items()
+                         if v > session.raw.get(c, 0)}
+                records = records or _Records(model, provider)
+                records.added = added
+            session.raw = reading.categories
             session.observed_ns = observed_ns
             session.model = model
             session.provider = provider
@@ -436,45 +501,146 @@ class ContextSpanProcessor(SpanProcessor):
             if reading.reported is not None:
                 session.reported = reading.reported
             session.waste = reading.waste
+            if not self.session_key and reading.stage in _CALL_STAGES:
+                records = records or _Records(model, provider)
+                records.request = session.tokens
+        if self.session_key:
+            self._dirty[session_id] = session  # built at the next collection, once however many calls
         while len(self._sessions) > self._max_sessions:
             oldest = next(iter(self._sessions))
             _log.debug("ctxscope: more than %d live sessions, ending %s", self._max_sessions, oldest)
             self._end_locked(oldest)
+        return records
+
+    def _record_call(self, records: _Records, span_context: Any) -> None:
+        """The call's histograms (and the fleet counter), in the call span's context.
+
+        Recorded in the span's context so that the SDK's exemplar filter
+        (``trace_based`` by default) attaches the call's trace and span id.
+        """
+        context = None
+        if span_context is not None and span_context.is_valid:
+            context = otel_trace.set_span_in_context(otel_trace.NonRecordingSpan(span_context))
+        base: dict[str, Any] = {}
+        if records.model:
+            base[MetricAttr.REQUEST_MODEL] = records.model
+        if records.provider:
+            base[MetricAttr.PROVIDER_NAME] = records.provider
+        for category, tokens in records.added.items():
+            self.added_tokens.record(tokens, {**base, MetricAttr.CATEGORY: category.value}, context=context)
+        if self.request_tokens is not None:
+            for category, tokens in records.request.items():
+                self.request_tokens.record(tokens, {**base, MetricAttr.CATEGORY: category.value}, context=context)
+        if self.fleet_compactions is not None and records.compaction is not None:
+            self.fleet_compactions.add(1, {**base, MetricAttr.COMPACTION_TRIGGER: records.compaction.value},
+                                       context=context)
+
+    def _refresh(self) -> None:
+        """Build the observations of every session changed since the last collection."""
+        dirty, self._dirty = self._dirty, {}
+        for session in dirty.values():
+            self._rebuild(session)
+
+    def _rebuild(self, session: _Session) -> None:
+        """Build the session's observations anew; a gauge series that left reports 0 once."""
+        old = session.series
+        session.series = new = session.build()
+        gone: dict[InstrumentSpec, list[Observation]] = {}
+        for spec, observations in old.items():
+            if spec.kind == "gauge":
+                now = new.get(spec, {})
+                left = [Observation(0, o.attributes) for k, o in observations.items() if k not in now]
+                if left:
+                    gone[spec] = left
+        if gone:
+            self._retire(gone)
+
+    def _retire(self, series: dict[InstrumentSpec, list[Observation]]) -> None:
+        """Series that report their final value once to each metric reader, then leave."""
+        readers = _reader_count(self._resolved_meter_provider())
+        self._endings.append(_Ending(series, {spec: readers for spec in series}))
+        # Without a collecting reader (no SDK meter provider) endings would pile up.
+        del self._endings[:-_MAX_ENDINGS]
 
     def _end_locked(self, session_id: str) -> bool:
         session = self._sessions.pop(session_id, None)
         if session is None:
             return False
-        readers = _reader_count(self._resolved_meter_provider())
-        series = {spec: session.final(spec) for spec in Metric.ALL}
-        self._endings.append(_Ending(series, {spec: readers for spec in Metric.ALL}))
-        # Without a collecting reader (no SDK meter provider) endings would pile up.
-        del self._endings[:-max(self._max_sessions, 1)]
+        if self._dirty.pop(session_id, None) is not None:
+            self._rebuild(session)  # the final series include what it had never reported yet
+        if self.session_key:
+            self._retire({spec: session.final(spec) for spec in Metric.ALL})
         return True
 
     def _callback(self, spec: InstrumentSpec) -> ctx_metrics.Callback:
         def callback(options: CallbackOptions) -> Iterable[Observation]:
             try:
-                return list(self._observe(spec))
+                return self._observe(spec)
             except Exception:  # noqa: BLE001 - a callback that raises loses every series
                 _log.warning("ctxscope: could not report %s", spec.name, exc_info=True)
                 return []
         return callback
 
-    def _observe(self, spec: InstrumentSpec) -> Iterator[Observation]:
+    def _observe(self, spec: InstrumentSpec) -> list[Observation]:
+        """One instrument's observations: the ended series' final values, then every live series."""
         with self._lock:
-            out: list[tuple[dict[str, Any], float]] = []
+            if self._dirty:
+                self._refresh()
+            out: list[Observation] = []
+            # Series whose final value every reader has collected leave the SDK's storage too.
+            retired = self._retired.pop(spec, None)
+            if retired:
+                self._forget(spec, retired)
             # Final series first, so that a session that restarted with the same
             # id reports its new value (the last observation of a series wins).
+            done = False
             for ending in self._endings:
                 if ending.remaining.get(spec, 0) > 0:
                     ending.remaining[spec] -= 1
-                    out.extend(ending.series.get(spec, ()))
-            self._endings = [e for e in self._endings if any(n > 0 for n in e.remaining.values())]
+                    observations = ending.series.get(spec, ())
+                    out.extend(observations)
+                    if ending.remaining[spec] == 0:
+                        self._retired.setdefault(spec, []).extend(o.attributes for o in observations)
+                        done = True
+            if done:
+                self._endings = [e for e in self._endings if any(n > 0 for n in e.remaining.values())]
             for session in self._sessions.values():
-                out.extend(session.observe(spec))
-        for attrs, value in out:
-            yield Observation(value, attrs)
+                series = session.series.get(spec)
+                if series:
+                    out.extend(series.values())
+        return out
+
+    def _forget(self, spec: InstrumentSpec, retired: list[Any]) -> None:
+        """Drop ended series from the SDK's storage of our instrument.
+
+        The SDK keeps the aggregation of every attribute set an asynchronous
+        instrument ever observed (cumulative temporality), reporting nothing
+        for it but walking it at every collection; past its cardinality limit
+        (2,000 by default) new series go to ``otel.metric.overflow``. A process
+        serving many sessions would reach it within a few hundred sessions.
+        No public API forgets a series, so this reaches into the SDK's storage
+        (guarded: any other SDK keeps its own behaviour). A series that is
+        live again is kept.
+        """
+        instrument = self._sdk_instruments.get(spec)
+        storages = _reader_storages(self._resolved_meter_provider())
+        if instrument is None or not storages or _hash_attributes is None:
+            return
+        keys = []
+        for attrs in retired:
+            session = self._sessions.get(str(attrs.get(MetricAttr.SESSION_ID)))
+            if session is not None and any(o.attributes == attrs for o in session.series.get(spec, {}).values()):
+                continue
+            keys.append(_hash_attributes(dict(attrs)))
+        try:
+            for storage in storages:
+                for match in storage._instrument_view_instrument_matches.get(instrument, ()):  # noqa: SLF001
+                    aggregations = match._attributes_aggregation  # noqa: SLF001 - no public way to forget
+                    with match._lock:  # noqa: SLF001
+                        for key in keys:
+                            aggregations.pop(key, None)
+        except (AttributeError, TypeError):
+            _log.debug("ctxscope: this SDK's metric storage is not the known one; ended series stay in it")
 
     def _resolved_meter_provider(self) -> Any:
         return self._meter_provider if self._meter_provider is not None else otel_metrics.get_meter_provider()

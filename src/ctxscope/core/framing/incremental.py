@@ -14,7 +14,7 @@ prompt) is computed by :func:`ctxscope.core.framing.framing_parts` itself, on th
 body without its messages, and cached while it stays equal.
 
 The result equals :func:`ctxscope.core.framing.framing_items` of the whole body
-(``tests/test_selfcal_live.py`` checks it on every corpus recording and on
+(``tests/telemetry/test_selfcal_live.py`` checks it on every corpus recording and on
 edited histories); the rules and their sources are those of the sibling
 modules (``openai_chat``, ``anthropic_messages``, ...). One deliberate
 difference: an OpenAI tool result is named after a tool call *before* it

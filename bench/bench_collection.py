@@ -1,0 +1,161 @@
+"""One metric collection of the context span processor: CPU, points, and what is ctxscope's own.
+
+``.venv/bin/python bench/run.py bench_collection`` (issue 16, docs/telemetry.md
+"Cost of a collection"). With 64 live sessions of realistic state (eight
+categories, three limits, reported tokens, two waste kinds: 15 series each),
+between collections one session makes a call, as when one agent of many does:
+
+- ``collection_cpu_ms``: CPU of ``InMemoryMetricReader.get_metrics_data()``,
+  the SDK's own work per point included;
+- ``callbacks_cpu_ms``: ctxscope's callbacks alone (what the processor does
+  per collection), the rest being the SDK's per-measurement work;
+- the same after 1,000 sessions have come and gone (``churn_*``), and whether
+  a new session's series are still its own there (the SDK's cardinality
+  limit, 2,000 attribute sets an instrument, reached by ended series);
+- fleet mode (``CTXSCOPE_METRICS_SESSION_KEY=off``): no per-session series.
+
+Each figure is measured for this tree and, in the same run, for the base
+revision (``CTXSCOPE_BENCH_BASE``, default ``HEAD``; its ``src`` exported with
+``git archive``), in a subprocess each, so ratios come from one run.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tarfile
+import tempfile
+import time
+from io import BytesIO
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+SESSIONS = 64
+ROUNDS = 40
+CHURN = 1000
+
+
+def _measure(fleet: bool) -> dict[str, float]:
+    """Run in a subprocess whose ``sys.path`` holds the tree under test."""
+    from opentelemetry.metrics import CallbackOptions
+    from opentelemetry.sdk.metrics import MeterProvider
+    from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+
+    from ctxscope.telemetry.processor import ContextSpanProcessor
+    from ctxscope.schema import Annotation, Attr, Category, Coverage, GenAI, Metric, Stage, WasteKind
+
+    reader = InMemoryMetricReader()
+    kwargs = {"session_key": False} if fleet else {}
+    try:
+        processor = ContextSpanProcessor(MeterProvider(metric_readers=[reader], shutdown_on_exit=False),
+                                         max_sessions=SESSIONS, **kwargs)
+    except TypeError:  # a tree without fleet mode
+        return {}
+    categories = {c: 1000 + 100 * i for i, c in enumerate(list(Category)[:8])}
+
+    def call(session: int, n: int) -> None:
+        # A call adds a prompt and a tool result; the rest of the context stays.
+        cats = dict(categories)
+        cats[Category.PROMPTS] += 50 * n
+        cats[Category.RESULTS] += 400 * n
+        ann = Annotation(stage=Stage.REQUEST_INPUT, basis="chars/4", coverage=Coverage.COMPLETE, baseline=n == 0,
+                         categories=cats, estimated_tokens=sum(cats.values()),
+                         reported_tokens=sum(cats.values()) + 500, window_tokens=200000,
+                         effective_window_tokens=180000, compact_threshold_tokens=160000, model="gpt-4o",
+                         waste={WasteKind.DUPLICATE: 10, WasteKind.BLOAT: 20})
+        attrs = {Attr.SESSION_ID: f"s{session}", GenAI.REQUEST_MODEL: "gpt-4o", GenAI.PROVIDER_NAME: "openai",
+                 **ann.to_attributes()}
+        processor.observe_call(attrs, time.time_ns())
+
+    def points(data: object) -> int:
+        return sum(len(m.data.data_points) for rm in data.resource_metrics  # type: ignore[attr-defined]
+                   for sm in rm.scope_metrics for m in sm.metrics)
+
+    def collections(base: int) -> tuple[float, float, float, int]:
+        callbacks = [processor._callback(spec) for spec in Metric.ALL] if not fleet else []  # noqa: SLF001
+        total, own, calls = [], [], []
+        n = 0
+        for r in range(ROUNDS):
+            started = time.process_time()
+            call(base + r % SESSIONS, r + 1)
+            calls.append(time.process_time() - started)
+            started = time.process_time()
+            data = reader.get_metrics_data()
+            total.append(time.process_time() - started)
+            n = points(data)
+            call(base + r % SESSIONS, r + 2)
+            started = time.process_time()
+            for cb in callbacks:
+                list(cb(CallbackOptions()))
+            own.append(time.process_time() - started)
+        return (statistics.median(total) * 1e3, statistics.median(own) * 1e3,
+                statistics.median(calls) * 1e6, n)
+
+    for s in range(SESSIONS):
+        call(s, 0)
+    reader.get_metrics_data()
+    total, own, call_us, n = collections(0)
+    out = {"collection_cpu_ms": total, "callbacks_cpu_ms": own, "observe_call_us": call_us,
+           "collection_points": n, "points_per_session": n / SESSIONS}
+    # Sessions come and go: each ended one reports its zeros once, then leaves.
+    for s in range(SESSIONS, SESSIONS + CHURN):
+        call(s, 0)
+        if s % 16 == 0:
+            reader.get_metrics_data()
+    reader.get_metrics_data()
+    reader.get_metrics_data()
+    base = SESSIONS + CHURN - SESSIONS
+    total, own, _, n = collections(base)
+    call(10**6, 1)
+    data = reader.get_metrics_data()
+    own_series = any(m.name == Metric.TOKENS.name and any(
+        p.attributes.get(Attr.SESSION_ID) == f"s{10**6}" for p in m.data.data_points)
+        for rm in data.resource_metrics for sm in rm.scope_metrics for m in sm.metrics)
+    out.update({"churn_collection_cpu_ms": total, "churn_callbacks_cpu_ms": own, "churn_points": n,
+                "churn_new_session_reported": own_series})
+    return out
+
+
+def _export(rev: str, into: Path) -> Path:
+    archive = subprocess.run(["git", "archive", rev, "src"], cwd=ROOT, check=True, capture_output=True).stdout
+    with tarfile.open(fileobj=BytesIO(archive)) as tar:
+        tar.extractall(into, filter="data")
+    return into / "src"
+
+
+def _run(src: Path, fleet: bool) -> dict[str, float]:
+    code = (f"import sys, json; sys.path[:0] = [{str(src)!r}, {str(Path(__file__).parent)!r}]; "
+            f"import bench_collection as b; print(json.dumps(b._measure({fleet})))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                          env={**os.environ, "CTXSCOPE_STORE": "off"})
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def main() -> dict[str, float]:
+    base_rev = os.environ.get("CTXSCOPE_BENCH_BASE", "HEAD")
+    with tempfile.TemporaryDirectory() as tmp:
+        before = _run(_export(base_rev, Path(tmp)), False)
+    after = _run(ROOT / "src", False)
+    fleet = _run(ROOT / "src", True)
+    print(f"  {SESSIONS} live sessions, one call between collections ({base_rev} -> this tree)")
+    for key, label in (("collection_cpu_ms", "one collection, CPU ms"), ("callbacks_cpu_ms", "  ctxscope's callbacks"),
+                       ("collection_points", "  points"), ("observe_call_us", "observe_call, CPU us"),
+                       ("churn_collection_cpu_ms", f"after {CHURN} ended sessions"),
+                       ("churn_callbacks_cpu_ms", "  ctxscope's callbacks"), ("churn_points", "  points"),
+                       ("churn_new_session_reported", "  a new session has its own series")):
+        b, a = before.get(key), after.get(key)
+        ratio = f"  x{a / b:.2f}" if isinstance(a, float) and isinstance(b, float) and b else ""
+        print(f"  {label:34} {b!s:>22} {a!s:>22}{ratio}")
+    print(f"  fleet mode: one collection {fleet.get('collection_cpu_ms', 0):.2f} ms CPU, "
+          f"{fleet.get('collection_points')} points; observe_call {fleet.get('observe_call_us', 0):.0f} us")
+    figures: dict[str, float] = {f"before_{k}": v for k, v in before.items()}
+    figures.update(after)
+    figures.update({f"fleet_{k}": v for k, v in fleet.items() if not k.startswith("churn")})
+    return figures
+
+
+if __name__ == "__main__":
+    print(json.dumps(main(), indent=1))
