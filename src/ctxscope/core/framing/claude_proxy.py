@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 
 from ctxscope.schema import Category, Item
+from ctxscope.core.framing.anthropic_messages import claude_version  # the one parser of model versions
 from ctxscope.core.framing.parts import CountFn, FramingPart, parts_to_items
 
 # Claude's tokenizer against o200k_base (the proxy encoding), per kind of content:
@@ -47,8 +48,6 @@ def proxy_tokens(segments: Iterable[tuple[str, str]], count: CountFn) -> int:
 
 def uses_newer_tokenizer(model: str | None) -> bool:
     """Claude 4.7 and later, and Mythos Preview (no version in its name): Anthropic's newer tokenizer."""
-    from ctxscope.core.framing.anthropic_messages import claude_version  # the one parser of model versions
-
     name = (model or "").lower()
     return is_claude(name) and (claude_version(name) >= CLAUDE_NEWER_TOKENIZER_SINCE or "mythos-preview" in name)
 
