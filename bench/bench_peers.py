@@ -47,10 +47,10 @@ import subprocess
 import sys
 import threading
 import time
-from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
-from typing import Any
+from types import MappingProxyType
+from typing import Any, Mapping, NamedTuple
 
 ROOT = Path(__file__).resolve().parent.parent
 DRIVER = Path(__file__).resolve().parent / "peers" / "driver.py"
@@ -76,12 +76,11 @@ PEER_PACKAGES = {
 }
 
 
-@dataclass(frozen=True)
-class Row:
+class Row(NamedTuple):
     name: str  # the table's row, the receiver's service.name
     label: str
     venv: str  # a key of PEER_PACKAGES
-    env: dict[str, str] = field(default_factory=dict)
+    env: Mapping[str, str] = MappingProxyType({})
 
 
 ROWS = (
@@ -299,16 +298,18 @@ def _paired(peer: Peer, baseline: Peer, size: int) -> float | None:
     return statistics.median(pairs) if pairs else None
 
 
+def _ratio(a: float | None, b: float | None) -> float | None:
+    return a / b if a is not None and b else None
+
+
 def _fmt(value: float | None, digits: int = 2) -> str:
     return "-" if value is None else f"{value:.{digits}f}"
 
 
 def main() -> dict[str, Any] | None:
-    import openai  # the bench's own SDK: every venv gets this version
-
     from ctxscope.testing import ProviderServer
 
-    openai_version = metadata.version("openai")
+    openai_version = metadata.version("openai")  # the bench's own SDK: every venv gets this version
     refresh = os.environ.get("BENCH_PEERS_REFRESH") == "1"
     only = {n for n in os.environ.get("BENCH_PEERS_ONLY", "").split(",") if n}
     rows = [r for r in ROWS if not only or r.name in only or r.name == "baseline"]
@@ -402,6 +403,16 @@ def report(peers: list[Peer], skipped: dict[str, str], counts: Any, openai_versi
     for name, row in figures["rows"].items():
         print(f"    {name:18} {_fmt(row['rss_start_mb'], 0)} -> {_fmt(row['rss_mb'], 0)}   "
               f"{row['context_spans']:,} of {row['spans']:,}")
+    official = figures["rows"].get("official")
+    if official:
+        print("\n  ratios to the official instrumentation, same run (wrapper medians at 20 / 200 / 2,000; RSS):")
+        for name, row in figures["rows"].items():
+            if not name.startswith("ctxscope"):
+                continue
+            ratios = [_ratio(row["wrapper_median_ms"][s], official["wrapper_median_ms"][s]) for s in SIZES]
+            rss = _ratio(row["rss_mb"], official["rss_mb"])
+            row["ratio_to_official"] = {"wrapper": dict(zip(SIZES, ratios)), "rss": rss}
+            print(f"    {name:18} wrapper " + " / ".join(_fmt(r) for r in ratios) + f"   RSS {_fmt(rss)}")
     for name, reason in skipped.items():
         print(f"  skipped {name}: {reason}")
     return figures
