@@ -199,3 +199,54 @@ def test_tiktoken_unavailable_is_a_one_line_error_not_a_fallback(tmp_path):
     assert bases(auto.stdout) == {"chars/4"}
     warned = [line for line in auto.stderr.splitlines() if "unavailable" in line]
     assert len(warned) == 1 and "counting with chars/4" in warned[0]
+
+
+WHICH_LOADS = textwrap.dedent("""
+    import json, sys, time
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+    from ctxscope.core import tokens
+    from ctxscope.instrumentation.openai import OpenAIInstrumentor
+    from ctxscope.testing import ProviderServer
+
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    OpenAIInstrumentor().instrument(tracer_provider=provider)
+    seen = {"instrumented": sorted(tokens._loads)}
+    with ProviderServer() as server:
+        client = server.openai_client()
+        for n, model in enumerate(sys.argv[1:], 1):
+            client.chat.completions.create(model=model, messages=[{"role": "user", "content": "Hi " + model}])
+            deadline = time.monotonic() + 30
+            while len([s for s in exporter.get_finished_spans() if s.name.startswith("chat")]) < n:
+                assert time.monotonic() < deadline, "no span"
+                time.sleep(0.01)
+            seen[model] = sorted(tokens._loads)  # the call's span has ended: its counting is done
+    print(json.dumps(seen))
+""")
+
+
+def loads_seen(tmp_path: Path, *models: str, **env: str) -> dict[str, list[str]]:
+    """Which encodings a fresh process has started loading: after instrumenting, then after a call of each model."""
+    environ = {k: v for k, v in offline_env(tmp_path / "no-cache").items() if k != "CTXSCOPE_TOKENIZER"}
+    environ.update(CTXSCOPE_DATA_DIR=str(tmp_path / "data"), **env)
+    done = subprocess.run([sys.executable, "-c", WHICH_LOADS, *models], env=environ, capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def test_an_encoding_loads_when_the_first_model_that_needs_it_is_counted_and_not_before(tmp_path):
+    """Instrumenting loads nothing; a gpt-4 call starts cl100k_base only; a gpt-4o call then adds o200k_base;
+    a second gpt-4o call starts nothing more (once a process). No cache here: which loads start is the point."""
+    seen = loads_seen(tmp_path, "gpt-4-turbo", "gpt-4o", "gpt-4o-mini")
+    assert seen == {"instrumented": [], "gpt-4-turbo": ["cl100k_base"],
+                    "gpt-4o": ["cl100k_base", "o200k_base"], "gpt-4o-mini": ["cl100k_base", "o200k_base"]}
+
+
+def test_counting_chars_loads_no_encoding(tmp_path):
+    """CTXSCOPE_TOKENIZER=chars: no model needs an encoding, so none is ever loaded (no tiktoken memory)."""
+    seen = loads_seen(tmp_path, "gpt-4o", CTXSCOPE_TOKENIZER="chars")
+    assert seen == {"instrumented": [], "gpt-4o": []}

@@ -13,11 +13,23 @@ picks the basis for a model. Loading a tiktoken encoding (``load_encoding``):
   encoding cannot be had, logs one warning, and its counter says so
   (``fallback = "unavailable"``, the span's ``llm.context.basis_fallback``).
   The decision is kept for the process, so one run counts on one basis.
-- **Live path** (``counter_for(..., wait=False)``, the tracker's; :func:`preload`
-  starts the load when instrumenting): the encoding loads in a background
-  thread and never on the caller's thread. A call counted before it is ready
+- **Live path** (``counter_for(..., wait=False)``, the tracker's): the
+  encoding a model needs starts loading, in a background thread and never on
+  the caller's thread, when the first call of such a model is counted; no
+  encoding is loaded before (instrumenting loads nothing), none that no model
+  needs, and each at most once a process. A call counted before it is ready
   uses ``chars/4`` with ``fallback = "loading"`` (on its span), and the next
-  calls use the encoding.
+  calls use the encoding. :func:`preload` starts a load ahead of the first
+  call, for a process that knows its models and prefers the memory spent early.
+
+What an encoding costs (``bench/bench_peers.py``, docs/instrumentation.md
+"What it costs"): ``o200k_base`` about 76 MB of RSS, ``cl100k_base`` about
+60 MB, all of it live (tiktoken's Python rank table, about 23 MB for o200k,
+and the Rust encoder's own tables); tiktoken has no lighter form, so a
+process that must stay small counts with ``CTXSCOPE_TOKENIZER=chars`` or
+``bytes``, which load nothing. The encoding is tiktoken's own
+(``tiktoken.get_encoding``): one copy a process, shared with the application
+or any other library that uses tiktoken.
 
 Pure: no OpenTelemetry, no provider SDK.
 """
@@ -216,11 +228,13 @@ def _warn_unavailable(load: _Load, reason: str) -> None:
                  load.name, reason)
 
 
-def preload(names: Sequence[str] = ("o200k_base",)) -> None:
-    """Start loading encodings in the background (called when instrumenting).
+def preload(names: Sequence[str] = ()) -> None:
+    """Start loading the encodings ``names`` in the background now; none by default.
 
-    The first model call then neither pays for the load nor waits on it: the
-    live path counts with ``counter_for(..., wait=False)``.
+    Instrumenting calls this with no names: an encoding loads when the first
+    call of a model that needs it is counted (the module docstring). A process
+    that knows its models may name their encodings (``encoding_for_model``) so
+    that its first call is counted on tiktoken, not on the ``loading`` fallback.
     """
     for name in names:
         _load(name)

@@ -239,12 +239,8 @@ class ProviderInstrumentor(BaseInstrumentor):
                               logger_provider=kwargs.get("logger_provider"),
                               meter_provider=kwargs.get("meter_provider"))
         type(self)._telemetry = telemetry  # noqa: SLF001 - the class's own state, set on the class (one instrumentation per process)
-        if telemetry.tracker.tokenizer in ("auto", "tiktoken"):
-            # The encoding loads in the background from now on: never on the first call's thread,
-            # and a call counted before it is ready says so on its span (docs/instrumentation.md).
-            from ctxscope.core.tokens import preload
-
-            preload()
+        # No encoding is loaded here: the first call of a model that needs one starts its load, in the
+        # background (ctxscope.core.tokens), and a call counted before it is ready says so on its span.
         wrappers = [(module, name, create_wrapper(telemetry, api, is_async))
                     for module, name, api, is_async in self._create_targets]
         wrappers += [(module, name, self._helper_wrapper(telemetry, is_async))

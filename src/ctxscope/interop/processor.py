@@ -65,10 +65,6 @@ class ForeignSpanProcessor(SpanProcessor):
     def __init__(self, tracer_provider: Any = None, meter_provider: Any = None, *,
                  tracker: Tracker | None = None, tokenizer: str | None = None) -> None:
         self._telemetry = Telemetry(tracer_provider, tracker or Tracker(tokenizer=tokenizer))
-        if self._telemetry.tracker.tokenizer in ("auto", "tiktoken"):
-            from ctxscope.core.tokens import preload
-
-            preload()  # counting runs in on_end, on the caller's thread: never wait there for the encoding
         self._own_calls = RecentIds()  # span ids of ctxscope's own model-call spans
         self._covered = RecentIds()  # span ids of foreign spans a ctxscope call ran inside
         self._shutdown = False
