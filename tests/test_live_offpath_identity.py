@@ -44,7 +44,7 @@ from ctxscope.instrumentation.openai import OpenAIInstrumentor  # noqa: E402
 from ctxscope.processor import ContextSpanProcessor  # noqa: E402
 from ctxscope.schema import INSTRUMENTATION_SCOPE, Attr, GenAI  # noqa: E402
 from ctxscope.conversation import mark_compaction  # noqa: E402
-from ctxscope.testing import ProviderServer, Reply  # noqa: E402
+from ctxscope.testing import ProviderServer, Reply, wait_for_measurements  # noqa: E402
 from ctxscope.tracker import Tracker  # noqa: E402
 
 FIXTURE = Path(__file__).parent / "data" / "live_path_identity.json"
@@ -187,7 +187,7 @@ def run_agents(sampler: Any) -> dict[str, Any]:
             _responses_agent(server)
             _anthropic_agent(server)
             _transport_agent(server)
-        ctxscope.testing.wait_for_measurements() if hasattr(ctxscope.testing, "wait_for_measurements") else None
+        assert wait_for_measurements()
         metrics = _metric_records(reader)
     finally:
         for instrumentor in instrumentors:

@@ -30,13 +30,18 @@ from typing import Any, Callable, Iterable
 
 from .config import CTXSCOPE_SHUTDOWN_TIMEOUT_MS, DEFAULT_SHUTDOWN_TIMEOUT_MS, settings
 
-__all__ = ["DEFAULT_SHUTDOWN_TIMEOUT_MS", "at_exit", "budget_s", "end_process", "run_within", "watch"]
+__all__ = ["DEFAULT_SHUTDOWN_TIMEOUT_MS", "at_exit", "budget_s", "drain_pending", "end_process", "on_drain",
+           "run_within", "watch"]
 
 _log = logging.getLogger(__name__)
 
 
 _processors: "weakref.WeakSet[Any]" = weakref.WeakSet()
 _local_steps: list[Callable[[], Any]] = []  # local writes (store, learned calibration), run first
+# Work not done yet on the calls made so far (the live path's measuring worker): drained before any
+# export of what those calls measured. Each takes a timeout in seconds (None: no limit), returns
+# how many jobs it ran, or -1 when the timeout passed first.
+_drains: list[Callable[[float | None], int]] = []
 _lock = threading.Lock()
 _ended = False
 _sigterm_installed = False
@@ -92,6 +97,28 @@ def at_exit(step: Callable[[], Any]) -> None:
         _register()
 
 
+def on_drain(drain: Callable[[float | None], int]) -> None:
+    """Register pending work that every flush and the final export finish first (see ``_drains``)."""
+    with _lock:
+        if drain not in _drains:
+            _drains.append(drain)
+
+
+def drain_pending(timeout_s: float | None = None) -> int:
+    """Finish the calls measured so far (the metrics and spans then hold them). Jobs run, -1 on timeout."""
+    ran = 0
+    for drain in list(_drains):
+        try:
+            done = drain(timeout_s)
+        except Exception:  # noqa: BLE001 - ours: what was measured is still exported
+            _log.warning("ctxscope: could not finish the pending measurements", exc_info=True)
+            continue
+        if done < 0:
+            return -1
+        ran += done
+    return ran
+
+
 def _register() -> None:
     # atexit runs the last registered first: registered again after every new
     # processor or step, after the providers it works with, this runs before
@@ -128,7 +155,8 @@ def end_process() -> None:
             step()
         except Exception:  # noqa: BLE001 - one failed write must not stop the export
             _log.warning("a local write at exit failed", exc_info=True)
-    steps: list[Callable[[], Any]] = [p.stop for p in processors]
+    # The calls measured off the call path first (on the budget's thread): their values go out.
+    steps: list[Callable[[], Any]] = [lambda: drain_pending(budget_s()), *(p.stop for p in processors)]
     seen: set[int] = set()
     providers: list[Any] = []
     for processor in processors:
@@ -146,8 +174,7 @@ def end_process() -> None:
         shutdown = _exit_handlers(provider)
         if shutdown is not None:
             steps.append(shutdown)
-    if steps:
-        run_within(steps, budget_s(), "the final telemetry export")
+    run_within(steps, budget_s(), "the final telemetry export")
 
 
 def _on_sigterm(signum: int, frame: Any) -> None:

@@ -320,11 +320,14 @@ class Tracker:
 
     def observe_request(self, body: Mapping[str, Any], api: str, *, provider: str,
                         session_id: str | None = None, model: str | None = None,
-                        timestamp_ns: int | None = None, coverage: Coverage | None = None) -> PendingCall:
+                        timestamp_ns: int | None = None, coverage: Coverage | None = None,
+                        compactions_before: int | None = None) -> PendingCall:
         """Extract, count and diff a request; the snapshot carries the raw annotation.
 
         ``coverage``: PARTIAL when the caller knows the body shows only part of the
         request (ctxscope.foreign: a chained request seen through another instrumentation).
+        ``compactions_before``: ``conversation.compaction_marks()`` when the request was sent
+        (measured later, off the call path: a compaction declared since is the next call's).
         """
         started = timestamp_ns if timestamp_ns is not None else time.time_ns()
         key, conversation_id, fingerprint_key = self._identity(body, api, session_id)
@@ -336,7 +339,7 @@ class Tracker:
                 and (body.get("previous_response_id") or body.get("conversation"))):
             # The provider prepends context this request does not show.
             coverage = Coverage.PARTIAL
-        compaction: CompactionTrigger | None = _session.take_compaction(key)
+        compaction: CompactionTrigger | None = _session.take_compaction(key, compactions_before)
         snapshot, tools = self._observe_in(key, body, api, model, coverage, compaction, limits, started)
         if snapshot.restarted and fingerprint_key is not None:
             # The history went back to its opening: the same fingerprint, another conversation.
@@ -511,8 +514,13 @@ class Tracker:
 
     def observe_response(self, call: PendingCall, usage: Usage | None = None, *,
                          response_model: str | None = None, response_id: str | None = None,
-                         error: str | None = None, ended_ns: int | None = None) -> Observation:
-        """Attach the reported input and calibration; hand the observation to the listeners."""
+                         error: str | None = None, ended_ns: int | None = None,
+                         compactions_at_end: int | None = None) -> Observation:
+        """Attach the reported input and calibration; hand the observation to the listeners.
+
+        ``compactions_at_end``: ``conversation.compaction_marks()`` when the response ended
+        (measured off the call path, a provider's compaction belongs to the calls sent after it).
+        """
         usage = usage or Usage()
         ended = ended_ns if ended_ns is not None else time.time_ns()
         snapshot = call.snapshot
@@ -528,7 +536,7 @@ class Tracker:
         if usage.provider_compaction and error is None:
             # The provider compacted during this call; the next request sends the summary
             # back: it is the post-compaction request, whatever ctxscope infers from it.
-            _session.mark_compaction(CompactionTrigger.AUTO, call.session_id)
+            _session.declare_compaction(CompactionTrigger.AUTO, call.session_id, compactions_at_end)
         self._learn(call, usage, error)
         if response_id and call.api == API_OPENAI_RESPONSES:
             with self._lock:
