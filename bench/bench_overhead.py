@@ -262,6 +262,64 @@ def wrapper_alone(sampled_out: bool = False) -> float:
     return statistics.median(times) * 1e3
 
 
+def caller_delay(items: int = ITEMS, probes: int = 200) -> dict[str, float]:
+    """What the measuring worker costs a caller that does not wait for it (the GIL).
+
+    The caller's probe: a blocking wait of 0.5 ms (the GIL released, as in a
+    socket read) then a little Python work, the shape of an HTTP exchange.
+    Timed while the worker measures the first call of a new ``items``-item
+    session (the longest job there is: every item counted), and while it is
+    idle; the difference per probe is the delay the worker adds each time the
+    caller wants the interpreter back.
+    """
+    from openai.types.chat import ChatCompletion
+    from opentelemetry.sdk.trace import TracerProvider
+
+    from ctxscope.instrumentation import _worker
+    from ctxscope.instrumentation._wrappers import Telemetry, install_processor
+    from ctxscope.instrumentation.openai import API_CHAT, _sync_create
+    from ctxscope.tracker import Tracker
+
+    completion = ChatCompletion.model_validate({
+        "id": "c", "object": "chat.completion", "created": 0, "model": MODEL,
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": "ok"}, "finish_reason": "stop"}],
+        "usage": {"prompt_tokens": 100, "completion_tokens": 1, "total_tokens": 101}})
+    provider = TracerProvider()
+    install_processor(provider)
+    wrapper = _sync_create(Telemetry(provider, Tracker()), API_CHAT)
+
+    def probe() -> float:
+        started = time.perf_counter()
+        time.sleep(0.0005)
+        sum(range(200))
+        return time.perf_counter() - started
+
+    def probes_while(busy: bool, tag: str) -> tuple[list[float], float]:
+        messages, tools = conversation(items, tag=tag)
+        call_started = time.perf_counter()
+        if busy:
+            wrapper(lambda *a, **k: completion, None, (), dict(model=MODEL, messages=messages, tools=tools))
+        call_s = time.perf_counter() - call_started
+        if busy:  # as long as the worker measures
+            times = []
+            while _worker.worker().pending and len(times) < 20 * probes:
+                times.append(probe())
+        else:
+            times = [probe() for _ in range(probes)]
+        provider.force_flush()
+        return times, call_s
+
+    probes_while(True, "warm")  # encodings and caches warm; the worker thread started
+    idle, _ = probes_while(False, "idle")
+    busy, first_call_s = probes_while(True, "busy")
+    pending = _worker.worker().pending
+    return {"probe_idle_median_ms": statistics.median(idle) * 1e3,
+            "probe_busy_median_ms": statistics.median(busy) * 1e3,
+            "probe_busy_max_ms": max(busy) * 1e3,
+            "caller_delay_median_ms": (statistics.median(busy) - statistics.median(idle)) * 1e3,
+            "first_call_wrapper_ms": first_call_s * 1e3, "busy_probes": len(busy), "pending_after": pending}
+
+
 def collection(sessions: int = 64, rounds: int = 50) -> dict[str, float]:
     """CPU time of one metric collection with ``sessions`` live sessions (the processor's callbacks).
 
@@ -340,6 +398,7 @@ def main() -> dict[str, Any]:
     figures["wrapper_alone_median_ms"] = wrapper_alone()
     figures["wrapper_sampled_out_median_ms"] = wrapper_alone(sampled_out=True)
     figures.update(split())
+    figures.update(caller_delay())
     figures.update(memory())
     figures.update(collection())
     print(f"  conversation of {figures['items']} items, basis {figures['basis']}, {figures['rounds']} paired rounds")
@@ -360,6 +419,10 @@ def main() -> dict[str, Any]:
     print(f"  span processor on_end     {figures['on_end_us']:8.1f} us")
     print(f"  first call added          {figures['first_call_added_ms']:8.1f} ms  "
           f"(on the call path, {figures['items']} items)")
+    print(f"  caller while the worker measures a first call: probe median {figures['probe_busy_median_ms']:.3f} ms"
+          f" (max {figures['probe_busy_max_ms']:.2f}) against {figures['probe_idle_median_ms']:.3f} ms idle: "
+          f"{figures['caller_delay_median_ms']:+.3f} ms a probe; that first call's wrapper "
+          f"{figures['first_call_wrapper_ms']:.2f} ms")
     print(f"  memory per live session   {figures['memory_per_session_kib']:8.0f} KiB")
     print(f"  one metric collection     {figures['collection_cpu_ms']:8.2f} ms CPU "
           f"({figures['collection_sessions']} live sessions, {figures['collection_points']} points)")

@@ -90,6 +90,10 @@ LEARN_TOLERANCE = 0.005
 # the process exits.
 CALIBRATION_SAVE_INTERVAL_S = 5.0
 
+# Reading a session's state waits at most this long for the calls still being measured
+# (the live path measures off the caller's thread: instrumentation/_worker.py).
+_READ_DRAIN_S = 10.0
+
 Listener = Callable[[Observation], None]
 EvictionListener = Callable[[str], None]
 
@@ -205,11 +209,14 @@ class Tracker:
     # -- sessions ------------------------------------------------------------------
 
     def sessions(self) -> list[str]:
-        """Live session ids, least recently used first."""
+        """Live session ids, least recently used first (once the calls made so far are measured)."""
+        _shutdown.drain_pending(_READ_DRAIN_S)
         with self._lock:
             return list(self._sessions)
 
     def ledger(self, session_id: str) -> Any | None:
+        """A session's ledger (once the calls made so far are measured), or None."""
+        _shutdown.drain_pending(_READ_DRAIN_S)
         with self._lock:
             state = self._sessions.get(session_id)
             return state.ledger if state is not None else None

@@ -68,10 +68,12 @@ class MeasuringWorker:
         self._local = threading.local()
         self.inline_runs = 0  # jobs run on a caller's thread because the queue was full
         self.completed = 0  # jobs run so far, by anyone
+        self._active = 0  # a job is running (1) or not (0)
 
     @property
     def pending(self) -> int:
-        return len(self._jobs)
+        """Jobs waiting, and the one running (if any)."""
+        return len(self._jobs) + self._active
 
     def submit(self, job: Job, site: str, context: contextvars.Context | None = None) -> None:
         """Queue ``job`` (run under ``context`` when given); a full queue runs it here, after the rest."""
@@ -126,6 +128,7 @@ class MeasuringWorker:
 
     def _run(self, job: Job, site: str, context: contextvars.Context | None) -> None:
         self._local.in_job = True
+        self._active = 1
         try:
             if context is not None:
                 context.run(job)
@@ -135,6 +138,7 @@ class MeasuringWorker:
             log_failure(_log, "ctxscope: measuring a call failed (%s)", site)
         finally:
             self._local.in_job = False
+            self._active = 0
             self.completed += 1
 
     def _start_locked(self) -> None:
