@@ -29,6 +29,7 @@ pytest.importorskip("httpx")
 pytest.importorskip("wrapt")
 
 import httpx  # noqa: E402
+import openai  # noqa: E402
 from opentelemetry.sdk.metrics import MeterProvider  # noqa: E402
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader  # noqa: E402
 from opentelemetry.sdk.trace import TracerProvider  # noqa: E402
@@ -80,7 +81,7 @@ def _openai_agent(server: ProviderServer) -> None:
                                             stream_options={"include_usage": True})
     text = "".join(chunk.choices[0].delta.content or "" for chunk in stream if chunk.choices)
     messages += [{"role": "assistant", "content": text}, {"role": "user", "content": "And then?"}]
-    with pytest.raises(Exception):
+    with pytest.raises(openai.InternalServerError):
         client.chat.completions.create(model="gpt-4o", messages=messages, tools=TOOLS)
     # The same opening, a shorter history: a new conversation, not a compaction.
     client.chat.completions.create(model="gpt-4o", messages=messages[:2], tools=TOOLS)
