@@ -30,7 +30,8 @@ from typing import Any, Callable, Iterable
 
 from .config import CTXSCOPE_SHUTDOWN_TIMEOUT_MS, DEFAULT_SHUTDOWN_TIMEOUT_MS, settings
 
-__all__ = ["DEFAULT_SHUTDOWN_TIMEOUT_MS", "at_exit", "budget_s", "drain_pending", "end_process", "on_drain",
+__all__ = ["DEFAULT_SHUTDOWN_TIMEOUT_MS", "at_exit", "budget_s", "drain_pending", "end_process", "forget_drain",
+           "on_drain",
            "run_within", "watch"]
 
 _log = logging.getLogger(__name__)
@@ -104,6 +105,12 @@ def on_drain(drain: Callable[[float | None], int]) -> None:
             _drains.append(drain)
 
 
+def forget_drain(drain: Callable[[float | None], int]) -> None:
+    """Unregister what :func:`on_drain` registered (a forked child's copy of its parent's worker)."""
+    if drain in _drains:
+        _drains.remove(drain)
+
+
 def drain_pending(timeout_s: float | None = None) -> int:
     """Finish the calls measured so far (the metrics and spans then hold them). Jobs run, -1 on timeout."""
     ran = 0
@@ -150,13 +157,19 @@ def end_process() -> None:
         _ended = True
         processors = list(_processors)
         local = list(_local_steps)
+    started = time.monotonic()
+    # The calls still measured off the call path first (their observations reach the local store,
+    # their values the final export), on a daemon thread within the budget: a job that ends a span
+    # into an exporter that blocks must not hold the exit.
+    if _drains:
+        run_within([lambda: drain_pending(budget_s())], budget_s(), "measuring the last calls")
+    drained_s = time.monotonic() - started
     for step in local:  # on this thread: local files, each bounded by its own timeout
         try:
             step()
         except Exception:  # noqa: BLE001 - one failed write must not stop the export
             _log.warning("a local write at exit failed", exc_info=True)
-    # The calls measured off the call path first (on the budget's thread): their values go out.
-    steps: list[Callable[[], Any]] = [lambda: drain_pending(budget_s()), *(p.stop for p in processors)]
+    steps: list[Callable[[], Any]] = [p.stop for p in processors]
     seen: set[int] = set()
     providers: list[Any] = []
     for processor in processors:
@@ -174,7 +187,8 @@ def end_process() -> None:
         shutdown = _exit_handlers(provider)
         if shutdown is not None:
             steps.append(shutdown)
-    run_within(steps, budget_s(), "the final telemetry export")
+    if steps:  # the budget is the whole exit's: what the drain took is not given again
+        run_within(steps, max(0.1, budget_s() - drained_s), "the final telemetry export")
 
 
 def _on_sigterm(signum: int, frame: Any) -> None:

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import contextvars
 import logging
+import os
 import threading
 import time
 from collections import deque
@@ -177,6 +178,20 @@ def worker() -> MeasuringWorker:
                 _worker = MeasuringWorker()
                 shutdown.on_drain(_worker.drain_count)  # flushes and the final export finish its calls first
     return _worker
+
+
+def _forget_in_child() -> None:
+    """A forked child has no worker thread, and its copy's locks may be held: it starts a new one."""
+    global _worker
+    old, _worker = _worker, None
+    if old is not None:
+        from ctxscope import shutdown
+
+        shutdown.forget_drain(old.drain_count)
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_in_child)
 
 
 def submit(job: Job, site: str, context: contextvars.Context | None = None) -> None:
