@@ -112,7 +112,16 @@ def forget_drain(drain: Callable[[float | None], int]) -> None:
 
 
 def drain_pending(timeout_s: float | None = None) -> int:
-    """Finish the calls measured so far (the metrics and spans then hold them). Jobs run, -1 on timeout."""
+    """Finish the calls measured so far (the metrics and spans then hold them). Jobs run, -1 on timeout.
+
+    Once the process is ending (:func:`end_process` drained already, within the budget) it waits for
+    nothing: a thread that holds the worker may be an abandoned one, or frozen by the interpreter's
+    finalization, and a provider's shutdown or a collection at that point must not wait on it.
+    """
+    return _drain_all(0.0 if _ended else timeout_s)
+
+
+def _drain_all(timeout_s: float | None) -> int:
     ran = 0
     for drain in list(_drains):
         try:
@@ -162,7 +171,7 @@ def end_process() -> None:
     # their values the final export), on a daemon thread within the budget: a job that ends a span
     # into an exporter that blocks must not hold the exit.
     if _drains:
-        run_within([lambda: drain_pending(budget_s())], budget_s(), "measuring the last calls")
+        run_within([lambda: _drain_all(budget_s())], budget_s(), "measuring the last calls")
     drained_s = time.monotonic() - started
     for step in local:  # on this thread: local files, each bounded by its own timeout
         try:
