@@ -8,7 +8,11 @@ and a sampled-out run. Every ctxscope span (name, parent, attributes, events)
 and every metric point is compared with ``tests/data/live_path_identity.json``,
 recorded from the path as it was before the measurement moved to the
 background worker (commit "tests: record the live path's annotations and
-metrics"), ids, timestamps and durations aside.
+metrics"), ids, timestamps and durations aside. Re-recorded once since, for
+one fix: Anthropic's ``messages.stream`` helper request was measured a
+second time by the transport layer (a span without events, and its GenAI
+histograms twice); that span and those three points are gone, nothing else
+changed.
 
 ``CTXSCOPE_RECORD_IDENTITY=1`` rewrites the fixture (only when the live path
 is meant to change what it emits: say so in the commit and in docs/spec.md).
@@ -229,5 +233,9 @@ def test_spans_and_metrics_identical_to_the_recorded_path(no_content: None) -> N
     # The comparison compares something: calls of each agent, a compaction, metrics.
     names = [s["name"] for s in expected["recorded"]["spans"]]
     assert names.count("post-compaction") == 2 and names.count("capture-start") == 6
-    assert sum(1 for n in names if n.startswith("chat ")) == 15
+    chats = [s for s in expected["recorded"]["spans"] if s["name"].startswith("chat ")]
+    assert len(chats) == 14
+    # One span per call: no response id twice (the stream helper's request is not measured again below).
+    ids = [s["attributes"].get("gen_ai.response.id") for s in chats if s["attributes"].get("gen_ai.response.id")]
+    assert len(ids) == len(set(ids)) == 13
     assert expected["sampled_out"]["spans"] == [] and expected["sampled_out"]["metrics"]
