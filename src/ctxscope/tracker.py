@@ -70,6 +70,7 @@ __all__ = [
     "calibration_key",
     "capture_labels_from_env",
     "get_tracker",
+    "let_others_run",
 ]
 
 _log = logging.getLogger(__name__)
@@ -98,15 +99,25 @@ Listener = Callable[[Observation], None]
 EvictionListener = Callable[[str], None]
 
 
-def _let_others_run() -> None:
+# A thread that has run this long since it last let others run lets them now (see let_others_run).
+_YIELD_AFTER_S = 0.001
+_last_yield = 0.0
+
+
+def let_others_run() -> None:
     """Between the steps of a request: a thread waiting for the interpreter gets it now.
 
     The live path measures on a background thread (instrumentation/_worker.py);
     without this, under the GIL, a caller wanting the interpreter back could
-    wait a whole switch interval (5 ms) for a step to end. About a microsecond
-    when nobody waits.
+    wait a whole switch interval (5 ms) for a step to end. Only once a
+    millisecond has passed since the last time: ``time.sleep(0)`` is a system
+    call, and on a loaded machine the kernel may give the CPU away with it.
     """
-    time.sleep(0)
+    global _last_yield
+    now = time.perf_counter()
+    if now - _last_yield >= _YIELD_AFTER_S:
+        time.sleep(0)
+        _last_yield = time.perf_counter()
 
 
 class CalibrationStore(Protocol):
@@ -376,18 +387,18 @@ class Tracker:
         with state.lock:
             # The extractor reads SDK objects (pydantic messages) as they are.
             items = state.extractor.extract(body, api)
-            _let_others_run()
+            let_others_run()
             # Without content there is nothing to frame: no invented overhead.
             if state.framing is not None and coverage is not Coverage.UNRECORDED:
                 items = self._with_framing(state, items, body, api, model)
-                _let_others_run()
+                let_others_run()
             snapshot = state.ledger.observe(
                 items, model=model, coverage=coverage, compaction=compaction,
                 window_tokens=limits.window_tokens,
                 effective_window_tokens=limits.effective_window_tokens,
                 compact_threshold_tokens=limits.compact_threshold_tokens,
                 timestamp_ns=started)
-            _let_others_run()
+            let_others_run()
             state.observations += 1
             if state.waste is not None and not snapshot.restarted:
                 self._add_waste(state, snapshot)

@@ -206,4 +206,6 @@ def drain(timeout_s: float | None = None) -> bool:
 
 def pause() -> None:
     """Let a waiting caller have the interpreter now rather than after a switch interval (the GIL)."""
-    time.sleep(0)
+    from ctxscope.tracker import let_others_run
+
+    let_others_run()
