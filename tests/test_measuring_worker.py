@@ -62,8 +62,11 @@ def test_a_failing_job_is_logged_and_the_next_one_runs(caplog):
 def test_a_drain_inside_a_job_does_not_run_the_jobs_after_it():
     worker = _worker.MeasuringWorker()
     ran: list[str] = []
+    gate = threading.Event()
+    worker.submit(gate.wait, "gate")  # both jobs are queued before either runs
     worker.submit(lambda: ran.append(f"first, drained {worker.drain(1)}"), "a")
     worker.submit(lambda: ran.append("second"), "b")
+    gate.set()
     assert worker.drain(10)
     assert ran == ["first, drained False", "second"]
 
