@@ -89,7 +89,10 @@ class _InnerTimer:
             self.last = time.perf_counter() - started
 
 
-def latency() -> dict[str, float]:
+SIZES = (20, 200, 2000)
+
+
+def latency(items: int = ITEMS) -> dict[str, float]:
     import wrapt
     from opentelemetry.instrumentation.utils import unwrap
     from opentelemetry.sdk.trace import TracerProvider
@@ -100,7 +103,7 @@ def latency() -> dict[str, float]:
     from ctxscope.telemetry.tracker import Tracker
 
     logging.getLogger("opentelemetry.instrumentation.instrumentor").setLevel(logging.ERROR)
-    messages, tools = conversation()
+    messages, tools = conversation(items)
     provider = TracerProvider()  # no exporter: the cost of ctxscope, not of a backend
     tracker = Tracker()
     instrumentor = OpenAIInstrumentor()
@@ -125,6 +128,10 @@ def latency() -> dict[str, float]:
                 else:
                     bare_create(client.chat.completions, **kwargs)
                 total = time.perf_counter() - started
+                # Measurements that run off the call path finish here, untimed: the next call
+                # (bare or not) then starts on an idle worker. (Their cost to a caller that does
+                # not wait is measured apart: caller_delay.)
+                provider.force_flush()
                 return total, inner.last
 
             # The first instrumented call counts every item (the baseline): reported apart.
@@ -141,12 +148,13 @@ def latency() -> dict[str, float]:
                     bare.append(outside[False][0])
                     instrumented.append(outside[True][0])
                     added.append(outside[True][1] - outside[False][1])
+        provider.force_flush()  # the measurements of the last calls, before reading the ledger
     finally:
         instrumentor.uninstrument()
         unwrap(completions.Completions, "create")
     basis = tracker.ledger(tracker.sessions()[0]).latest.annotation.basis
     return {
-        "items": ITEMS,
+        "items": items,
         "basis": basis,
         "rounds": ROUNDS,
         "bare_median_ms": statistics.median(bare) * 1e3,
@@ -250,7 +258,66 @@ def wrapper_alone(sampled_out: bool = False) -> float:
         started = time.perf_counter()
         wrapper(stub, None, (), dict(model=MODEL, messages=messages, tools=tools))
         times.append(time.perf_counter() - started)
+        provider.force_flush()  # the measurement off the call path, untimed
     return statistics.median(times) * 1e3
+
+
+def caller_delay(items: int = ITEMS, probes: int = 200) -> dict[str, float]:
+    """What the measuring worker costs a caller that does not wait for it (the GIL).
+
+    The caller's probe: a blocking wait of 0.5 ms (the GIL released, as in a
+    socket read) then a little Python work, the shape of an HTTP exchange.
+    Timed while the worker measures the first call of a new ``items``-item
+    session (the longest job there is: every item counted), and while it is
+    idle; the difference per probe is the delay the worker adds each time the
+    caller wants the interpreter back.
+    """
+    from openai.types.chat import ChatCompletion
+    from opentelemetry.sdk.trace import TracerProvider
+
+    from ctxscope.instrumentation import _worker
+    from ctxscope.instrumentation._wrappers import Telemetry, install_processor
+    from ctxscope.instrumentation.openai import API_CHAT, _sync_create
+    from ctxscope.telemetry.tracker import Tracker
+
+    completion = ChatCompletion.model_validate({
+        "id": "c", "object": "chat.completion", "created": 0, "model": MODEL,
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": "ok"}, "finish_reason": "stop"}],
+        "usage": {"prompt_tokens": 100, "completion_tokens": 1, "total_tokens": 101}})
+    provider = TracerProvider()
+    install_processor(provider)
+    wrapper = _sync_create(Telemetry(provider, Tracker()), API_CHAT)
+
+    def probe() -> float:
+        started = time.perf_counter()
+        time.sleep(0.0005)
+        sum(range(200))
+        return time.perf_counter() - started
+
+    def probes_while(busy: bool, tag: str) -> tuple[list[float], float]:
+        messages, tools = conversation(items, tag=tag)
+        call_started = time.perf_counter()
+        if busy:
+            wrapper(lambda *a, **k: completion, None, (), dict(model=MODEL, messages=messages, tools=tools))
+        call_s = time.perf_counter() - call_started
+        if busy:  # as long as the worker measures
+            times = []
+            while _worker.worker().pending and len(times) < 20 * probes:
+                times.append(probe())
+        else:
+            times = [probe() for _ in range(probes)]
+        provider.force_flush()
+        return times, call_s
+
+    probes_while(True, "warm")  # encodings and caches warm; the worker thread started
+    idle, _ = probes_while(False, "idle")
+    busy, first_call_s = probes_while(True, "busy")
+    pending = _worker.worker().pending
+    return {"probe_idle_median_ms": statistics.median(idle) * 1e3,
+            "probe_busy_median_ms": statistics.median(busy) * 1e3,
+            "probe_busy_max_ms": max(busy) * 1e3,
+            "caller_delay_median_ms": (statistics.median(busy) - statistics.median(idle)) * 1e3,
+            "first_call_wrapper_ms": first_call_s * 1e3, "busy_probes": len(busy), "pending_after": pending}
 
 
 def collection(sessions: int = 64, rounds: int = 50) -> dict[str, float]:
@@ -326,11 +393,16 @@ def memory(sessions: int = 4) -> dict[str, float]:
 
 def main() -> dict[str, Any]:
     figures: dict[str, Any] = {}
-    figures.update(latency())
+    by_size = {items: latency(items) for items in SIZES}
+    figures.update(by_size[ITEMS])
+    for items, figures_at in by_size.items():
+        figures[f"added_median_ms_{items}"] = figures_at["added_median_ms"]
+        figures[f"first_call_added_ms_{items}"] = figures_at["first_call_added_ms"]
     figures.update(in_process())
     figures["wrapper_alone_median_ms"] = wrapper_alone()
     figures["wrapper_sampled_out_median_ms"] = wrapper_alone(sampled_out=True)
     figures.update(split())
+    figures.update(caller_delay())
     figures.update(memory())
     figures.update(collection())
     print(f"  conversation of {figures['items']} items, basis {figures['basis']}, {figures['rounds']} paired rounds")
@@ -338,6 +410,10 @@ def main() -> dict[str, Any]:
     print(f"  instrumented call median  {figures['instrumented_median_ms']:8.2f} ms")
     print(f"  added latency median      {figures['added_median_ms']:8.3f} ms   (p90 {figures['added_p90_ms']:.3f} ms;"
           f" target < 1 ms: {'met' if figures['added_median_ms'] < 1 else 'NOT met'})")
+    print("  added latency median by size  " + ", ".join(
+        f"{items}: {figures[f'added_median_ms_{items}']:.3f} ms" for items in SIZES))
+    print("  first call added by size      " + ", ".join(
+        f"{items}: {figures[f'first_call_added_ms_{items}']:.2f} ms" for items in SIZES))
     print(f"  wrapper alone per call    {figures['wrapper_alone_median_ms']:8.3f} ms   (stub SDK call, no HTTP)")
     print(f"  wrapper, sampled out      {figures['wrapper_sampled_out_median_ms']:8.3f} ms   (ALWAYS_OFF: metrics fed,"
           f" no span recorded)")
@@ -346,10 +422,16 @@ def main() -> dict[str, Any]:
           f"ledger {figures['ledger_median_ms']:.3f} ms")
     print(f"  span processor on_end     {figures['on_end_us']:8.1f} us")
     print(f"  first call added          {figures['first_call_added_ms']:8.1f} ms  "
-          f"(counts all {figures['items']} items once)")
+          f"(on the call path, {figures['items']} items)")
+    print(f"  caller while the worker measures a first call: probe median {figures['probe_busy_median_ms']:.3f} ms"
+          f" (max {figures['probe_busy_max_ms']:.2f}) against {figures['probe_idle_median_ms']:.3f} ms idle: "
+          f"{figures['caller_delay_median_ms']:+.3f} ms a probe; that first call's wrapper "
+          f"{figures['first_call_wrapper_ms']:.2f} ms")
     print(f"  memory per live session   {figures['memory_per_session_kib']:8.0f} KiB")
     print(f"  one metric collection     {figures['collection_cpu_ms']:8.2f} ms CPU "
           f"({figures['collection_sessions']} live sessions, {figures['collection_points']} points)")
+    print(f"  load average              {os.getloadavg()[0]:.2f}")
+    figures["load_average"] = os.getloadavg()[0]
     return figures
 
 

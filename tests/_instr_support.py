@@ -17,6 +17,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from ctxscope.config import OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT
 from ctxscope.telemetry.processor import ContextSpanProcessor
 from ctxscope.schema import Attr, Metric, MetricAttr
+from ctxscope.testing import wait_for_measurements
 from ctxscope.telemetry.tracker import Tracker
 
 
@@ -27,7 +28,8 @@ class Telemetry:
     tracker: Tracker
 
     def spans(self, name_prefix: str | None = None) -> list[ReadableSpan]:
-        """Finished spans of the ``ctxscope`` scope, in end order."""
+        """Finished spans of the ``ctxscope`` scope, in end order (once every call made is measured)."""
+        assert wait_for_measurements()
         spans = [s for s in self.exporter.get_finished_spans()
                  if s.instrumentation_scope is not None and s.instrumentation_scope.name == "ctxscope"]
         if name_prefix is not None:
@@ -124,3 +126,9 @@ def no_content(span: ReadableSpan, *texts: str) -> bool:
 
 
 SESSION = Attr.SESSION_ID  # the session key, on every span of ours (gen_ai.conversation.id only when given)
+
+
+def finished(exporter: InMemorySpanExporter) -> tuple[ReadableSpan, ...]:
+    """An in-memory exporter's spans once every call made is measured (ctxscope measures off the call path)."""
+    assert wait_for_measurements()
+    return exporter.get_finished_spans()

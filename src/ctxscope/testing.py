@@ -91,10 +91,25 @@ __all__ = [
     "ToolCall",
     "output_tokens",
     "reported_input_tokens",
+    "wait_for_measurements",
 ]
 
 HIDDEN_OVERHEAD_TOKENS = 10
 """Tokens the fake provider adds to every prompt, like a provider's hidden framing."""
+
+
+def wait_for_measurements(timeout_s: float = 10.0) -> bool:
+    """Wait until every model call made so far is measured: its span ended and annotated, its metrics updated.
+
+    ctxscope measures a call's composition off the caller's thread (the live
+    path's worker, docs/instrumentation.md), so a test that reads spans or
+    metrics right after a call waits here first (the tracer provider's
+    ``force_flush()`` does the same and then flushes the exporters). False
+    when ``timeout_s`` passed first.
+    """
+    from ctxscope.telemetry import shutdown
+
+    return shutdown.drain_pending(timeout_s) >= 0
 
 CREATED = 1_700_000_000  # a fixed timestamp, so recorded answers are reproducible
 

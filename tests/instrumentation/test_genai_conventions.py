@@ -21,6 +21,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor  # noqa: E402
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter  # noqa: E402
 from opentelemetry.sdk.trace.sampling import ALWAYS_OFF, ALWAYS_ON  # noqa: E402
 
+from _instr_support import finished  # noqa: E402
 from ctxscope.instrumentation.openai import OpenAIInstrumentor  # noqa: E402
 from ctxscope.schema import Attr, GenAI, GenAIMetric  # noqa: E402
 from ctxscope.testing import ProviderServer, Reply  # noqa: E402
@@ -62,7 +63,7 @@ def call_once(server: Any, sampler: Any) -> tuple[list[Any], dict[str, list[Any]
                                            if metric.name == GenAIMetric.OPERATION_DURATION
                                            else GenAIMetric.TOKEN_USAGE_UNIT)
                     points.setdefault(metric.name, []).extend(metric.data.data_points)
-    return exporter.get_finished_spans(), points
+    return finished(exporter), points
 
 
 def test_call_span_has_server_and_request_parameters(server):
@@ -119,7 +120,7 @@ def test_one_llm_span_per_anthropic_call_with_the_sdks_own_tracing_on(server):
         finally:
             if instrument:
                 instrumentor.uninstrument()
-        return [(s.instrumentation_scope.name, s.name) for s in exporter.get_finished_spans()
+        return [(s.instrumentation_scope.name, s.name) for s in finished(exporter)
                 if GenAI.OPERATION_NAME in (s.attributes or {})]
 
     # Without ctxscope the SDK's own span is there (so this test can fail); with it, ours alone.

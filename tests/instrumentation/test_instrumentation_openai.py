@@ -20,7 +20,7 @@ from opentelemetry.trace import SpanKind, StatusCode
 import ctxscope
 from ctxscope.instrumentation.openai import OpenAIInstrumentor
 from ctxscope.schema import Attr, GenAI
-from ctxscope.testing import ProviderServer, Reply
+from ctxscope.testing import ProviderServer, Reply, wait_for_measurements
 from ctxscope.core.tokens import CharsCounter
 
 from _instr_support import SESSION, attr, categories, changes, instrumented, make_telemetry, no_content
@@ -495,6 +495,7 @@ def test_next_to_the_official_openai_v2_instrumentation(tel, client):
     finally:
         official.uninstrument()
     assert result.choices[0].message.content == "ok"
+    assert wait_for_measurements()
     chats = [s for s in tel.exporter.get_finished_spans() if s.name == "chat gpt-4o"]
     scopes = sorted(s.instrumentation_scope.name for s in chats)
     assert len(chats) == 2 and "ctxscope" in scopes

@@ -15,7 +15,7 @@ import pytest
 from ctxscope.config import OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT
 from ctxscope.instrumentation.anthropic import AnthropicInstrumentor, message_info
 from ctxscope.instrumentation.openai import OpenAIInstrumentor
-from ctxscope.testing import ProviderServer, Reply
+from ctxscope.testing import ProviderServer, Reply, wait_for_measurements
 from ctxscope.telemetry.tracker import Tracker
 
 from _instr_support import make_telemetry
@@ -61,6 +61,7 @@ def test_anthropic_create_sums_server_tool_use(tel, server):
                  Reply.text("done"))
     for _ in range(3):
         client.messages.create(**ANTHROPIC)
+    assert wait_for_measurements()
     assert [u.server_tool_calls for u in seen] == [3, 0, None]
 
 
@@ -81,6 +82,7 @@ def test_anthropic_streams_take_the_final_delta(tel, server):
             pass
 
     asyncio.run(run())
+    assert wait_for_measurements()
     assert [u.server_tool_calls for u in seen] == [1, 1, 1]
 
 
@@ -96,6 +98,7 @@ def test_openai_responses_count_server_call_items(tel, server):
         pass
     client.responses.create(**RESPONSES)
     client.chat.completions.create(model="gpt-4o", messages=[{"role": "user", "content": "hi"}])
+    assert wait_for_measurements()
     assert [u.server_tool_calls for u in seen] == [2, 2, 0, 0]
 
 
@@ -105,9 +108,11 @@ def test_live_calibration_learns_only_when_no_server_tool_ran(tel, server):
     client = server.anthropic_client()
     server.reply(Reply.text("done", server_tool_use={"web_search_requests": 2}))
     client.messages.create(**ANTHROPIC)
+    assert wait_for_measurements()
     assert t.tracker.calibrator.corrections() == []
     server.reply(Reply.text("done", server_tool_use={"web_search_requests": 0}))
     client.messages.create(**ANTHROPIC)
+    assert wait_for_measurements()
     learned = t.tracker.calibrator.corrections()
     assert len(learned) == 1 and learned[0].tools_key.startswith("s:")
 

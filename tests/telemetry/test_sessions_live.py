@@ -21,6 +21,7 @@ from opentelemetry.sdk.trace import TracerProvider  # noqa: E402
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor  # noqa: E402
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter  # noqa: E402
 
+from _instr_support import finished  # noqa: E402
 from ctxscope.schema import INSTRUMENTATION_SCOPE, Attr, Metric, MetricAttr  # noqa: E402
 from ctxscope.testing import ProviderServer, Reply  # noqa: E402
 from ctxscope.telemetry.tracker import Tracker  # noqa: E402
@@ -91,11 +92,11 @@ class Run:
 
     def call_sessions(self) -> list[str]:
         """The session key of each model-call span, in order."""
-        return [s.attributes[Attr.SESSION_ID] for s in self.exporter.get_finished_spans()
+        return [s.attributes[Attr.SESSION_ID] for s in finished(self.exporter)
                 if s.name.startswith("chat")]
 
     def spans_named(self, name: str) -> int:
-        return sum(1 for s in self.exporter.get_finished_spans() if s.name == name)
+        return sum(1 for s in finished(self.exporter) if s.name == name)
 
     def metric_sessions(self, spec: Any) -> dict[str, list[float]]:
         """The values of one instrument per session in one collection."""

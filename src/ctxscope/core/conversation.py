@@ -62,6 +62,10 @@ class _PendingCompactions:
     """
 
     by_session: dict[str | None, CompactionTrigger] = field(default_factory=dict)
+    # Declaration number of each pending one: a request measured later than it was made
+    # (the live path's worker) takes only those declared before the request was sent.
+    numbers: dict[str | None, int] = field(default_factory=dict)
+    declared: int = 0
 
 
 _pending = _PendingCompactions()
@@ -113,9 +117,20 @@ def mark_compaction(trigger: CompactionTrigger | str = CompactionTrigger.MANUAL,
     The next request observed for the session records the compaction on a
     ``post-compaction`` span. ``trigger`` is ``auto`` or ``manual``.
     """
+    declare_compaction(trigger, session_id)
+
+
+def declare_compaction(trigger: CompactionTrigger | str, session_id: str | None,
+                       declared_at: int | None = None) -> None:
+    """:func:`mark_compaction`; ``declared_at``: for a compaction learnt after the fact (a response
+    measured off the call path), :func:`compaction_marks` when it happened."""
     trigger = CompactionTrigger(trigger)
     key = session_id or _session_id.get()
+    if declared_at is None:
+        _pending.declared += 1
+        declared_at = _pending.declared
     _pending.by_session[key] = trigger
+    _pending.numbers[key] = declared_at
 
 
 @contextmanager
@@ -135,12 +150,25 @@ session.compacting = staticmethod(compacting)  # type: ignore[attr-defined]
 session.mark_compaction = staticmethod(mark_compaction)  # type: ignore[attr-defined]
 
 
-def take_compaction(session_id: str) -> CompactionTrigger | None:
-    """The compaction declared for a session (or for whichever comes next), once."""
-    trigger = _pending.by_session.pop(session_id, None)
-    if trigger is None and None in _pending.by_session:
-        trigger = _pending.by_session.pop(None, None)
-    return trigger
+def compaction_marks() -> int:
+    """How many compactions have been declared so far (for :func:`take_compaction`'s ``declared_by``)."""
+    return _pending.declared
+
+
+def take_compaction(session_id: str, declared_by: int | None = None) -> CompactionTrigger | None:
+    """The compaction declared for a session (or for whichever comes next), once.
+
+    ``declared_by``: :func:`compaction_marks` when the request was sent; one
+    declared after that is the next request's, not this one's.
+    """
+    for key in (session_id, None):
+        if key not in _pending.by_session:
+            continue
+        if declared_by is not None and _pending.numbers.get(key, 0) > declared_by:
+            continue
+        _pending.numbers.pop(key, None)
+        return _pending.by_session.pop(key)
+    return None
 
 
 def in_compaction() -> bool:

@@ -214,6 +214,9 @@ class ManagerProxy(wrapt.ObjectProxy):
         calls: list[ModelCall] = []
         token = _helper_calls.set(calls)
         own = self._self_start() if self._self_start is not None else None
+        # Our call is current while the manager sends (as create's is): the transport layer below
+        # then does not measure the same request again, and the SDK's own call span stays out.
+        active = own.activate() if own is not None else None
         try:
             yield calls, own
         except BaseException as error:
@@ -221,6 +224,8 @@ class ManagerProxy(wrapt.ObjectProxy):
                 own.fail(error)
             raise
         finally:
+            if own is not None:
+                own.deactivate(active)
             _helper_calls.reset(token)
 
     def _self_entered(self, calls: list[ModelCall], own: ModelCall | None, stream: Any) -> Any:

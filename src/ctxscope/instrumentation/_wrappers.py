@@ -27,6 +27,8 @@ and ``gen_ai.output.messages`` (at the end), and/or a
 
 from __future__ import annotations
 
+import contextvars
+import functools
 import logging
 import threading
 import time
@@ -36,6 +38,9 @@ from typing import Any, Callable, Mapping, Protocol
 from opentelemetry import context as otel_context
 from opentelemetry import trace
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode, Tracer
+
+from ctxscope.core.conversation import compaction_marks
+from ctxscope.instrumentation import _worker
 
 from ctxscope.faultlog import log_failure
 from ctxscope.core.observation import Usage
@@ -105,6 +110,17 @@ def request_body(kwargs: dict[str, Any],
     if isinstance(extra, Mapping):
         body.update(extra)
     return body
+
+
+def snapshot_body(body: Mapping[str, Any]) -> dict[str, Any]:
+    """The body as the worker reads it: a new dict, each list in it copied (pointers: microseconds).
+
+    An agent appends to its message list once the call returns; the copy
+    keeps the list as it was sent. The elements are shared: a message edited
+    in place after the call, before the worker measured it, is measured as
+    edited (the SDKs and the agents we know do not do that; docs/instrumentation.md).
+    """
+    return {key: (list(value) if type(value) is list else value) for key, value in body.items()}
 
 
 # Request body field -> GenAI request attribute (numbers as given; the first of a key wins).
@@ -221,10 +237,22 @@ class Telemetry:
 
 
 class ModelCall:
-    """The span and the tracker state of one model call. ``finish``/``fail`` end it once."""
+    """The span and the tracker state of one model call. ``finish``/``fail`` end it once.
+
+    On the caller's thread only what must be known before the request leaves:
+    the span opens (with the request's model, parameters and server), the
+    request is noted (a shallow copy of its lists: the caller may append to
+    its history once the call returns) with the caller's context and the time.
+    The composition (items, framing, diff, annotation, change events, marker
+    spans) is measured by the process's measuring worker (:mod:`._worker`),
+    in call order; ``finish``/``fail`` hand it the response, and the worker
+    ends the span at the response's end time. ``ctxscope.testing.wait_for_measurements``
+    (or the tracer provider's ``force_flush``) waits for it.
+    """
 
     def __init__(self, telemetry: Telemetry, *, provider: str, api: str, body: Mapping[str, Any],
-                 session_id: str | None = None, server: tuple[str, int | None] | None = None) -> None:
+                 session_id: str | None = None, server: tuple[str, int | None] | None = None,
+                 parse: Callable[[], Mapping[str, Any] | None] | None = None) -> None:
         self.telemetry = telemetry
         self.provider = provider
         self.api = api
@@ -250,27 +278,58 @@ class ModelCall:
                 attributes[GenAI.SERVER_PORT] = server[1]
         self._started = started
         self.content: dict[str, list[Any]] = {}
-        if telemetry.content.captures:
+        # Kept for the metrics, which take the call's attributes whether or not the span is sampled;
+        # the worker completes them with the annotation (None: no annotation, no metrics).
+        self._attributes: dict[str, Any] | None = None
+        self._base_attributes = attributes
+        name = f"{OPERATION_CHAT} {self.model}" if self.model else OPERATION_CHAT
+        self.span: Span = telemetry.tracer.start_span(name, kind=SpanKind.CLIENT, attributes=attributes,
+                                                      start_time=started)
+        # What the worker reads of the request: the body as it is now (the caller's lists copied,
+        # their elements shared: the SDKs and agents append to a history, they do not edit its
+        # messages in place), the caller's context (ctxscope.session, the compacting flag, the
+        # conversation id on the current span or in baggage) and the compactions declared so far.
+        snapshot = snapshot_body(body) if parse is None else None
+        marks = compaction_marks()
+        _worker.submit(functools.partial(self._measure_request, snapshot, parse, session_id, marks),
+                       "request", contextvars.copy_context())
+
+    def _measure_request(self, body: Mapping[str, Any] | None, parse: Callable[[], Mapping[str, Any] | None] | None,
+                         session_id: str | None, marks: int) -> None:
+        """On the worker: the request's composition, its annotation on the span, its marker spans."""
+        if body is None and parse is not None:
+            body = self._parsed(parse)
+            if body is None:
+                return
+        assert body is not None
+        observed = self._started
+        attributes: dict[str, Any] = {}
+        if self.telemetry.content.captures:
             self.content = self._request_content(body)
-            if telemetry.content.on_spans:
+            if self.telemetry.content.on_spans:
                 attributes.update(span_attributes(self.content))
-        observed = time.time_ns()
-        pending = self._observe_request(body, session_id, observed)
+        pending = self._observe_request(body, session_id, observed, marks)
         annotation = None
         if pending is not None:
             annotation = pending.snapshot.annotation
-            # Given at start (one attribute set, and samplers see the session and the context).
             attributes.update(self._identity())
             if pending.snapshot.compaction is not None:
                 attributes[GenAI.CONVERSATION_COMPACTED] = True  # the first call after it; never false
             attributes.update(annotation.to_attributes())
-        name = f"{OPERATION_CHAT} {self.model}" if self.model else OPERATION_CHAT
-        # Kept for the metrics, which take the call's attributes whether or not the span is sampled.
-        self._attributes = attributes if annotation is not None else None
-        self.span: Span = telemetry.tracer.start_span(name, kind=SpanKind.CLIENT, attributes=attributes,
-                                                      start_time=started)
+        if annotation is not None:
+            self._attributes = {**self._base_attributes, **attributes}
+        if attributes:
+            self.span.set_attributes(attributes)
+        _worker.pause()
         if annotation is not None:
             self._decorate(annotation, observed)
+
+    def _parsed(self, parse: Callable[[], Mapping[str, Any] | None]) -> Mapping[str, Any] | None:
+        try:
+            return parse()
+        except Exception:  # noqa: BLE001 - ours: the call goes on without a composition
+            log_failure(_log, "ctxscope: could not read the %s request", self.api)
+            return None
 
     # -- request -------------------------------------------------------------------
 
@@ -296,12 +355,12 @@ class ModelCall:
             return {}
 
     def _observe_request(self, body: Mapping[str, Any], session_id: str | None,
-                         observed: int) -> PendingCall | None:
+                         observed: int, marks: int | None = None) -> PendingCall | None:
         """The request as the tracker took it (also kept as ``pending``), or None when that failed (logged)."""
         try:
             pending = self.telemetry.tracker.observe_request(
                 body, self.api, provider=self.provider, session_id=session_id, model=self.model,
-                timestamp_ns=observed)
+                timestamp_ns=observed, compactions_before=marks)
             self.pending = pending
             pending.snapshot.annotation.sample_offset_ns = max(0, observed - self._started)
             return pending
@@ -356,59 +415,66 @@ class ModelCall:
         return self._ended
 
     def finish(self, info: ResponseInfo | None) -> None:
-        """The response arrived (or the stream ended): usage, reported input, end the span."""
+        """The response arrived (or the stream ended): the worker sets usage, reported input, ends the span."""
         if not self._claim():
             return
+        _worker.submit(functools.partial(self._finish, info, time.time_ns(), compaction_marks()), "response")
+
+    def fail(self, error: BaseException, info: ResponseInfo | None = None) -> None:
+        """The provider (or the transport) raised: the worker records it on the span; the caller re-raises."""
+        if not self._claim():
+            return
+        # The type's name only: the exception (its traceback, the caller's frames) is not kept.
+        _worker.submit(functools.partial(self._fail, type(error).__qualname__, info, time.time_ns()), "error")
+
+    def _finish(self, info: ResponseInfo | None, ended: int, marks: int) -> None:
         try:
             info = info or ResponseInfo()
             attributes = self._response_attributes(info)
             if self.pending is not None:
                 self.telemetry.tracker.observe_response(
-                    self.pending, info.usage, response_model=info.response_model, response_id=info.response_id)
+                    self.pending, info.usage, response_model=info.response_model, response_id=info.response_id,
+                    ended_ns=ended, compactions_at_end=marks)
                 attributes.update(self._reported_attributes())
                 if info.usage.cleared:
                     attributes.update(self._cleared(info.usage.cleared))
             if self.captures_content:
                 self._output_attributes(info, attributes)
             self.span.set_attributes(attributes)  # one call: each takes the span's lock
-            self._record(attributes)
+            self._record(attributes, ended)
             if self.telemetry.logger is not None:
                 self._emit_details(info, attributes)
         except Exception:  # noqa: BLE001
             log_failure(_log, "ctxscope: could not record the %s response", self.api)
         finally:
-            self._end()
+            self._end(ended)
 
-    def fail(self, error: BaseException, info: ResponseInfo | None = None) -> None:
-        """The provider (or the transport) raised: record it on the span; the caller re-raises."""
-        if not self._claim():
-            return
+    def _fail(self, error_type: str, info: ResponseInfo | None, ended: int) -> None:
         try:
-            error_type = type(error).__qualname__
             # The description stays the type: a provider message may quote the prompt (SPEC section 7).
             self.span.set_status(Status(StatusCode.ERROR, error_type))
             attributes = self._response_attributes(info) if info is not None else {}
             attributes[ERROR_TYPE] = error_type
             if self.pending is not None:
                 self.telemetry.tracker.observe_response(
-                    self.pending, info.usage if info else None, error=error_type)
+                    self.pending, info.usage if info else None, error=error_type, ended_ns=ended)
                 attributes.update(self._reported_attributes())
             if self.captures_content:
                 self._output_attributes(info or ResponseInfo(), attributes)
             self.span.set_attributes(attributes)
-            self._record(attributes)
+            self._record(attributes, ended)
             if self.telemetry.logger is not None:
                 self._emit_details(info or ResponseInfo(), attributes)
         except Exception:  # noqa: BLE001
             log_failure(_log, "ctxscope: could not record the %s error", self.api)
         finally:
-            self._end()
+            self._end(ended)
 
-    def _record(self, attributes: Mapping[str, Any]) -> None:
+    def _record(self, attributes: Mapping[str, Any], ended: int) -> None:
         """The call's annotation, usage included, and its GenAI client metrics (sampled or not)."""
         if self._attributes is not None:
             self.telemetry.record({**self._attributes, **attributes}, self._started, self.span,
-                                  duration_s=(time.time_ns() - self._started) / 1e9)
+                                  duration_s=(ended - self._started) / 1e9)
 
     def _output_attributes(self, info: ResponseInfo, attributes: dict[str, Any]) -> None:
         """The output messages on the span, as JSON, when content goes to spans."""
@@ -474,9 +540,9 @@ class ModelCall:
                 attributes[key] = int(value)
         return attributes
 
-    def _end(self) -> None:
+    def _end(self, ended: int) -> None:
         try:
-            self.span.end()
+            self.span.end(end_time=ended)  # the response's end, not the worker's
         except Exception:  # noqa: BLE001 - a processor that raises must not reach the caller
             log_failure(_log, "ctxscope: ending the span failed")
 

@@ -290,6 +290,11 @@ def _reader_count(meter_provider: Any) -> int:
     return max(1, len(readers)) if readers is not None else 1
 
 
+# A collection waits at most this long for calls still being measured (the rest: the next one).
+_COLLECTION_DRAIN_MS = 1000
+_flushing = threading.local()
+
+
 class ContextSpanProcessor(SpanProcessor):
     """Annotated spans -> the ``llm.context.*`` metrics of each live session."""
 
@@ -351,13 +356,26 @@ class ContextSpanProcessor(SpanProcessor):
         self.stop()
 
     def force_flush(self, timeout_millis: int = 30000) -> bool:
-        return True
+        """The calls measured off the call path finish first (their spans end, their metrics update).
+
+        Spans they end reach the provider's other processors after those
+        flushed (the SDK flushes its processors in order): flushed again then.
+        """
+        ran = _shutdown.drain_pending(timeout_millis / 1000)
+        if ran > 0 and self.tracer_provider is not None and not getattr(_flushing, "active", False):
+            _flushing.active = True
+            try:
+                self.tracer_provider.force_flush(timeout_millis)
+            finally:
+                _flushing.active = False
+        return ran >= 0
 
     # -- recording control -----------------------------------------------------
 
     def stop(self, timeout_millis: int = 10000) -> None:
         """End every live session (a recording's end): export the live values, then the zeros."""
         try:
+            _shutdown.drain_pending(timeout_millis / 1000)  # the calls made so far are in the live values
             self._final_export(timeout_millis)
         except Exception:  # noqa: BLE001
             _log.warning("ctxscope: could not end the recording", exc_info=True)
@@ -575,6 +593,8 @@ class ContextSpanProcessor(SpanProcessor):
     def _callback(self, spec: InstrumentSpec) -> ctx_metrics.Callback:
         def callback(options: CallbackOptions) -> Iterable[Observation]:
             try:
+                # A collection sees every call made before it (measured off the call path).
+                _shutdown.drain_pending(min(options.timeout_millis, _COLLECTION_DRAIN_MS) / 1000)
                 return self._observe(spec)
             except Exception:  # noqa: BLE001 - a callback that raises loses every series
                 _log.warning("ctxscope: could not report %s", spec.name, exc_info=True)

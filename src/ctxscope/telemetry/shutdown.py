@@ -30,13 +30,19 @@ from typing import Any, Callable, Iterable
 
 from ctxscope.config import CTXSCOPE_SHUTDOWN_TIMEOUT_MS, DEFAULT_SHUTDOWN_TIMEOUT_MS, settings
 
-__all__ = ["DEFAULT_SHUTDOWN_TIMEOUT_MS", "at_exit", "budget_s", "end_process", "run_within", "watch"]
+__all__ = ["DEFAULT_SHUTDOWN_TIMEOUT_MS", "at_exit", "budget_s", "drain_pending", "end_process", "forget_drain",
+           "on_drain",
+           "run_within", "watch"]
 
 _log = logging.getLogger(__name__)
 
 
 _processors: "weakref.WeakSet[Any]" = weakref.WeakSet()
 _local_steps: list[Callable[[], Any]] = []  # local writes (store, learned calibration), run first
+# Work not done yet on the calls made so far (the live path's measuring worker): drained before any
+# export of what those calls measured. Each takes a timeout in seconds (None: no limit), returns
+# how many jobs it ran, or -1 when the timeout passed first.
+_drains: list[Callable[[float | None], int]] = []
 _lock = threading.Lock()
 _ended = False
 _sigterm_installed = False
@@ -92,6 +98,43 @@ def at_exit(step: Callable[[], Any]) -> None:
         _register()
 
 
+def on_drain(drain: Callable[[float | None], int]) -> None:
+    """Register pending work that every flush and the final export finish first (see ``_drains``)."""
+    with _lock:
+        if drain not in _drains:
+            _drains.append(drain)
+
+
+def forget_drain(drain: Callable[[float | None], int]) -> None:
+    """Unregister what :func:`on_drain` registered (a forked child's copy of its parent's worker)."""
+    if drain in _drains:
+        _drains.remove(drain)
+
+
+def drain_pending(timeout_s: float | None = None) -> int:
+    """Finish the calls measured so far (the metrics and spans then hold them). Jobs run, -1 on timeout.
+
+    Once the process is ending (:func:`end_process` drained already, within the budget) it waits for
+    nothing: a thread that holds the worker may be an abandoned one, or frozen by the interpreter's
+    finalization, and a provider's shutdown or a collection at that point must not wait on it.
+    """
+    return _drain_all(0.0 if _ended else timeout_s)
+
+
+def _drain_all(timeout_s: float | None) -> int:
+    ran = 0
+    for drain in list(_drains):
+        try:
+            done = drain(timeout_s)
+        except Exception:  # noqa: BLE001 - ours: what was measured is still exported
+            _log.warning("ctxscope: could not finish the pending measurements", exc_info=True)
+            continue
+        if done < 0:
+            return -1
+        ran += done
+    return ran
+
+
 def _register() -> None:
     # atexit runs the last registered first: registered again after every new
     # processor or step, after the providers it works with, this runs before
@@ -123,6 +166,13 @@ def end_process() -> None:
         _ended = True
         processors = list(_processors)
         local = list(_local_steps)
+    started = time.monotonic()
+    # The calls still measured off the call path first (their observations reach the local store,
+    # their values the final export), on a daemon thread within the budget: a job that ends a span
+    # into an exporter that blocks must not hold the exit.
+    if _drains:
+        run_within([lambda: _drain_all(budget_s())], budget_s(), "measuring the last calls")
+    drained_s = time.monotonic() - started
     for step in local:  # on this thread: local files, each bounded by its own timeout
         try:
             step()
@@ -146,8 +196,8 @@ def end_process() -> None:
         shutdown = _exit_handlers(provider)
         if shutdown is not None:
             steps.append(shutdown)
-    if steps:
-        run_within(steps, budget_s(), "the final telemetry export")
+    if steps:  # the budget is the whole exit's: what the drain took is not given again
+        run_within(steps, max(0.1, budget_s() - drained_s), "the final telemetry export")
 
 
 def _on_sigterm(signum: int, frame: Any) -> None:

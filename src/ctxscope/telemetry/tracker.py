@@ -70,6 +70,7 @@ __all__ = [
     "calibration_key",
     "capture_labels_from_env",
     "get_tracker",
+    "let_others_run",
 ]
 
 _log = logging.getLogger(__name__)
@@ -90,8 +91,33 @@ LEARN_TOLERANCE = 0.005
 # the process exits.
 CALIBRATION_SAVE_INTERVAL_S = 5.0
 
+# Reading a session's state waits at most this long for the calls still being measured
+# (the live path measures off the caller's thread: instrumentation/_worker.py).
+_READ_DRAIN_S = 10.0
+
 Listener = Callable[[Observation], None]
 EvictionListener = Callable[[str], None]
+
+
+# A thread that has run this long since it last let others run lets them now (see let_others_run).
+_YIELD_AFTER_S = 0.001
+_last_yield = 0.0
+
+
+def let_others_run() -> None:
+    """Between the steps of a request: a thread waiting for the interpreter gets it now.
+
+    The live path measures on a background thread (instrumentation/_worker.py);
+    without this, under the GIL, a caller wanting the interpreter back could
+    wait a whole switch interval (5 ms) for a step to end. Only once a
+    millisecond has passed since the last time: ``time.sleep(0)`` is a system
+    call, and on a loaded machine the kernel may give the CPU away with it.
+    """
+    global _last_yield
+    now = time.perf_counter()
+    if now - _last_yield >= _YIELD_AFTER_S:
+        time.sleep(0)
+        _last_yield = time.perf_counter()
 
 
 class CalibrationStore(Protocol):
@@ -205,11 +231,14 @@ class Tracker:
     # -- sessions ------------------------------------------------------------------
 
     def sessions(self) -> list[str]:
-        """Live session ids, least recently used first."""
+        """Live session ids, least recently used first (once the calls made so far are measured)."""
+        _shutdown.drain_pending(_READ_DRAIN_S)
         with self._lock:
             return list(self._sessions)
 
     def ledger(self, session_id: str) -> Any | None:
+        """A session's ledger (once the calls made so far are measured), or None."""
+        _shutdown.drain_pending(_READ_DRAIN_S)
         with self._lock:
             state = self._sessions.get(session_id)
             return state.ledger if state is not None else None
@@ -320,11 +349,14 @@ class Tracker:
 
     def observe_request(self, body: Mapping[str, Any], api: str, *, provider: str,
                         session_id: str | None = None, model: str | None = None,
-                        timestamp_ns: int | None = None, coverage: Coverage | None = None) -> PendingCall:
+                        timestamp_ns: int | None = None, coverage: Coverage | None = None,
+                        compactions_before: int | None = None) -> PendingCall:
         """Extract, count and diff a request; the snapshot carries the raw annotation.
 
         ``coverage``: PARTIAL when the caller knows the body shows only part of the
         request (ctxscope.interop: a chained request seen through another instrumentation).
+        ``compactions_before``: ``conversation.compaction_marks()`` when the request was sent
+        (measured later, off the call path: a compaction declared since is the next call's).
         """
         started = timestamp_ns if timestamp_ns is not None else time.time_ns()
         key, conversation_id, fingerprint_key = self._identity(body, api, session_id)
@@ -336,7 +368,7 @@ class Tracker:
                 and (body.get("previous_response_id") or body.get("conversation"))):
             # The provider prepends context this request does not show.
             coverage = Coverage.PARTIAL
-        compaction: CompactionTrigger | None = _session.take_compaction(key)
+        compaction: CompactionTrigger | None = _session.take_compaction(key, compactions_before)
         snapshot, tools = self._observe_in(key, body, api, model, coverage, compaction, limits, started)
         if snapshot.restarted and fingerprint_key is not None:
             # The history went back to its opening: the same fingerprint, another conversation.
@@ -355,15 +387,18 @@ class Tracker:
         with state.lock:
             # The extractor reads SDK objects (pydantic messages) as they are.
             items = state.extractor.extract(body, api)
+            let_others_run()
             # Without content there is nothing to frame: no invented overhead.
             if state.framing is not None and coverage is not Coverage.UNRECORDED:
                 items = self._with_framing(state, items, body, api, model)
+                let_others_run()
             snapshot = state.ledger.observe(
                 items, model=model, coverage=coverage, compaction=compaction,
                 window_tokens=limits.window_tokens,
                 effective_window_tokens=limits.effective_window_tokens,
                 compact_threshold_tokens=limits.compact_threshold_tokens,
                 timestamp_ns=started)
+            let_others_run()
             state.observations += 1
             if state.waste is not None and not snapshot.restarted:
                 self._add_waste(state, snapshot)
@@ -511,8 +546,13 @@ class Tracker:
 
     def observe_response(self, call: PendingCall, usage: Usage | None = None, *,
                          response_model: str | None = None, response_id: str | None = None,
-                         error: str | None = None, ended_ns: int | None = None) -> Observation:
-        """Attach the reported input and calibration; hand the observation to the listeners."""
+                         error: str | None = None, ended_ns: int | None = None,
+                         compactions_at_end: int | None = None) -> Observation:
+        """Attach the reported input and calibration; hand the observation to the listeners.
+
+        ``compactions_at_end``: ``conversation.compaction_marks()`` when the response ended
+        (measured off the call path, a provider's compaction belongs to the calls sent after it).
+        """
         usage = usage or Usage()
         ended = ended_ns if ended_ns is not None else time.time_ns()
         snapshot = call.snapshot
@@ -528,7 +568,7 @@ class Tracker:
         if usage.provider_compaction and error is None:
             # The provider compacted during this call; the next request sends the summary
             # back: it is the post-compaction request, whatever ctxscope infers from it.
-            _session.mark_compaction(CompactionTrigger.AUTO, call.session_id)
+            _session.declare_compaction(CompactionTrigger.AUTO, call.session_id, compactions_at_end)
         self._learn(call, usage, error)
         if response_id and call.api == API_OPENAI_RESPONSES:
             with self._lock:
