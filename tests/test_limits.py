@@ -93,23 +93,23 @@ def test_cost_of_a_call_by_hand():
 
 
 def test_lookups_are_kept_on_disk_per_genai_prices_version(monkeypatch, tmp_path):
-    """A model looked up once is answered from the data directory's lookups file, not the database."""
+    """A model looked up once is answered from the cache directory's lookups file, not the database."""
     import json
 
     pytest.importorskip("genai_prices")
-    monkeypatch.setenv("CTXSCOPE_DATA_DIR", str(tmp_path))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     limits.reset()
     assert limits.limits_for("gpt-4o", "openai").window_tokens == 128_000
     assert limits.prices_for("gpt-4o", "openai").input == Decimal("2.5")
-    saved = json.loads((tmp_path / "genai-prices-lookups.json").read_text())
+    saved = json.loads((tmp_path / "ctxscope" / "genai-prices-lookups.json").read_text())
     assert saved["models"]["openai|gpt-4o"]["window"] == 128_000
     # The file is what answers now: a value put there is read back...
     saved["models"]["openai|gpt-4o"]["window"] = 4242
-    (tmp_path / "genai-prices-lookups.json").write_text(json.dumps(saved))
+    (tmp_path / "ctxscope" / "genai-prices-lookups.json").write_text(json.dumps(saved))
     limits.reset()
     assert limits.limits_for("gpt-4o", "openai").window_tokens == 4242
     # ...until genai-prices changes (another version, another day): the database again.
     saved["stamp"] = ["0.0.0", saved["stamp"][1]]
-    (tmp_path / "genai-prices-lookups.json").write_text(json.dumps(saved))
+    (tmp_path / "ctxscope" / "genai-prices-lookups.json").write_text(json.dumps(saved))
     limits.reset()
     assert limits.limits_for("gpt-4o", "openai").window_tokens == 128_000

@@ -190,7 +190,7 @@ def _model_info(model: str, provider: str | None) -> tuple[object, object] | Non
 
 # genai-prices holds its whole database as Python objects: importing it costs
 # ~0.4 s and ~21 MB, for the one or two models a session uses. What a lookup
-# found is kept in the data directory, per genai-prices version and UTC day
+# found is kept in the user's cache directory, per genai-prices version and UTC day
 # (prices change on dates), so a later run asks the database only about
 # models it has not seen. A cache that cannot be read or written is skipped:
 # the lookup then goes to the database, with the same answer.
@@ -216,9 +216,14 @@ def _lookup_stamp() -> tuple[str, str] | None:
 
 
 def _lookups_path() -> str:
+    """In the user's cache directory (``$XDG_CACHE_HOME/ctxscope``, else ``~/.cache/ctxscope``).
+
+    Not the data directory: that is the local store's, which stays uncreated unless the store is on.
+    """
     import os
 
-    return os.path.join(str(settings().data_dir), _LOOKUPS_FILE)
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(base, "ctxscope", _LOOKUPS_FILE)
 
 
 def _load_lookups(stamp: tuple[str, str]) -> dict[str, dict[str, object] | None]:
