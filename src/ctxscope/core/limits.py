@@ -190,7 +190,7 @@ def _model_info(model: str, provider: str | None) -> tuple[object, object] | Non
 
 # genai-prices holds its whole database as Python objects: importing it costs
 # ~0.4 s and ~21 MB, for the one or two models a session uses. What a lookup
-# found is kept in the data directory, per genai-prices version and UTC day
+# found is kept in the user's cache directory, per genai-prices version and UTC day
 # (prices change on dates), so a later run asks the database only about
 # models it has not seen. The file is in ctxscope's cache directory
 # (config.cache_dir), never the local store's. A cache that cannot be read or written is skipped:
@@ -217,6 +217,10 @@ def _lookup_stamp() -> tuple[str, str] | None:
 
 
 def _lookups_path() -> str:
+    """In the user's cache directory (``$XDG_CACHE_HOME/ctxscope``, else ``~/.cache/ctxscope``).
+
+    Not the data directory: that is the local store's, which stays uncreated unless the store is on.
+    """
     import os
 
     return os.path.join(str(cache_dir()), _LOOKUPS_FILE)
