@@ -18,6 +18,7 @@ import logging
 from typing import Any, Callable, Collection, Iterable
 
 from ctxscope.faultlog import log_failure
+from ctxscope.instrumentation import _worker
 from ctxscope.instrumentation._content import content_mode_from_env
 from ctxscope.instrumentation._wrappers import (
     Api,
@@ -31,6 +32,10 @@ from ctxscope.instrumentation._wrappers import (
 )
 
 _log = logging.getLogger("ctxscope.instrumentation")
+
+# How long uninstrumenting waits for the calls still being measured (seconds): bounded, as every
+# wait of ctxscope's is; past it they are measured later, against a closed telemetry (not exported).
+_UNINSTRUMENT_DRAIN_S = 5.0
 
 try:
     # mypy finds the module but not the class in it (opentelemetry-instrumentation 0.66b2): Any then.
@@ -255,5 +260,8 @@ class ProviderInstrumentor(BaseInstrumentor):
         unwrap_all(self._create_targets, self._helper_targets)
         telemetry = self._telemetry
         if telemetry is not None:
+            # The calls made while instrumented are measured before their telemetry closes (the
+            # measuring worker may still hold them): nothing measured is lost by uninstrumenting.
+            _worker.drain(_UNINSTRUMENT_DRAIN_S)
             telemetry.close()
             type(self)._telemetry = None  # noqa: SLF001 - the class's own state, set on the class (one instrumentation per process)

@@ -32,7 +32,7 @@ from opentelemetry.trace import NonRecordingSpan, SpanKind
 
 from ctxscope.instrumentation._measured import RecentIds  # one bounded set of recent span ids
 from ctxscope.instrumentation._wrappers import OPERATION_CHAT, SPAN_CAPTURE_START, SPAN_POST_COMPACTION, Telemetry
-from ctxscope.core.items import API_OPENAI_CHAT
+from ctxscope.core.apis import API_OPENAI_CHAT  # the shape every foreign format is rebuilt in (formats.py)
 from ctxscope.telemetry.processor import UNKNOWN_SESSION, ensure_processor, install_once
 from ctxscope.core.conversation import current_session_id
 from ctxscope.schema import INSTRUMENTATION_SCOPE, Annotation, Attr, Coverage, GenAI, Stage
