@@ -40,53 +40,13 @@ SHARED_TIKTOKEN = ROOT.parent / "shared" / "tiktoken"
 if SHARED_TIKTOKEN.is_dir():
     os.environ.setdefault("TIKTOKEN_CACHE_DIR", str(SHARED_TIKTOKEN))
 
-ITEMS = 2000
 ROUNDS = 30
 WARMUP = 3
 MODEL = "gpt-4o"
 
-
-def conversation(items: int = ITEMS, tag: str = "") -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """Messages and tools making ``items`` items (1 system + 5 tools + messages)."""
-    tools = [{"type": "function", "function": {
-        "name": f"tool_{t}", "description": f"Tool number {t}: does one thing well. " * 4,
-        "parameters": {"type": "object", "properties": {"path": {"type": "string"}}}}} for t in range(5)]
-    messages: list[dict[str, Any]] = [{"role": "system", "content": f"You are a coding agent {tag}. " * 40}]
-    n = 1 + len(tools)
-    i = 0
-    while n < items:
-        kind = i % 3
-        if kind == 0:
-            messages.append({"role": "user", "content": f"Step {i}: please look at module {i} next. " * 3})
-        elif kind == 1:
-            messages.append({"role": "assistant", "content": None, "tool_calls": [{
-                "id": f"call_{i}", "type": "function",
-                "function": {"name": f"tool_{i % 5}", "arguments": f'{{"path": "src/mod_{i}.py"}}'}}]})
-        else:
-            size = 200 + (i * 37) % 1800
-            body = (f"def f_{i}(x):\n    return x * {i}\n" * (size // 30 + 1))[:size]
-            messages.append({"role": "tool", "tool_call_id": f"call_{i - 1}", "content": body})
-        n += 1
-        i += 1
-    return messages, tools
-
-
-class _InnerTimer:
-    """Times the SDK's own ``create`` (HTTP, JSON, the SDK's transforms) from inside.
-
-    Installed before the instrumentor, so ctxscope's wrapper wraps it: a call's
-    total time minus this inner time is what the layers above the SDK add.
-    """
-
-    def __init__(self) -> None:
-        self.last = 0.0
-
-    def __call__(self, wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
-        started = time.perf_counter()
-        try:
-            return wrapped(*args, **kwargs)
-        finally:
-            self.last = time.perf_counter() - started
+if str(ROOT / "bench") not in sys.path:
+    sys.path.insert(0, str(ROOT / "bench"))
+from workload import ITEMS, InnerTimer, conversation  # noqa: E402 - the benches' one workload
 
 
 SIZES = (20, 200, 2000)
@@ -108,7 +68,7 @@ def latency(items: int = ITEMS) -> dict[str, float]:
     tracker = Tracker()
     instrumentor = OpenAIInstrumentor()
     instrumentor.uninstrument()
-    inner = _InnerTimer()
+    inner = InnerTimer()
     wrapt.wrap_function_wrapper(completions, "Completions.create", inner)
     try:
         with ProviderServer() as server:

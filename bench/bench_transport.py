@@ -31,24 +31,12 @@ HERE = Path(__file__).resolve().parent
 if str(HERE) not in sys.path:
     sys.path.insert(0, str(HERE))
 
+from workload import InnerTimer  # noqa: E402 - bench/ is on sys.path now
+
 ROUNDS = 30
 WARMUP = 3
 BLOCKS = 40
 PER_BLOCK = 2000
-
-
-class _InnerTimer:
-    """Times the library's own ``send`` from inside ctxscope's wrapper."""
-
-    def __init__(self) -> None:
-        self.last = 0.0
-
-    def __call__(self, wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
-        started = time.perf_counter()
-        try:
-            return wrapped(*args, **kwargs)
-        finally:
-            self.last = time.perf_counter() - started
 
 
 SIZES = (20, 200, 2000)
@@ -60,7 +48,8 @@ def model_call(items: int | None = None) -> dict[str, float]:
     from opentelemetry.instrumentation.utils import unwrap
     from opentelemetry.sdk.trace import TracerProvider
 
-    from bench_overhead import ITEMS, MODEL, conversation
+    from bench_overhead import MODEL
+    from workload import ITEMS, conversation
     from ctxscope.instrumentation.http import HTTPInstrumentor
     from ctxscope.testing import ProviderServer
     from ctxscope.telemetry.tracker import Tracker
@@ -72,7 +61,7 @@ def model_call(items: int | None = None) -> dict[str, float]:
     tracker = Tracker()
     instrumentor = HTTPInstrumentor()
     instrumentor.uninstrument()
-    inner = _InnerTimer()
+    inner = InnerTimer()
     wrapt.wrap_function_wrapper(httpx, "Client.send", inner)
     try:
         with ProviderServer() as server, httpx.Client(timeout=60) as client:
@@ -178,7 +167,8 @@ def unrelated_url() -> dict[str, float]:
 
 def body_reading() -> dict[str, float]:
     """The transport's own part: reading the grown body (BodyCache) against parsing it whole, same run."""
-    from bench_overhead import MODEL, conversation
+    from bench_overhead import MODEL
+    from workload import conversation
     from ctxscope.instrumentation.http._bodies import BodyCache
     from ctxscope.instrumentation.http._frames import loads
 

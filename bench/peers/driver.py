@@ -44,50 +44,11 @@ DISTRIBUTIONS = {
     "openinference": "openinference-instrumentation-openai",
 }
 # Where the peers wrap the SDK: (module, attribute) for wrapt.
+# The workload and the timer are bench_overhead's own (bench/workload.py: standard library only).
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from workload import InnerTimer, conversation  # noqa: E402
+
 WRAP_POINTS = (("openai.resources.chat.completions", "Completions.create"), ("openai", "OpenAI.request"))
-
-
-def conversation(items: int, tag: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """Messages and tools making ``items`` items (1 system + 5 tools + messages): bench_overhead's workload.
-
-    Rounds of a user request, an assistant tool call and its tool result of
-    200-2,000 characters of code; ``tag`` in the system prompt makes each
-    conversation a session of its own.
-    """
-    tools = [{"type": "function", "function": {
-        "name": f"tool_{t}", "description": f"Tool number {t}: does one thing well. " * 4,
-        "parameters": {"type": "object", "properties": {"path": {"type": "string"}}}}} for t in range(5)]
-    messages: list[dict[str, Any]] = [{"role": "system", "content": f"You are a coding agent {tag}. " * 40}]
-    n, i = 1 + len(tools), 0
-    while n < items:
-        kind = i % 3
-        if kind == 0:
-            messages.append({"role": "user", "content": f"Step {i}: please look at module {i} next. " * 3})
-        elif kind == 1:
-            messages.append({"role": "assistant", "content": None, "tool_calls": [{
-                "id": f"call_{i}", "type": "function",
-                "function": {"name": f"tool_{i % 5}", "arguments": f'{{"path": "src/mod_{i}.py"}}'}}]})
-        else:
-            size = 200 + (i * 37) % 1800
-            body = (f"def f_{i}(x):\n    return x * {i}\n" * (size // 30 + 1))[:size]
-            messages.append({"role": "tool", "tool_call_id": f"call_{i - 1}", "content": body})
-        n += 1
-        i += 1
-    return messages, tools
-
-
-class Timer:
-    """A wrapt wrapper that keeps the duration of its last call (seconds)."""
-
-    def __init__(self) -> None:
-        self.last = 0.0
-
-    def __call__(self, wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
-        started = time.perf_counter()
-        try:
-            return wrapped(*args, **kwargs)
-        finally:
-            self.last = time.perf_counter() - started
 
 
 def rss_mb() -> float:
@@ -129,8 +90,8 @@ class Driver:
             OTLPMetricExporter(endpoint=endpoint, insecure=True),
             export_interval_millis=int(os.environ.get("BENCH_METRIC_INTERVAL_MS", "5000")))
         self.meter_provider = MeterProvider(resource=resource, metric_readers=[self.reader])
-        self.inner = [Timer() for _ in WRAP_POINTS]
-        self.outer = [Timer() for _ in WRAP_POINTS]
+        self.inner = [InnerTimer() for _ in WRAP_POINTS]
+        self.outer = [InnerTimer() for _ in WRAP_POINTS]
         for (module, name), timer in zip(WRAP_POINTS, self.inner):
             wrapt.wrap_function_wrapper(module, name, timer)
         self.instrumentor = None
