@@ -85,4 +85,7 @@ def test_the_check_fails_when_the_unrecorded_session_is_counted(tmp_path):
     path = tmp_path / "combined-bar-wrong.test.yml"
     path.write_text(json.dumps(test), encoding="utf-8")
     done = subprocess.run(["promtool", "test", "rules", str(path)], capture_output=True, text=True, timeout=60)
+    # It fails on the values (promtool prints what it got), not on a file it could not read.
     assert done.returncode != 0
+    output = done.stdout + done.stderr
+    assert "exp:" in output and "got:" in output and 'llm_context_category="unattributed"' in output, output
