@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import re
 
 from _paths import ROOT
@@ -15,9 +16,38 @@ def _sources() -> dict[str, str]:
     return {str(p.relative_to(SRC)): p.read_text(encoding="utf-8") for p in sorted(SRC.rglob("*.py"))}
 
 
+def _environment_reads(text: str) -> list[str]:
+    """Where a module reads the environment: ``os.environ``/``os.getenv`` (under any name ``os`` is
+    imported as), ``from os import environ``/``getenv``, ``posix.environ``."""
+    tree = ast.parse(text)
+    os_names = {alias.asname or alias.name for node in ast.walk(tree) if isinstance(node, ast.Import)
+                for alias in node.names if alias.name in ("os", "posix")}
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module in ("os", "posix"):
+            found += [f"from {node.module} import {a.name}" for a in node.names if a.name in _ENVIRONMENT]
+        elif (isinstance(node, ast.Attribute) and node.attr in _ENVIRONMENT and isinstance(node.value, ast.Name)
+              and node.value.id in os_names):
+            found.append(f"{node.value.id}.{node.attr} (line {node.lineno})")
+    return found
+
+
+_ENVIRONMENT = {"environ", "environb", "getenv", "getenvb"}
+
+
 def test_environment_variables_are_read_in_config_alone():
-    readers = {name for name, text in _sources().items() if re.search(r"os\.environ|os\.getenv|getenv\(", text)}
-    assert readers == {"config.py"}
+    readers = {name: found for name, text in _sources().items() if (found := _environment_reads(text))}
+    assert set(readers) == {"config.py"}, readers
+
+
+def test_the_environment_check_finds_every_way_of_reading_it():
+    """The reads it is for, under the names a module may give them; a parameter called environ is no read."""
+    for text in ("import os\nos.environ.get('X')", "import os\nos.getenv('X')", "import os as o\no.environ['X']",
+                 "from os import environ", "from os import getenv as g", "import os\nx = os.environb"):
+        assert _environment_reads(text), text
+    for text in ("def f(environ=None):\n    return environ.get('X')", "import os\nos.path.join('a')",
+                 "from ctxscope.config import settings"):
+        assert not _environment_reads(text), text
 
 
 def test_api_ids_are_written_in_their_wire_format_modules_alone():
@@ -26,17 +56,21 @@ def test_api_ids_are_written_in_their_wire_format_modules_alone():
     assert writers and all(name.startswith("core/apis/") for name in writers), writers
 
 
-# An API id compared with one of the API_* constants or an id literal: a rule that belongs to a format.
-_API_BRANCH = re.compile(r"""\bapi\s*[!=]=\s*(?:API_\w+|["'][a-z]+\.[a-z_]+["'])|(?:API_\w+)\s*[!=]=\s*\w*api\b""")
+def test_api_ids_are_string_constants_of_core_apis_alone():
+    """No string constant outside core/apis equals an API id, however it is quoted or built into a tuple."""
+    ids = {wire.id for wire in apis.WIRE_FORMATS}
+    found = {(name, node.lineno) for name, text in _sources().items() if not name.startswith("core/apis/")
+             for node in ast.walk(ast.parse(text))
+             if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value in ids}
+    assert found == set(), sorted(found)
 
-# Files on the live call path that other work is rebuilding (the tracker and the instrumentation):
-# their API branches move into the formats when that work lands. Remove an entry once its file is clean
-# (the test fails on an entry with no branch left, so the list only shrinks).
-_LIVE_PATH_ALLOWED = {
-    "telemetry/tracker.py",  # Responses' previous_response_id chaining and response ids: the live-path rebuild
-    "instrumentation/_content.py",  # content capture of the three SDK formats: the live-path rebuild
-    "instrumentation/http/_endpoints.py",  # the transport layer's endpoint table: the live-path rebuild
-}
+
+# An API id compared with one of the API_* constants (``==``, ``!=``, ``is``, ``in``), on either side and
+# under any name (``api``, ``call.api``, ``wire.id``), or an id literal compared with ``api``: a rule that
+# belongs to a format. No file is allowed one: a rule of one API is a field or a function of its WireFormat.
+_API_BRANCH = re.compile(r"""\bapi\s*[!=]=\s*["'][a-z]+\.[a-z_]+["']"""
+                         r"""|(?:[!=]=|\bin\b|\bis\b)\s*[(\[{]?\s*(?:\w+\.)?API_[A-Z_]+\b"""
+                         r"""|\bAPI_[A-Z_]+\s*(?:[!=]=|\bis\b)""")
 
 
 def _api_branches() -> dict[str, list[str]]:
@@ -52,18 +86,18 @@ def _api_branches() -> dict[str, list[str]]:
 
 def test_no_module_outside_apis_branches_on_an_api_id():
     """Code that needs a rule of one API asks its WireFormat (a field or a function), not ``api == API_X``."""
-    branches = _api_branches()
-    assert set(branches) <= _LIVE_PATH_ALLOWED, {k: v for k, v in branches.items() if k not in _LIVE_PATH_ALLOWED}
-
-
-def test_the_allow_list_only_names_files_that_still_branch():
-    assert _LIVE_PATH_ALLOWED <= set(_api_branches()), _LIVE_PATH_ALLOWED - set(_api_branches())
+    assert _api_branches() == {}
 
 
 def test_the_branch_pattern_finds_what_it_is_for():
-    """The pattern above catches the shapes of branch it is meant to, and not a cache-key comparison."""
+    """The pattern above catches the shapes of branch it is meant to, and not a cache-key comparison,
+    a table keyed by API, or an API id handed on."""
     for line in ('if api == API_ANTHROPIC:', 'x = "a" if call.api == API_OPENAI_RESPONSES else "b"',
-                 "if self.api != 'openai.chat':", "if API_GEMINI == api:"):
+                 "if self.api != 'openai.chat':", "if API_GEMINI == api:", "if wire.id == apis.API_ANTHROPIC:",
+                 "if api in (API_OPENAI_CHAT, API_OPENAI_RESPONSES):", "if fmt.id not in {API_GEMINI}:",
+                 "if endpoint.api is API_OLLAMA:"):
         assert _API_BRANCH.search(line), line
-    for line in ("if api != self._api or model != self._model:", "same_api = api == self._api"):
+    for line in ("if api != self._api or model != self._model:", "same_api = api == self._api",
+                 'CHAT = Endpoint(API_OPENAI_CHAT, "openai")', "_APIS = {API_CHAT: CHAT}",
+                 "tracker.observe_request(body, API_OPENAI_CHAT, provider=provider)"):
         assert not _API_BRANCH.search(line), line

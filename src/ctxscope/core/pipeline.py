@@ -16,27 +16,37 @@ carries the raw annotation, its waste, its limits) and
 usage arrives; a transcript call, which knows both, passes ``reported`` to
 ``observe``.
 
+The sources in front of it: :class:`RequestAccount` for request bodies as
+the live tracker (``ctxscope.telemetry.tracker``, hence the foreign-span
+processor too) sees them, incremental so that a long history costs nothing
+more per call; :class:`TranscriptAccount` for transcript calls (``analyze``,
+``replay``, ``watch``); ``inspect`` and ``fidelity`` hand one body's items
+to a fresh :class:`SessionAccount`.
+
 Pure: no OpenTelemetry, no provider SDK.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ctxscope.core import limits as _limits
 from ctxscope.core.diff import ItemRun
+from ctxscope.core.framing.incremental import FramingCache
+from ctxscope.core.items import RequestExtractor
 from ctxscope.core.ledger import SessionLedger, Snapshot
+from ctxscope.faultlog import log_failure
 from ctxscope.schema import CompactionTrigger, Coverage, Item, Stage, WasteKind
-from ctxscope.core.tokens import Counter
+from ctxscope.core.tokens import Counter, counter_for
 from ctxscope.core.waste import WasteOptions, WasteTracker
 
 if TYPE_CHECKING:  # pragma: no cover
     from ctxscope.transcripts.model import TranscriptCall
 
-__all__ = ["CallFacts", "SessionAccount", "TranscriptAccount"]
+__all__ = ["CallFacts", "RequestAccount", "SessionAccount", "TranscriptAccount"]
 
 _log = logging.getLogger(__name__)
 
@@ -66,16 +76,22 @@ class SessionAccount:
 
     ``waste=False`` leaves waste out (``inspect`` of a single body); an error in
     waste tracking turns it off for the session with one warning, the
-    annotation stands without it.
+    annotation stands without it. ``wait_for_encoding=False`` (the live path)
+    never holds a call for the tokenizer's load (``tokens.counter_for``).
+    ``pause`` runs between the steps of a call (the live path lets a waiting
+    caller's thread run: ``tracker.let_others_run``).
     """
 
     def __init__(self, session_id: str, *, tokenizer: str = "auto", counter: Counter | None = None,
                  capture_labels: bool = False, proxy_encoding: bool = False, waste: bool = True,
-                 waste_options: WasteOptions | None = None) -> None:
+                 waste_options: WasteOptions | None = None, wait_for_encoding: bool = True,
+                 pause: Callable[[], None] | None = None) -> None:
         self.session_id = session_id
         self.ledger = SessionLedger(session_id, counter=counter, tokenizer=tokenizer,
-                                    capture_labels=capture_labels, proxy_encoding=proxy_encoding)
+                                    capture_labels=capture_labels, proxy_encoding=proxy_encoding,
+                                    wait_for_encoding=wait_for_encoding)
         self.waste: WasteTracker | None = WasteTracker(waste_options) if waste else None
+        self.pause = pause
         self.calls = 0
 
     @property
@@ -93,14 +109,25 @@ class SessionAccount:
             compact_threshold_tokens=limits.compact_threshold_tokens,
             timestamp_ns=facts.timestamp_ns, sample_offset_ns=facts.sample_offset_ns)
         self.calls += 1
+        if self.pause is not None:
+            self.pause()
         if facts.reported is not None:
             snapshot = self.report(snapshot, facts.reported)
-        if self.waste is not None:
+        # A restarted history (the same opening again: another conversation) is the caller's to
+        # put in a new session; its waste against this session's calls would mean nothing.
+        if self.waste is not None and not snapshot.restarted:
             self._track_waste(snapshot, facts.added)
         return snapshot
 
-    def report(self, snapshot: Snapshot, reported: int | None) -> Snapshot:
-        """Attach the provider-reported input (SPEC sections 4-5); raw estimates stay raw."""
+    def report(self, snapshot: Snapshot, reported: int | None,
+               cleared: Iterable[tuple[str, int]] | None = None) -> Snapshot:
+        """Attach the provider-reported input (SPEC sections 4-5); raw estimates stay raw.
+
+        ``cleared``: what the provider's context editing removed from this call's
+        context (``Usage.cleared``), taken off the estimate first.
+        """
+        if cleared:
+            self.ledger.provider_cleared(snapshot, cleared)
         return self.ledger.report(snapshot, reported)
 
     def _track_waste(self, snapshot: Snapshot, added: Sequence[Item] | None) -> None:
@@ -115,6 +142,80 @@ class SessionAccount:
         except Exception:  # noqa: BLE001 - waste is an extra: the annotation stands without it
             _log.warning("waste tracking failed; off for session %s", self.session_id, exc_info=True)
             self.waste = None
+
+
+class RequestAccount:
+    """A live session's request bodies: items, provider framing, then :class:`SessionAccount`.
+
+    Incremental, as the live path must be (issues 15/16: per-call work in
+    proportion to what changed): the extractor reuses the items of the
+    messages it has seen (:class:`ctxscope.core.items.RequestExtractor`), the
+    framing cache the framing of an unchanged head
+    (:class:`ctxscope.core.framing.incremental.FramingCache`), and the ledger
+    counts only the new items. ``framing=False``: the items' raw content only
+    (as ``ctxscope inspect --no-framing``). A failure of the framing turns it
+    off for the session, logged once: the items stand without it.
+    """
+
+    def __init__(self, session_id: str, *, tokenizer: str = "auto", capture_labels: bool = False,
+                 framing: bool = True, wait_for_encoding: bool = True,
+                 pause: Callable[[], None] | None = None) -> None:
+        # Claude's proxy-encoding item belongs to the framing: on with it.
+        self.account = SessionAccount(session_id, tokenizer=tokenizer, capture_labels=capture_labels,
+                                      proxy_encoding=framing, wait_for_encoding=wait_for_encoding,
+                                      pause=pause)
+        self.extractor = RequestExtractor()
+        self.framing: FramingCache | None = FramingCache() if framing else None
+        self._tokenizer = tokenizer
+        self._wait_for_encoding = wait_for_encoding
+        self._pause = pause
+
+    @property
+    def session_id(self) -> str:
+        return self.account.session_id
+
+    @property
+    def ledger(self) -> SessionLedger:
+        return self.account.ledger
+
+    @property
+    def latest(self) -> Snapshot | None:
+        return self.account.latest
+
+    def observe(self, body: Mapping[str, Any], api: str, *, model: str | None = None,
+                provider: str | None = None, coverage: Coverage = Coverage.COMPLETE,
+                compaction: CompactionTrigger | None = None, timestamp_ns: int | None = None) -> Snapshot:
+        """One request body's snapshot: its items and framing through the session's account."""
+        # The extractor reads SDK objects (pydantic messages) as they are.
+        items = self.extractor.extract(body, api)
+        self._paused()
+        # Without content there is nothing to frame: no invented overhead.
+        if self.framing is not None and coverage is not Coverage.UNRECORDED:
+            items = self._with_framing(items, body, api, model)
+            self._paused()
+        return self.account.observe(CallFacts(items, model=model, provider=provider, coverage=coverage,
+                                              compaction=compaction, timestamp_ns=timestamp_ns))
+
+    def report(self, snapshot: Snapshot, reported: int | None,
+               cleared: Iterable[tuple[str, int]] | None = None) -> Snapshot:
+        return self.account.report(snapshot, reported, cleared)
+
+    def _paused(self) -> None:
+        if self._pause is not None:
+            self._pause()
+
+    def _with_framing(self, items: list[Item], body: Mapping[str, Any], api: str,
+                      model: str | None) -> list[Item]:
+        """The request's items plus its provider framing (the ledger's counter, so the same basis)."""
+        assert self.framing is not None
+        try:
+            counter = counter_for(model, self._tokenizer, wait=self._wait_for_encoding)
+            framing = self.framing.framing_items(body, api, counter.count, model=model, counter_key=counter)
+            return items + framing if framing else items
+        except Exception:  # noqa: BLE001 - framing is an estimate on top: the items stand without it
+            log_failure(_log, "ctxscope: provider framing failed; disabling it for session %s", self.session_id)
+            self.framing = None
+            return items
 
 
 class TranscriptAccount:

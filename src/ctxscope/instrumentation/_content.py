@@ -29,16 +29,23 @@ from enum import Enum
 from typing import Any, Mapping
 
 from ctxscope.config import OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT, settings
-from ctxscope.core.items import API_ANTHROPIC, API_OPENAI_CHAT, API_OPENAI_RESPONSES
-from ctxscope.core.payload import as_list
+from ctxscope.core import apis
+# The parts of a content block: the formats' modules read requests with them (WireFormat.input_content),
+# the responses below are read with the same.
+from ctxscope.core.apis._parts import Message, Part
+from ctxscope.core.apis._parts import anthropic_part as _anthropic_part
+from ctxscope.core.apis._parts import anthropic_parts as _anthropic_parts
+from ctxscope.core.apis._parts import arguments as _arguments
+from ctxscope.core.apis._parts import call as _call
+from ctxscope.core.apis._parts import listed as _list
+from ctxscope.core.apis._parts import openai_parts as _openai_parts
+from ctxscope.core.apis._parts import text as _text
+from ctxscope.core.apis.openai_responses import content_message as _responses_item
 from ctxscope.core.payload import get as _get
 from ctxscope.core.payload import plain as _plain
 from ctxscope.schema import GenAI
 
 _log = logging.getLogger("ctxscope.instrumentation")
-
-Part = dict[str, Any]
-Message = dict[str, Any]
 
 
 class ContentMode(str, Enum):
@@ -94,105 +101,6 @@ def span_attributes(content: Mapping[str, list[Any]]) -> dict[str, str]:
             for key, value in content.items() if value}
 
 
-def _arguments(value: Any) -> Any:
-    """Tool-call arguments as an object where they are JSON text (OpenAI sends a string)."""
-    if isinstance(value, str):
-        try:
-            return json.loads(value)
-        except ValueError:
-            return value
-    return _plain(value)
-
-
-def _text(content: str) -> Part:
-    return {"type": "text", "content": content}
-
-
-def _call(call_id: Any, name: Any, arguments: Any) -> Part:
-    return {"type": "tool_call", "id": call_id, "name": name, "arguments": _arguments(arguments)}
-
-
-def _response(call_id: Any, response: Any) -> Part:
-    return {"type": "tool_call_response", "id": call_id, "response": _plain(response)}
-
-
-def _list(value: Any) -> list[Any]:
-    return as_list(value) or []
-
-
-# ---------------------------------------------------------------------------
-# Content blocks -> parts
-# ---------------------------------------------------------------------------
-
-def _openai_part(block: Any) -> Part:
-    """A content block of OpenAI chat or Responses."""
-    if isinstance(block, str):
-        return _text(block)
-    kind = _get(block, "type")
-    if kind in ("text", "input_text", "output_text"):
-        return _text(str(_get(block, "text") or ""))
-    if kind == "refusal":
-        return _text(str(_get(block, "refusal") or ""))
-    if kind == "image_url":
-        return {"type": "uri", "modality": "image", "mime_type": None, "uri": _get(_get(block, "image_url"), "url")}
-    if kind == "input_image":
-        url = _get(block, "image_url")
-        if url:
-            return {"type": "uri", "modality": "image", "mime_type": None, "uri": url}
-        return {"type": "file", "modality": "image", "mime_type": None, "file_id": _get(block, "file_id")}
-    if kind in ("input_audio",):
-        audio = _get(block, "input_audio")
-        return {"type": "blob", "modality": "audio", "mime_type": f"audio/{_get(audio, 'format') or 'wav'}",
-                "content": _get(audio, "data")}
-    return {"type": str(kind or "unknown")}
-
-
-def _openai_parts(content: Any) -> list[Part]:
-    if content is None:
-        return []
-    if isinstance(content, str):
-        return [_text(content)] if content else []
-    return [_openai_part(block) for block in _list(content)]
-
-
-def _anthropic_part(block: Any) -> Part:
-    if isinstance(block, str):
-        return _text(block)
-    kind = _get(block, "type")
-    if kind == "text":
-        return _text(str(_get(block, "text") or ""))
-    if kind in ("tool_use", "server_tool_use", "mcp_tool_use"):
-        return _call(_get(block, "id"), _get(block, "name"), _get(block, "input"))
-    if kind == "tool_result":
-        content = _get(block, "content")
-        if not isinstance(content, str):
-            parts = [_anthropic_part(b) for b in _list(content)]
-            content = "".join(p["content"] for p in parts if p["type"] == "text") if all(
-                p["type"] == "text" for p in parts) else parts
-        return _response(_get(block, "tool_use_id"), content)
-    if kind == "thinking":
-        return {"type": "reasoning", "content": str(_get(block, "thinking") or "")}
-    if kind in ("image", "document"):
-        source = _get(block, "source")
-        modality = "image" if kind == "image" else "document"
-        if _get(source, "type") == "base64":
-            return {"type": "blob", "modality": modality, "mime_type": _get(source, "media_type"),
-                    "content": _get(source, "data")}
-        if _get(source, "type") == "url":
-            return {"type": "uri", "modality": modality, "mime_type": None, "uri": _get(source, "url")}
-        if _get(source, "type") == "text":
-            return _text(str(_get(source, "data") or ""))
-    return {"type": str(kind or "unknown")}
-
-
-def _anthropic_parts(content: Any) -> list[Part]:
-    if content is None:
-        return []
-    if isinstance(content, str):
-        return [_text(content)] if content else []
-    return [_anthropic_part(block) for block in _list(content)]
-
-
 # ---------------------------------------------------------------------------
 # Tool definitions
 # ---------------------------------------------------------------------------
@@ -219,83 +127,19 @@ def _tool_definition(tool: Any) -> dict[str, Any]:
     return {"type": str(kind), "name": name or str(kind)}
 
 
-def _tool_definitions(body: Mapping[str, Any]) -> list[dict[str, Any]]:
-    return [_tool_definition(tool) for tool in _list(body.get("tools"))]
-
-
 # ---------------------------------------------------------------------------
 # Requests
 # ---------------------------------------------------------------------------
 
-def _chat_input(body: Mapping[str, Any]) -> list[Message]:
-    # Chat completions keep system and developer messages in the history, as openai-v2 does.
-    messages: list[Message] = []
-    for message in _list(body.get("messages")):
-        role = str(_get(message, "role") or "user")
-        parts: list[Part] = []
-        if role == "tool":
-            parts.append(_response(_get(message, "tool_call_id"), _plain(_get(message, "content"))))
-        else:
-            parts.extend(_openai_parts(_get(message, "content")))
-            for call in _list(_get(message, "tool_calls")):
-                function = _get(call, "function")
-                parts.append(_call(_get(call, "id"), _get(function, "name"), _get(function, "arguments")))
-        messages.append({"role": role, "parts": parts})
-    return messages
-
-
-def _responses_item(item: Any) -> Message | None:
-    kind = _get(item, "type")
-    if kind == "function_call":
-        call = _call(_get(item, "call_id"), _get(item, "name"), _get(item, "arguments"))
-        return {"role": "assistant", "parts": [call]}
-    if kind == "function_call_output":
-        return {"role": "tool", "parts": [_response(_get(item, "call_id"), _get(item, "output"))]}
-    if kind == "reasoning":
-        summary = "".join(str(_get(s, "text") or "") for s in _list(_get(item, "summary")))
-        return {"role": "assistant", "parts": [{"type": "reasoning", "content": summary}]}
-    role = _get(item, "role")
-    if role is not None:  # a message, typed or not
-        return {"role": str(role), "parts": _openai_parts(_get(item, "content"))}
-    return {"role": "user", "parts": [{"type": str(kind or "unknown")}]}
-
-
-def _responses_input(body: Mapping[str, Any]) -> list[Message]:
-    given = body.get("input")
-    if isinstance(given, str):
-        return [{"role": "user", "parts": [_text(given)]}]
-    return [m for m in (_responses_item(item) for item in _list(given)) if m is not None]
-
-
-def _system(value: Any, parts: Any) -> list[Part]:
-    if isinstance(value, str):
-        return [_text(value)] if value else []
-    return parts(value)
-
-
 def request_content(api: str, body: Mapping[str, Any]) -> dict[str, list[Any]]:
-    """The request's system instructions, input messages and tool definitions, by attribute key."""
-    if api == API_OPENAI_CHAT:
-        content = {GenAI.INPUT_MESSAGES: _chat_input(body)}
-    elif api == API_OPENAI_RESPONSES:
-        content = {GenAI.SYSTEM_INSTRUCTIONS: _system(body.get("instructions"), _openai_parts),
-                   GenAI.INPUT_MESSAGES: _responses_input(body)}
-    elif api == API_ANTHROPIC:
-        messages = [{"role": str(_get(m, "role") or "user"), "parts": _anthropic_parts(_get(m, "content"))}
-                    for m in _list(body.get("messages"))]
-        content = {GenAI.SYSTEM_INSTRUCTIONS: _system(body.get("system"), _anthropic_parts),
-                   GenAI.INPUT_MESSAGES: messages}
-    else:
-        from ctxscope.core.apis import format_of  # Gemini, Ollama: their modules say it
-
-        wire = format_of(api)
-        if wire is None:
-            return {}
-        system, messages, tools = wire.input_content(body)
-        content = {GenAI.SYSTEM_INSTRUCTIONS: system, GenAI.INPUT_MESSAGES: messages,
-                   GenAI.TOOL_DEFINITIONS: [_tool_definition(tool) for tool in tools]}
-        return {key: value for key, value in content.items() if value}
-    content[GenAI.TOOL_DEFINITIONS] = _tool_definitions(body)
+    """The request's system instructions, input messages and tool definitions, by attribute key
+    (each wire format reads its own: ``WireFormat.input_content``; an unknown API has none)."""
+    wire = apis.find(api)
+    if wire is None:
+        return {}
+    system, messages, tools = wire.input_content(body)
+    content = {GenAI.SYSTEM_INSTRUCTIONS: system, GenAI.INPUT_MESSAGES: messages,
+               GenAI.TOOL_DEFINITIONS: [_tool_definition(tool) for tool in tools]}
     return {key: value for key, value in content.items() if value}
 
 

@@ -1,8 +1,12 @@
 """Process-wide sessions of live instrumentation.
 
-For each session (``ctxscope.session``) the tracker keeps a request extractor
-(items), a ledger (snapshots) and, where :mod:`ctxscope.core.waste` offers one, a
-waste tracker. The instrumentors call :meth:`Tracker.observe_request` while
+For each session (``ctxscope.session``) the tracker keeps the session's
+accounting, :class:`ctxscope.core.pipeline.RequestAccount`: the request
+extractor (items), the framing cache, and the :class:`~ctxscope.core.pipeline.SessionAccount`
+every other path uses too (ledger, limits, waste, reported input). The
+tracker's own jobs are around it: which session a call is (identity,
+restarts, the provider's chained responses), the learned correction, the
+listeners. The instrumentors call :meth:`Tracker.observe_request` while
 the model call's span is open and :meth:`Tracker.observe_response` once the
 response (or the stream's last event) arrives; each finished call is handed to
 the listeners as an :class:`~ctxscope.core.observation.Observation` (the local store
@@ -11,7 +15,7 @@ subscribes with :meth:`Tracker.add_listener`).
 Provider framing: each request's items get the framing items of
 :mod:`ctxscope.core.framing` (per-message overhead, reply priming, the functions
 block, hidden prompts: ``overhead``; server tools' hidden parts:
-``tools/server/<type>``), computed incrementally per session by
+``tools/server/<type>``), computed incrementally per session by the account's
 :class:`ctxscope.core.framing.incremental.FramingCache` so that a long history costs
 nothing more per call; for Claude models the ledger adds the proxy-encoding
 item (``SessionLedger(proxy_encoding=True)``) from its running counts.
@@ -47,17 +51,15 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Protocol
 
 from ctxscope.telemetry import shutdown as _shutdown
-from ctxscope.core.apis import API_OPENAI_RESPONSES
+from ctxscope.core import apis
 from ctxscope.faultlog import log_failure
 from ctxscope.core import framing as _framing
-from ctxscope.core import limits as _limits
 from ctxscope.core import conversation as _session
 from ctxscope.config import DEFAULT_MAX_SESSIONS, settings
-from ctxscope.core.framing.incremental import FramingCache
 from ctxscope.core.observation import Observation, Usage
-from ctxscope.schema import CompactionTrigger, Coverage, WasteKind
+from ctxscope.core.pipeline import RequestAccount
+from ctxscope.schema import CompactionTrigger, Coverage
 from ctxscope.core.learned_correction import MIN_PAIRS, SelfCalibrator
-from ctxscope.core.tokens import counter_for
 
 __all__ = [
     "CALIBRATION_SAVE_INTERVAL_S",
@@ -140,14 +142,14 @@ def calibration_key(model: str, basis: str) -> str:
 @dataclass
 class _Session:
     session_id: str
-    extractor: Any
-    ledger: Any
-    waste: Any | None
-    framing: FramingCache | None = None
+    account: RequestAccount  # items, framing, ledger, limits, waste: the one call pipeline
     # (tools as sent, their self-calibration key, whether a server tool is among them)
     tools_memo: tuple[Any, str, bool] | None = None
     lock: threading.Lock = field(default_factory=threading.Lock)
-    observations: int = 0
+
+    @property
+    def ledger(self) -> Any:
+        return self.account.ledger
 
 
 @dataclass
@@ -276,23 +278,10 @@ class Tracker:
         return state, created
 
     def _new_session(self, session_id: str) -> _Session:
-        from ctxscope.core.items import RequestExtractor
-        from ctxscope.core.ledger import SessionLedger
-
-        waste = None
-        try:
-            from ctxscope.core.waste import WasteTracker  # D's incremental waste, where present
-
-            waste = WasteTracker()
-        except ImportError:
-            pass
-        except Exception:  # noqa: BLE001
-            _log.warning("ctxscope: waste tracking unavailable", exc_info=True)
-        return _Session(session_id, RequestExtractor(), SessionLedger(session_id, tokenizer=self.tokenizer,
-                                                                   capture_labels=self.capture_labels,
-                                                                   proxy_encoding=self.framing,
-                                                                   wait_for_encoding=False),
-                        waste, FramingCache() if self.framing else None)
+        # wait_for_encoding=False: a call is never held for the tokenizer's load.
+        return _Session(session_id, RequestAccount(session_id, tokenizer=self.tokenizer,
+                                                   capture_labels=self.capture_labels, framing=self.framing,
+                                                   wait_for_encoding=False, pause=let_others_run))
 
     def _evicted(self, session_ids: list[str]) -> None:
         for session_id in session_ids:
@@ -315,15 +304,15 @@ class Tracker:
         The fingerprint key (None for a given id) is what the request hashes
         to; the session key is its current conversation (:meth:`_restart`).
         """
-        if session_id is None and api == API_OPENAI_RESPONSES and _session.current_session_id() is None:
+        wire = apis.find(api)
+        if (session_id is None and wire is not None and wire.server_state
+                and _session.current_session_id() is None):
             # The provider's own conversation object is the natural key.
-            conversation = body.get("conversation")
-            if isinstance(conversation, Mapping):
-                conversation = conversation.get("id")
-            if isinstance(conversation, str) and conversation:
+            conversation = wire.provider_conversation(body)
+            if conversation is not None:
                 return conversation, conversation, None
-            previous = body.get("previous_response_id")
-            if isinstance(previous, str):
+            previous = wire.previous_response(body)
+            if previous is not None:
                 with self._lock:
                     chained = self._response_sessions.get(previous)
                 if chained is not None:
@@ -361,47 +350,33 @@ class Tracker:
         started = timestamp_ns if timestamp_ns is not None else time.time_ns()
         key, conversation_id, fingerprint_key = self._identity(body, api, session_id)
         model = model or (body.get("model") if isinstance(body.get("model"), str) else None)
-        limits = _limits.limits_for(model, provider)
         if coverage is None:
             coverage = Coverage.COMPLETE
-        if (api == API_OPENAI_RESPONSES and coverage is not Coverage.UNRECORDED
-                and (body.get("previous_response_id") or body.get("conversation"))):
+        wire = apis.find(api)
+        if (wire is not None and wire.server_state and coverage is not Coverage.UNRECORDED
+                and wire.stored_context(body)):
             # The provider prepends context this request does not show.
             coverage = Coverage.PARTIAL
         compaction: CompactionTrigger | None = _session.take_compaction(key, compactions_before)
-        snapshot, tools = self._observe_in(key, body, api, model, coverage, compaction, limits, started)
+        snapshot, tools = self._observe_in(key, body, api, model, provider, coverage, compaction, started)
         if snapshot.restarted and fingerprint_key is not None:
             # The history went back to its opening: the same fingerprint, another conversation.
             key = self._restart(fingerprint_key, key)
-            snapshot, tools = self._observe_in(key, body, api, model, coverage, compaction, limits, started)
+            snapshot, tools = self._observe_in(key, body, api, model, provider, coverage, compaction, started)
         call = PendingCall(session_id=key, provider=provider, api=api, request_model=model,
                            snapshot=snapshot, started_ns=started, first=bool(getattr(snapshot, "first", False)),
                            conversation_id=conversation_id)
         self._apply_calibration(call, tools, coverage)
         return call
 
-    def _observe_in(self, key: str, body: Mapping[str, Any], api: str, model: str | None, coverage: Coverage,
-                    compaction: CompactionTrigger | None, limits: Any, started: int) -> tuple[Any, Any]:
-        """One request into a session's extractor, framing, ledger and waste: (snapshot, tool-set info)."""
+    def _observe_in(self, key: str, body: Mapping[str, Any], api: str, model: str | None, provider: str,
+                    coverage: Coverage, compaction: CompactionTrigger | None, started: int) -> tuple[Any, Any]:
+        """One request through its session's account (items, framing, ledger, limits, waste):
+        (snapshot, tool-set info)."""
         state, _ = self._session(key)
         with state.lock:
-            # The extractor reads SDK objects (pydantic messages) as they are.
-            items = state.extractor.extract(body, api)
-            let_others_run()
-            # Without content there is nothing to frame: no invented overhead.
-            if state.framing is not None and coverage is not Coverage.UNRECORDED:
-                items = self._with_framing(state, items, body, api, model)
-                let_others_run()
-            snapshot = state.ledger.observe(
-                items, model=model, coverage=coverage, compaction=compaction,
-                window_tokens=limits.window_tokens,
-                effective_window_tokens=limits.effective_window_tokens,
-                compact_threshold_tokens=limits.compact_threshold_tokens,
-                timestamp_ns=started)
-            let_others_run()
-            state.observations += 1
-            if state.waste is not None and not snapshot.restarted:
-                self._add_waste(state, snapshot)
+            snapshot = state.account.observe(body, api, model=model, provider=provider, coverage=coverage,
+                                             compaction=compaction, timestamp_ns=started)
             tools = self._tools_info(state, body, api)
         return snapshot, tools
 
@@ -419,21 +394,6 @@ class Tracker:
         except Exception:  # noqa: BLE001 - no key: the call is neither corrected nor learned from
             log_failure(_log, "ctxscope: could not key the tool set of a %s call", api)
             return None
-
-    # -- framing -----------------------------------------------------------------------
-
-    def _with_framing(self, state: _Session, items: list[Any], body: Mapping[str, Any], api: str,
-                      model: str | None) -> list[Any]:
-        """The request's items plus its provider framing (ledger's counter, so the same basis)."""
-        try:
-            counter = counter_for(model, self.tokenizer, wait=False)  # the ledger's, never waiting
-            framing = state.framing.framing_items(  # type: ignore[union-attr]
-                body, api, counter.count, model=model, counter_key=counter)
-            return items + framing if framing else items
-        except Exception:  # noqa: BLE001 - framing is an estimate on top: the items stand without it
-            log_failure(_log, "ctxscope: provider framing failed; disabling it for session %s", state.session_id)
-            state.framing = None
-            return items
 
     # -- self-calibration -------------------------------------------------------------
 
@@ -528,22 +488,6 @@ class Tracker:
         except Exception:  # noqa: BLE001 - the store is a convenience: never break the call
             _log.warning("ctxscope: could not save the self-calibration of %s", key, exc_info=True)
 
-    @staticmethod
-    def _add_waste(state: _Session, snapshot: Any) -> None:
-        if state.waste is None:
-            return
-        try:
-            found = state.waste.observe(snapshot)
-            totals = getattr(found, "by_kind", found)
-            if callable(totals):
-                totals = totals()
-            if isinstance(totals, Mapping):
-                snapshot.annotation.waste = {WasteKind(k): int(v) for k, v in totals.items()}
-        except Exception:  # noqa: BLE001 - waste is an extra: the annotation stands without it
-            _log.warning("ctxscope: waste tracking failed; disabling it for session %s", state.session_id,
-                         exc_info=True)
-            state.waste = None
-
     def observe_response(self, call: PendingCall, usage: Usage | None = None, *,
                          response_model: str | None = None, response_id: str | None = None,
                          error: str | None = None, ended_ns: int | None = None,
@@ -559,18 +503,17 @@ class Tracker:
         if usage.reported_input is not None and snapshot is not None:
             with self._lock:
                 state = self._sessions.get(call.session_id)
-            ledger = state.ledger if state is not None else None
-            if ledger is not None:
-                with state.lock:  # type: ignore[union-attr]
-                    if usage.cleared:
-                        ledger.provider_cleared(snapshot, usage.cleared)
-                    ledger.report(snapshot, usage.reported_input)
+            if state is not None:
+                with state.lock:
+                    state.account.report(snapshot, usage.reported_input, usage.cleared)
         if usage.provider_compaction and error is None:
             # The provider compacted during this call; the next request sends the summary
             # back: it is the post-compaction request, whatever ctxscope infers from it.
             _session.declare_compaction(CompactionTrigger.AUTO, call.session_id, compactions_at_end)
         self._learn(call, usage, error)
-        if response_id and call.api == API_OPENAI_RESPONSES:
+        wire = apis.find(call.api)
+        if response_id and wire is not None and wire.server_state:
+            # A later request may continue from this response: it stays in this session.
             with self._lock:
                 self._response_sessions[response_id] = (call.session_id, call.conversation_id)
                 while len(self._response_sessions) > _MAX_RESPONSE_IDS:

@@ -94,6 +94,17 @@ class WireFormat:
 
     # -- the call --
     call_id_prefix: str = "call_"  # how the provider's tool call ids start (Anthropic's: toolu_)
+    # -- conversation state the provider keeps (Responses: stored responses, conversation objects) --
+    # A body may name state kept at the provider, and a later request may continue from a call's
+    # response by its id: the live tracker then keys sessions by that state (the three readers below).
+    server_state: bool = False
+    # The provider's conversation object a body names (its id), else None: the session's natural key.
+    provider_conversation: Callable[[Mapping[str, Any]], str | None] = _none
+    # The earlier response a body continues from (its id), else None: that response's session.
+    previous_response: Callable[[Mapping[str, Any]], str | None] = _none
+    # The provider prepends context the body does not show (a stored response or conversation):
+    # the body is a partial view of the request (SPEC section 4, coverage).
+    stored_context: Callable[[Mapping[str, Any]], bool] = lambda body: False
     # The provider compacts or edits the context on its side (Anthropic: compaction blocks, context_management).
     context_management: bool = False
     # (URL path, body) -> whether the answer is a stream: the body's flag (Gemini: the path; Ollama: unless

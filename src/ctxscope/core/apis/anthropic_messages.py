@@ -26,6 +26,7 @@ from ctxscope.core.observation import Usage
 from ctxscope.core.payload import as_list
 from ctxscope.core.payload import get as _get
 
+from ctxscope.core.apis import _parts as parts
 from ctxscope.core.apis._base import TEMPLATE_ANTHROPIC, WireFormat, count, field
 from ctxscope.core.apis._builder import Builder, content, listed
 from ctxscope.core.apis._text import content_text, system_and_first_user
@@ -74,6 +75,10 @@ def _messages(body: Mapping[str, Any]) -> Sequence[Any]:
 
 def _seed(body: Mapping[str, Any]) -> tuple[str, str]:
     return system_and_first_user([content_text(body.get("system"))], _messages(body))
+
+
+def _body_fits(body: Mapping[str, Any]) -> bool:
+    return isinstance(body.get("messages"), list) and isinstance(body.get("model"), str)
 
 
 def first_sampling(value: Any) -> Any:
@@ -184,7 +189,19 @@ def _head(b: Builder, body: Mapping[str, Any]) -> None:
     b.tools(_get(body, "tools"))
 
 
+# ---------------------------------------------------------------------------
+# Content capture (opt-in, SPEC section 7): the GenAI conventions' parts
+# ---------------------------------------------------------------------------
+
+def input_content(body: Mapping[str, Any]) -> tuple[list[Any], list[Any], list[Any]]:
+    """(system, messages, tools): the system prompt, the messages' content blocks, the tool definitions."""
+    messages = [{"role": str(_get(m, "role") or "user"), "parts": parts.anthropic_parts(_get(m, "content"))}
+                for m in parts.listed(body.get("messages"))]
+    return parts.system(body.get("system"), parts.anthropic_parts), messages, parts.listed(body.get("tools"))
+
+
 FORMAT = WireFormat(id=ID, provider=PROVIDER, url_suffixes=("/messages",), looks_like=_looks_like,
                     messages=_messages, session_seed=_seed, usage=usage,
                     conversation=_conversation, message=message, head=_head, media_rules=PROVIDER,
-                    template=TEMPLATE_ANTHROPIC, call_id_prefix="toolu_", context_management=True)
+                    template=TEMPLATE_ANTHROPIC, call_id_prefix="toolu_", context_management=True,
+                    body_fits=_body_fits, input_content=input_content)

@@ -12,7 +12,9 @@ from typing import Any
 from ctxscope.core.observation import Usage
 from ctxscope.core.payload import as_list as _as_list
 from ctxscope.core.payload import get as _get
+from ctxscope.core.payload import plain as _plain
 
+from ctxscope.core.apis import _parts as parts
 from ctxscope.core.apis._base import WireFormat, count, field
 from ctxscope.core.apis._builder import Builder, content, listed, tool_name
 from ctxscope.core.apis._text import system_and_first_user
@@ -35,6 +37,10 @@ def _messages(body: Mapping[str, Any]) -> Sequence[Any]:
 
 def _seed(body: Mapping[str, Any]) -> tuple[str, str]:
     return system_and_first_user([], _messages(body))
+
+
+def _body_fits(body: Mapping[str, Any]) -> bool:
+    return isinstance(body.get("messages"), list)
 
 
 def input_usage(usage: Any, input_name: str, output_name: str, server_tool_calls: int | None = None) -> Usage:
@@ -113,6 +119,28 @@ def message(b: Builder, msg: Any) -> None:
     content(b, role, _get(msg, "content"))
 
 
+# ---------------------------------------------------------------------------
+# Content capture (opt-in, SPEC section 7): the GenAI conventions' parts
+# ---------------------------------------------------------------------------
+
+def input_content(body: Mapping[str, Any]) -> tuple[list[Any], list[Any], list[Any]]:
+    """(system, messages, tools): chat keeps system and developer messages in the history, as openai-v2 does."""
+    messages: list[parts.Message] = []
+    for msg in parts.listed(body.get("messages")):
+        role = str(_get(msg, "role") or "user")
+        found: list[parts.Part] = []
+        if role == "tool":
+            found.append(parts.response(_get(msg, "tool_call_id"), _plain(_get(msg, "content"))))
+        else:
+            found.extend(parts.openai_parts(_get(msg, "content")))
+            for call in parts.listed(_get(msg, "tool_calls")):
+                fn = _get(call, "function")
+                found.append(parts.call(_get(call, "id"), _get(fn, "name"), _get(fn, "arguments")))
+        messages.append({"role": role, "parts": found})
+    return [], messages, parts.listed(body.get("tools"))
+
+
 FORMAT = WireFormat(id=ID, provider=PROVIDER, url_suffixes=("/chat/completions",), looks_like=_looks_like,
                     messages=_messages, session_seed=_seed, usage=usage,
-                    conversation=_conversation, message=message, head=_head)
+                    conversation=_conversation, message=message, head=_head, body_fits=_body_fits,
+                    input_content=input_content)

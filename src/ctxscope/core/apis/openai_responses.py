@@ -17,6 +17,7 @@ from ctxscope.core.payload import b64_len_tokens as _b64_len_tokens
 from ctxscope.core.payload import get as _get
 from ctxscope.core.payload import plain as _plain
 
+from ctxscope.core.apis import _parts as parts
 from ctxscope.core.apis._base import WireFormat, field
 from ctxscope.core.apis._builder import Builder, content, listed, role_part
 from ctxscope.core.apis._text import content_text, system_and_first_user
@@ -42,6 +43,28 @@ def _messages(body: Mapping[str, Any]) -> Sequence[Any]:
 
 def _seed(body: Mapping[str, Any]) -> tuple[str, str]:
     return system_and_first_user([content_text(body.get("instructions"))], _messages(body))
+
+
+def _body_fits(body: Mapping[str, Any]) -> bool:
+    value = body.get("input")
+    return isinstance(body.get("model"), str) and (isinstance(value, (str, list)) or "instructions" in body)
+
+
+def _provider_conversation(body: Mapping[str, Any]) -> str | None:
+    # ``conversation``: the id, or ``{"id": ...}``.
+    conversation = body.get("conversation")
+    if isinstance(conversation, Mapping):
+        conversation = conversation.get("id")
+    return conversation if isinstance(conversation, str) and conversation else None
+
+
+def _previous_response(body: Mapping[str, Any]) -> str | None:
+    previous = body.get("previous_response_id")
+    return previous if isinstance(previous, str) else None
+
+
+def _stored_context(body: Mapping[str, Any]) -> bool:
+    return bool(body.get("previous_response_id") or body.get("conversation"))
 
 
 def usage(value: Any) -> Usage | None:
@@ -124,7 +147,42 @@ def message(b: Builder, item: Any) -> None:
                      source_kind=str(kind or "unknown"))
 
 
+# ---------------------------------------------------------------------------
+# Content capture (opt-in, SPEC section 7): the GenAI conventions' parts
+# ---------------------------------------------------------------------------
+
+def content_message(item: Any) -> parts.Message | None:
+    """One input or output item as a message of parts (the output side reads its non-message items so)."""
+    kind = _get(item, "type")
+    if kind == "function_call":
+        return {"role": "assistant", "parts": [parts.call(_get(item, "call_id"), _get(item, "name"),
+                                                          _get(item, "arguments"))]}
+    if kind == "function_call_output":
+        return {"role": "tool", "parts": [parts.response(_get(item, "call_id"), _get(item, "output"))]}
+    if kind == "reasoning":
+        summary = "".join(str(_get(s, "text") or "") for s in parts.listed(_get(item, "summary")))
+        return {"role": "assistant", "parts": [{"type": "reasoning", "content": summary}]}
+    role = _get(item, "role")
+    if role is not None:  # a message, typed or not
+        return {"role": str(role), "parts": parts.openai_parts(_get(item, "content"))}
+    return {"role": "user", "parts": [{"type": str(kind or "unknown")}]}
+
+
+def input_content(body: Mapping[str, Any]) -> tuple[list[Any], list[Any], list[Any]]:
+    """(system, messages, tools): the instructions, the input items, the tool definitions."""
+    given = body.get("input")
+    if isinstance(given, str):
+        messages: list[Any] = [{"role": "user", "parts": [parts.text(given)]}]
+    else:
+        messages = [m for m in (content_message(item) for item in parts.listed(given)) if m is not None]
+    return (parts.system(body.get("instructions"), parts.openai_parts), messages,
+            parts.listed(body.get("tools")))
+
+
 FORMAT = WireFormat(id=ID, provider=PROVIDER, url_suffixes=("/responses",), looks_like=_looks_like,
                     messages=_messages, session_seed=_seed, usage=usage,
                     conversation=_conversation, message=message, head=_head,
-                    conversation_field="input", instructions_field="instructions", typed_items=True)
+                    conversation_field="input", instructions_field="instructions", typed_items=True,
+                    body_fits=_body_fits, input_content=input_content,
+                    server_state=True, provider_conversation=_provider_conversation,
+                    previous_response=_previous_response, stored_context=_stored_context)

@@ -13,7 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from ctxscope.core.items import API_ANTHROPIC, API_OPENAI_CHAT, API_OPENAI_RESPONSES
+from ctxscope.core import apis
+from ctxscope.core.apis import API_ANTHROPIC, API_OPENAI_CHAT, API_OPENAI_RESPONSES
 
 # Framings of a response body, as the provider sends it.
 JSON = "json"  # one JSON document
@@ -115,32 +116,13 @@ def provider_for(host: str, endpoint: Endpoint) -> str:
     return endpoint.default_provider
 
 
-def _is_list(value: Any) -> bool:
-    return isinstance(value, list)
-
-
 def body_fits(endpoint: Endpoint, body: Any) -> bool:
-    """Whether a parsed request body has the shape of the endpoint's API (not merely its path)."""
+    """Whether a parsed request body has the shape of the endpoint's API (not merely its path):
+    its wire format says (``WireFormat.body_fits``); an API no format defines is not read."""
     if not isinstance(body, Mapping):
         return False
-    api = endpoint.api
-    if api == API_OPENAI_CHAT:
-        return _is_list(body.get("messages"))
-    if api == API_OPENAI_RESPONSES:
-        value = body.get("input")
-        return isinstance(body.get("model"), str) and (isinstance(value, (str, list)) or "instructions" in body)
-    if api == API_ANTHROPIC:
-        return _is_list(body.get("messages")) and isinstance(body.get("model"), str)
-    checker = _SHAPE_CHECKS.get(api)
-    return bool(checker(body)) if checker is not None else False
-
-
-_SHAPE_CHECKS: dict[str, Any] = {}
-
-
-def register_shape(api: str, check: Any) -> None:
-    """The body-shape test of a wire format registered by its module."""
-    _SHAPE_CHECKS[api] = check
+    wire = apis.find(endpoint.api)
+    return wire is not None and bool(wire.body_fits(body))
 
 
 def streamed(endpoint: Endpoint, body: Mapping[str, Any]) -> bool:
@@ -159,16 +141,10 @@ def framing(endpoint: Endpoint, is_stream: bool, content_type: str) -> str:
     if "ndjson" in content_type or "jsonl" in content_type:
         return NDJSON
     if is_stream:
-        return _STREAM_FRAMINGS.get(endpoint.api, SSE)
+        # The wire format's own (Ollama: NDJSON; Gemini: a JSON array), else server-sent events.
+        wire = apis.find(endpoint.api)
+        return wire.stream_framing if wire is not None else SSE
     return JSON
-
-
-_STREAM_FRAMINGS: dict[str, str] = {}
-
-
-def register_stream_framing(api: str, kind: str) -> None:
-    """A wire format whose stream is not server-sent events (Ollama: NDJSON; Gemini: a JSON array)."""
-    _STREAM_FRAMINGS[api] = kind
 
 
 # ---------------------------------------------------------------------------
@@ -176,7 +152,7 @@ def register_stream_framing(api: str, kind: str) -> None:
 # ---------------------------------------------------------------------------
 
 def _register_wire_formats() -> None:
-    from ctxscope.core.apis import FORMATS, gemini, ollama
+    from ctxscope.core.apis import gemini, ollama
 
     generate = Endpoint(gemini.API, gemini.PROVIDER, model_in_path=True, conversation="contents")
     stream_generate = Endpoint(gemini.API, gemini.PROVIDER, streamed_always=True, model_in_path=True,
@@ -193,9 +169,6 @@ def _register_wire_formats() -> None:
 
     register(ollama.PATH, Endpoint(ollama.API, ollama.PROVIDER, stream_default=True))
     register(None, generate, gemini_endpoint, ending="enerateContent")
-    for wire in FORMATS.values():
-        register_shape(wire.api, wire.body_fits)
-        register_stream_framing(wire.api, wire.stream_framing)
 
 
 def model_from_path(path: str) -> str | None:
