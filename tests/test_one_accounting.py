@@ -1,10 +1,13 @@
-"""One call's accounting on every path: fidelity and the foreign-span processor agree with ``inspect``.
+"""One call's accounting on every path: the tracker, fidelity and the foreign-span processor agree with ``inspect``.
 
 Each call site used to put a call through the ledger itself (and they had
 drifted: one looked the model's window up, another not; one knew
 ``usage.iterations``, another not). Now they go through
 :mod:`ctxscope.core.pipeline`; these tests hand the same recorded call to two
 sites and compare what they say: estimate, window, limits, reported input.
+The tracker is also taken through growing sessions, call by call, so its
+incremental entry points (extractor, framing cache, ledger) are held to what
+a count from nothing says of each body.
 """
 
 from __future__ import annotations
@@ -113,3 +116,73 @@ def test_the_foreign_span_processor_accounts_a_call_as_inspect_does():
            for c in companions]
     provider.shutdown()
     assert len(got) == 2 and got == expected
+
+
+def _tracker_call(tracker: Any, body: dict[str, Any], api: str, response: Any = None,
+                  session_id: str | None = None) -> Any:
+    """One call through the live tracker as the instrumentors make it: request, then the response's usage."""
+    wire = apis.get(api)
+    call = tracker.observe_request(body, api, provider=wire.provider, session_id=session_id)
+    usage = wire.usage(wire.response_usage(response)) if response is not None else None
+    return tracker.observe_response(call, usage)
+
+
+@pytest.mark.parametrize("name,record", RECORDINGS, ids=[n for n, _ in RECORDINGS])
+def test_the_tracker_accounts_a_call_as_inspect_does(name: str, record: dict[str, Any]):
+    """Same body, same response: the live tracker's estimate, window, limits and reported input are inspect's."""
+    from ctxscope.telemetry.tracker import Tracker
+
+    body, response = record["request"], record.get("response")
+    api = fidelity.detect_api(body, record.get("uri", ""))
+    observation = _tracker_call(Tracker(tokenizer="chars"), body, api, response)
+    _, snapshot = inspect(Loaded(name, None, body, response), tokenizer="chars")
+    assert _accounting(observation.snapshot.annotation) == _accounting(snapshot.annotation)
+
+
+def _growing(record: dict[str, Any], api: str) -> list[dict[str, Any]]:
+    """The recording's conversation as the calls of an agent that sent it one message at a time."""
+    field_name = apis.get(api).conversation_field
+    messages = record["request"].get(field_name)
+    if not isinstance(messages, list) or len(messages) < 2:
+        return []
+    return [{**record["request"], field_name: messages[:n]} for n in range(1, len(messages) + 1)]
+
+
+GROWING = [(name, record) for name, record in RECORDINGS
+           if _growing(record, fidelity.detect_api(record["request"], record.get("uri", "")))]
+
+
+def test_the_recordings_hold_conversations_to_grow():
+    assert len(GROWING) >= 10
+
+
+@pytest.mark.parametrize("name,record", GROWING, ids=[n for n, _ in GROWING])
+def test_the_trackers_incremental_accounting_of_a_growing_session_is_inspects_of_each_body(
+        name: str, record: dict[str, Any]):
+    """One session growing call by call (the tracker reuses the items, framing and counts of the earlier
+    calls) says of each call what inspect, counting that body from nothing, says of it."""
+    from ctxscope.telemetry.tracker import Tracker
+
+    api = fidelity.detect_api(record["request"], record.get("uri", ""))
+    tracker = Tracker(tokenizer="chars")
+    for number, body in enumerate(_growing(record, api), 1):
+        observation = _tracker_call(tracker, body, api, session_id="growing")
+        _, snapshot = inspect(Loaded(f"{name} call {number}", None, body), tokenizer="chars")
+        assert observation.session_id == "growing"
+        assert _accounting(observation.snapshot.annotation) == _accounting(snapshot.annotation), number
+
+
+def test_the_tracker_reports_the_first_sampling_of_iterations_as_inspect_does():
+    """An Anthropic usage with iterations: the tracker takes the first ``message`` sampling's input (40), as inspect."""
+    from ctxscope.telemetry.tracker import Tracker
+
+    body = {"model": "claude-sonnet-4-5", "max_tokens": 100, "messages": [{"role": "user", "content": "hi"}]}
+    usage = {"input_tokens": 90, "cache_read_input_tokens": 10, "output_tokens": 5, "iterations": [
+        {"type": "message", "input_tokens": 30, "cache_read_input_tokens": 10, "output_tokens": 2},
+        {"type": "message", "input_tokens": 60, "output_tokens": 3}]}
+    response = {"type": "message", "usage": usage, "content": []}
+    observation = _tracker_call(Tracker(tokenizer="chars"), body, apis.API_ANTHROPIC, response)
+    _, snapshot = inspect(Loaded("x", None, body, response), tokenizer="chars")
+    assert observation.snapshot.annotation.reported_tokens == snapshot.annotation.reported_tokens == 40
+    assert observation.snapshot.annotation.window_tokens == snapshot.annotation.window_tokens == 200_000
+    assert _accounting(observation.snapshot.annotation) == _accounting(snapshot.annotation)
