@@ -170,3 +170,47 @@ def test_format_conformance(name: str, record: dict[str, Any]):
             {"role": "user", "content": "and one more thing"}
         grown[messages_key] = [*body[messages_key], more]
         assert fingerprint(grown, api) == key
+
+
+@pytest.mark.parametrize("name,record", CASES, ids=[name for name, _ in CASES])
+def test_format_answers_the_live_path(name: str, record: dict[str, Any]):
+    """What the transport layer, content capture and the tracker ask each format, on its real bodies:
+    the body has the shape its endpoint takes, its messages are captured one for one, and only a
+    format that keeps state at the provider (Responses) names any."""
+    body = record["request"]
+    api = apis.for_path(urlparse(record["uri"]).path)
+    assert api is not None
+    wire = apis.get(api)
+    assert wire.body_fits(body), name
+    assert not wire.body_fits({"model": "m"}), name  # no conversation: not a body of this API
+
+    system, messages, tools = wire.input_content(body)
+    conversation = body.get(wire.conversation_field)
+    assert len(messages) == (len(conversation) if isinstance(conversation, list) else 1), name
+    assert all(isinstance(m["role"], str) and isinstance(m["parts"], list) for m in messages)
+    assert all(isinstance(p, dict) and isinstance(p.get("type"), str) for m in messages for p in m["parts"])
+    assert all(p["type"] == "text" for p in system)
+
+    if not wire.server_state:
+        assert wire.provider_conversation(body) is None and wire.previous_response(body) is None
+        assert wire.stored_context(body) is False
+
+
+def test_responses_names_the_state_the_provider_keeps():
+    """Responses: a conversation object (an id or ``{"id"}``) and an earlier response are state kept at
+    the provider; either makes the body a partial view. Worked by hand from the API's documented fields."""
+    wire = apis.get(apis.API_OPENAI_RESPONSES)
+    assert wire.server_state
+    plain = {"model": "gpt-4o", "input": "hi"}
+    assert (wire.provider_conversation(plain), wire.previous_response(plain), wire.stored_context(plain)) == \
+        (None, None, False)
+    for conversation in ("conv_123", {"id": "conv_123"}):
+        body = {**plain, "conversation": conversation}
+        assert wire.provider_conversation(body) == "conv_123" and wire.stored_context(body)
+    assert wire.provider_conversation({**plain, "conversation": ""}) is None
+    chained = {**plain, "previous_response_id": "resp_1"}
+    assert wire.previous_response(chained) == "resp_1" and wire.stored_context(chained)
+    assert wire.provider_conversation(chained) is None
+    # A conversation object without an id still tells that the provider prepends context.
+    odd = {**plain, "conversation": {"name": "x"}}
+    assert wire.provider_conversation(odd) is None and wire.stored_context(odd)
