@@ -126,10 +126,10 @@ def reported_input(api: str, response: Any) -> int | None:
 
 @dataclass(frozen=True)
 class ModuleFormat:
-    """A :class:`WireFormat` under the names the HTTP transport layer and content capture read
-    (``instrumentation/``, rebuilt by other work): a view of the one registry, not a second one.
+    """A :class:`WireFormat` under the names the HTTP transport layer's response readers use
+    (``instrumentation/http/_formats.py``): a view of the one registry, not a second one.
 
-    Remove once those read the WireFormat's own fields; :func:`format_of` is None for the formats
+    Remove once that reads the WireFormat's own fields (content capture and the endpoint table do); :func:`format_of` is None for the formats
     that the provider SDK instrumentors read (their framing is ``ctxscope.core.framing``'s).
     """
 
