@@ -129,8 +129,9 @@ class ModuleFormat:
     """A :class:`WireFormat` under the names the HTTP transport layer's response readers use
     (``instrumentation/http/_formats.py``): a view of the one registry, not a second one.
 
-    Remove once that reads the WireFormat's own fields (content capture and the endpoint table do); :func:`format_of` is None for the formats
-    that the provider SDK instrumentors read (their framing is ``ctxscope.core.framing``'s).
+    Remove once that reads the WireFormat's own fields (content capture and the endpoint table do);
+    :func:`format_of` is None for the formats that the provider SDK instrumentors read (their
+    framing is ``ctxscope.core.framing``'s).
     """
 
     wire: WireFormat
