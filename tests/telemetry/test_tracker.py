@@ -177,3 +177,31 @@ def test_responses_conversation_object_is_the_session(tracker):
     assert other == "conv_2"
     with ctxscope.session("mine"):
         assert tracker.session_for({"input": "x", "conversation": "conv_3"}, "openai.responses") == "mine"
+
+
+def test_a_failing_waste_tracker_or_framing_is_turned_off_once_and_the_calls_still_count(tracker, monkeypatch,
+                                                                                       caplog):
+    """Waste and framing are extras on top of the items: when one raises, the session's calls are still
+    counted (the items' own tokens, worked out by chars/4), that extra is off for the session, and the
+    failure is one warning, not one per call."""
+    from ctxscope import faultlog
+    from ctxscope.core.framing.incremental import FramingCache
+    from ctxscope.core.waste import WasteTracker
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("boom")
+
+    faultlog.reset()
+    monkeypatch.setattr(WasteTracker, "observe", broken)
+    monkeypatch.setattr(FramingCache, "framing_items", broken)
+    bodies = [body("x" * 40), body("x" * 40, "y" * 80)]
+    with caplog.at_level("DEBUG", logger="ctxscope"):
+        snapshots = [tracker.observe_request(b, CHAT, provider="openai", session_id="s").snapshot for b in bodies]
+    # System "You are terse." (14 chars: 4 tokens), then 40 chars (10), then 80 (20): no framing, no waste.
+    assert [s.annotation.estimated_tokens for s in snapshots] == [14, 34]
+    assert all(s.annotation.waste is None or s.annotation.waste == {} for s in snapshots)
+    warnings = [r.getMessage().splitlines()[0] for r in caplog.records if r.levelname == "WARNING"]
+    assert sorted(warnings) == ["ctxscope: provider framing failed; disabling it for session s (logged once; later "
+                                "ones at debug)",
+                                "ctxscope: waste tracking failed; off for session s (logged once; later ones at "
+                                "debug)"], warnings

@@ -140,7 +140,9 @@ class SessionAccount:
                 totals = tracker.observe(snapshot)
             snapshot.annotation.waste = {WasteKind(k): int(v) for k, v in totals.items()}
         except Exception:  # noqa: BLE001 - waste is an extra: the annotation stands without it
-            _log.warning("waste tracking failed; off for session %s", self.session_id, exc_info=True)
+            # Logged as text, once (the live path runs here: a record holding the traceback would
+            # hold the caller's frames; faultlog says why).
+            log_failure(_log, "ctxscope: waste tracking failed; off for session %s", self.session_id)
             self.waste = None
 
 
