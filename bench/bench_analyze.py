@@ -2,6 +2,7 @@
 
     python bench/bench_analyze.py                 # everything below, ratios from one run
     python bench/bench_analyze.py --quick         # the dense 50 MB session only (no 200 MB, no replay)
+    python bench/bench_analyze.py --replay-only   # replay of the dense 50 MB session only, before and after
     python bench/bench_analyze.py --compare       # also: findings of both tools on ../shared/corpus
 
 Sessions (``../shared/tools/gen_sessions.py``): ``default`` (few, large calls:
@@ -190,15 +191,17 @@ def replay(session: Path, before_rev: str, repeat: int) -> dict[str, object] | N
     return out
 
 
-def run_all(repeat: int, quick: bool, before_rev: str) -> dict[str, object]:
+def run_all(repeat: int, quick: bool, before_rev: str, replay_only: bool = False) -> dict[str, object]:
     work = Path(tempfile.mkdtemp(prefix="ctxscope-bench-"))
     result: dict[str, object] = {}
     try:
-        names = ["dense50"] if quick else ["default", "dense50"]
+        names = ["dense50"] if quick or replay_only else ["default", "dense50"]
         sessions = {name: generate(name, work) for name in names}
-        for name in names:
+        for name in [] if replay_only else names:
             result[name] = speed(sessions[name], repeat)
-        if not quick:
+        if replay_only:
+            result["replay"] = replay(sessions["dense50"], before_rev, repeat)
+        elif not quick:
             big = generate("dense200", work)
             result["dense200"] = speed(big, 1, lens=False)
             big.unlink()
@@ -301,13 +304,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeat", type=int, default=1, help="runs of each tool; the best is kept")
     parser.add_argument("--quick", action="store_true", help="dense50 only: no default session, 200 MB, replay")
     parser.add_argument("--before", default=BEFORE, metavar="REV", help=f"replay's before side (default {BEFORE})")
+    parser.add_argument("--replay-only", action="store_true", help="only replay's figure (dense50, before and after)")
     parser.add_argument("--compare", action="store_true", help="compare findings on ../shared/corpus too")
     # Known options only: bench/run.py calls main() with its own argv (the bench names).
     args, _ = parser.parse_known_args(argv)
     if not GEN.exists():
         print(f"bench: {GEN} is not here (needs ../shared)", file=sys.stderr)
         return 1
-    result = run_all(args.repeat, args.quick, args.before)
+    result = run_all(args.repeat, args.quick, args.before, args.replay_only)
     print(json.dumps(result, indent=2))
     if args.compare:
         print(json.dumps(compare(), indent=1))
