@@ -31,7 +31,9 @@ CORPUS = ROOT.parent / "shared" / "corpus"
 sys.path.insert(0, str(ROOT / "tools"))
 sys.path.insert(0, str(ROOT / "tests"))
 
-from demo_otlp_snapshot import _attributes, _metrics, _spans, compare  # noqa: E402
+from demo_otlp_snapshot import _LOCAL_PORT, _attributes, _metrics, _spans, compare  # noqa: E402
+
+RUN_TIME = "<the run's time>"
 
 
 def _sessions() -> list[str]:
@@ -40,14 +42,21 @@ def _sessions() -> list[str]:
     return [str(p) for p in files if "subagents" not in p.parts and "/api/" not in str(p)]
 
 
-def _times(requests: list[Any]) -> list[dict[str, Any]]:
-    """Start, end and event times of each span, in the order ``_spans`` puts them."""
+def _times(requests: list[Any], run_start_ns: int) -> list[dict[str, Any]]:
+    """Start, end and event times of each span, in the order ``_spans`` puts them.
+
+    A time after the run began is the run's own (a session-end marker, a call
+    the transcript gave no time): it is written as such, not as its value.
+    """
+    def time_of(ns: int) -> int | str:
+        return RUN_TIME if ns >= run_start_ns else ns
+
     raw = [span for request in requests for rs in request.resource_spans for ss in rs.scope_spans
            for span in ss.spans]
     raw.sort(key=lambda span: (span.start_time_unix_nano, span.name,
                                json.dumps(_attributes(span.attributes), sort_keys=True)))
-    return [{"start": span.start_time_unix_nano, "end": span.end_time_unix_nano,
-             "events": [event.time_unix_nano for event in span.events]} for span in raw]
+    return [{"start": time_of(span.start_time_unix_nano), "end": time_of(span.end_time_unix_nano),
+             "events": [time_of(event.time_unix_nano) for event in span.events]} for span in raw]
 
 
 def save(target: Path, files: list[str]) -> None:
@@ -58,7 +67,7 @@ def save(target: Path, files: list[str]) -> None:
         env = {**os.environ, "CTXSCOPE_DATA_DIR": data_dir, "CTXSCOPE_STORE": "off",
                "OTEL_EXPORTER_OTLP_ENDPOINT": receiver.endpoint, "OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf",
                "OTEL_METRIC_EXPORT_INTERVAL": "600000"}
-        started = time.monotonic()
+        started, run_start_ns = time.monotonic(), time.time_ns()
         run = subprocess.run([sys.executable, "-c", "from ctxscope.cli import run; run()", "replay", "--tokenizer",
                               "chars", *files], env=env, cwd=ROOT, capture_output=True, text=True, timeout=3600)
         time.sleep(1.0)  # the receiver finishes decoding the last request
@@ -66,8 +75,8 @@ def save(target: Path, files: list[str]) -> None:
             traces, metrics = list(receiver.handler.traces), list(receiver.handler.metrics)
     if not traces:
         sys.exit(f"replay_otlp_snapshot: the receiver got no spans (exit {run.returncode}):\n{run.stderr[-2000:]}")
-    snapshot = {"exit": run.returncode, "stderr": run.stderr.splitlines(), "spans": _spans(traces),
-                "times": _times(traces), "metrics": _metrics(metrics)}
+    snapshot = {"exit": run.returncode, "stderr": _LOCAL_PORT.sub(r"\1:<port>", run.stderr).splitlines(),
+                "spans": _spans(traces), "times": _times(traces, run_start_ns), "metrics": _metrics(metrics)}
     target.mkdir(parents=True, exist_ok=True)
     (target / "otlp.json").write_text(json.dumps(snapshot, indent=1, sort_keys=True))
     print(f"{len(snapshot['spans'])} spans and {sum(len(m['points']) for m in snapshot['metrics'].values())} "
