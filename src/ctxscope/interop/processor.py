@@ -35,8 +35,9 @@ from ctxscope.instrumentation._wrappers import Telemetry
 from ctxscope.core.apis import API_OPENAI_CHAT  # the shape every foreign format is rebuilt in (formats.py)
 from ctxscope.telemetry.processor import UNKNOWN_SESSION, ensure_processor, install_once
 from ctxscope.core.conversation import current_session_id
+from ctxscope.core.observation import Usage
 from ctxscope.schema import INSTRUMENTATION_SCOPE, Annotation, Attr, Coverage, GenAI, SpanName, Stage
-from ctxscope.telemetry.spans import annotated, call_span_name
+from ctxscope.telemetry.spans import annotated, call_span_name, usage_attributes
 from ctxscope.telemetry.tracker import Tracker
 from ctxscope.interop.formats import ForeignCall, parse_attributes
 
@@ -184,8 +185,8 @@ class ForeignSpanProcessor(SpanProcessor):
             identity[GenAI.REQUEST_MODEL] = model
         if call.response_model:
             identity[GenAI.RESPONSE_MODEL] = call.response_model
-        if call.usage.reported_input is not None:
-            identity[GenAI.USAGE_INPUT_TOKENS] = call.usage.reported_input
+        # The input alone: the other instrumentation's span carries the rest of the usage already.
+        identity.update(usage_attributes(Usage(reported_input=call.usage.reported_input)))
         parent = trace.set_span_in_context(NonRecordingSpan(span.context))
         start = span.start_time
         end = span.end_time if span.end_time is not None else start

@@ -1,8 +1,8 @@
 """Transcripts as telemetry: the spans a live session would have produced.
 
 :class:`CallEmitter` turns :class:`~ctxscope.transcripts.TranscriptCall`
-objects into the spans the live instrumentation writes
-(:mod:`ctxscope.instrumentation._wrappers`), so dashboards treat replayed
+objects into the spans the live instrumentation writes, through the same
+span writer (:mod:`ctxscope.telemetry.spans`), so dashboards treat replayed
 and live sessions alike:
 
 - one ``chat <model>`` CLIENT span per provider call, with the GenAI
