@@ -22,7 +22,9 @@ exact tiktoken run is reported as well (skipped without ``../shared/tiktoken``).
 Replay: ``ctxscope replay --tokenizer chars`` of ``dense50`` into a local OTLP
 receiver (oteltest's HTTP sink, in this process), with this checkout's ``src``
 and with the ``src`` of ``--before REV`` (exported by ``git archive`` into
-``bench/out/before-REV``; default: the last commit before issue 14's work).
+``bench/out/before-REV``; default: the last commit before issue 14's work),
+and this checkout once more with the span exporter off (``OTEL_TRACES_EXPORTER=none``):
+what exporting the spans costs, measured in the same run.
 """
 
 from __future__ import annotations
@@ -169,7 +171,9 @@ def replay(session: Path, before_rev: str, repeat: int) -> dict[str, object] | N
     sink.start()
     out: dict[str, object] = {"before": before_rev}
     try:
-        sides = {"before": export_before(before_rev), "after": ROOT / "src"}
+        # "after-no-span-export": this checkout with the span exporter off (OTEL_TRACES_EXPORTER=none),
+        # the metrics still exported: what the span export (the SDK's OTLP encoding) costs, in the same run.
+        sides = {"before": export_before(before_rev), "after": ROOT / "src", "after-no-span-export": ROOT / "src"}
         runs: dict[str, list[tuple[float, int, float]]] = {name: [] for name in sides}
         spans: dict[str, int] = {}
         for _ in range(repeat):
@@ -177,6 +181,8 @@ def replay(session: Path, before_rev: str, repeat: int) -> dict[str, object] | N
                 env = _env(src)
                 env.update({"OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{port}",
                             "OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf", "OTEL_METRIC_EXPORT_INTERVAL": "60000"})
+                if name == "after-no-span-export":
+                    env["OTEL_TRACES_EXPORTER"] = "none"
                 got = handler.spans
                 wall, rss, _, cpu = measure([*CTXSCOPE, "replay", "--tokenizer", "chars", str(session)], env)
                 time.sleep(0.5)  # the last export's request is handled
