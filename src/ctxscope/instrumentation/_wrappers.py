@@ -3,8 +3,8 @@
 The provider modules (``openai.py``, ``anthropic.py``) know the SDKs; this
 module knows OpenTelemetry and the tracker; the spans themselves are
 written by the one span writer (:mod:`ctxscope.telemetry.spans`). A
-:class:`ModelCall` opens the GenAI client span, computes the context annotation from the request while the
-span is open (SPEC section 4), emits the ``capture-start`` and
+:class:`ModelCall` opens the GenAI client span, computes the context
+annotation from the request while the span is open (SPEC section 4), emits the ``capture-start`` and
 ``post-compaction`` spans, and once the response (or the stream's last event)
 arrives sets the usage, the reported input and the calibration, then ends
 the span.
