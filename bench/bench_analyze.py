@@ -2,6 +2,7 @@
 
     python bench/bench_analyze.py                 # everything below, ratios from one run
     python bench/bench_analyze.py --quick         # the dense 50 MB session only (no 200 MB, no replay)
+    python bench/bench_analyze.py --replay-only   # replay of the dense 50 MB session only, before and after
     python bench/bench_analyze.py --compare       # also: findings of both tools on ../shared/corpus
 
 Sessions (``../shared/tools/gen_sessions.py``): ``default`` (few, large calls:
@@ -21,7 +22,9 @@ exact tiktoken run is reported as well (skipped without ``../shared/tiktoken``).
 Replay: ``ctxscope replay --tokenizer chars`` of ``dense50`` into a local OTLP
 receiver (oteltest's HTTP sink, in this process), with this checkout's ``src``
 and with the ``src`` of ``--before REV`` (exported by ``git archive`` into
-``bench/out/before-REV``; default: the last commit before issue 14's work).
+``bench/out/before-REV``; default: the last commit before issue 14's work),
+and this checkout once more with the span exporter off (``OTEL_TRACES_EXPORTER=none``):
+what exporting the spans costs, measured in the same run.
 """
 
 from __future__ import annotations
@@ -168,7 +171,9 @@ def replay(session: Path, before_rev: str, repeat: int) -> dict[str, object] | N
     sink.start()
     out: dict[str, object] = {"before": before_rev}
     try:
-        sides = {"before": export_before(before_rev), "after": ROOT / "src"}
+        # "after-no-span-export": this checkout with the span exporter off (OTEL_TRACES_EXPORTER=none),
+        # the metrics still exported: what the span export (the SDK's OTLP encoding) costs, in the same run.
+        sides = {"before": export_before(before_rev), "after": ROOT / "src", "after-no-span-export": ROOT / "src"}
         runs: dict[str, list[tuple[float, int, float]]] = {name: [] for name in sides}
         spans: dict[str, int] = {}
         for _ in range(repeat):
@@ -176,6 +181,8 @@ def replay(session: Path, before_rev: str, repeat: int) -> dict[str, object] | N
                 env = _env(src)
                 env.update({"OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{port}",
                             "OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf", "OTEL_METRIC_EXPORT_INTERVAL": "60000"})
+                if name == "after-no-span-export":
+                    env["OTEL_TRACES_EXPORTER"] = "none"
                 got = handler.spans
                 wall, rss, _, cpu = measure([*CTXSCOPE, "replay", "--tokenizer", "chars", str(session)], env)
                 time.sleep(0.5)  # the last export's request is handled
@@ -190,15 +197,17 @@ def replay(session: Path, before_rev: str, repeat: int) -> dict[str, object] | N
     return out
 
 
-def run_all(repeat: int, quick: bool, before_rev: str) -> dict[str, object]:
+def run_all(repeat: int, quick: bool, before_rev: str, replay_only: bool = False) -> dict[str, object]:
     work = Path(tempfile.mkdtemp(prefix="ctxscope-bench-"))
     result: dict[str, object] = {}
     try:
-        names = ["dense50"] if quick else ["default", "dense50"]
+        names = ["dense50"] if quick or replay_only else ["default", "dense50"]
         sessions = {name: generate(name, work) for name in names}
-        for name in names:
+        for name in [] if replay_only else names:
             result[name] = speed(sessions[name], repeat)
-        if not quick:
+        if replay_only:
+            result["replay"] = replay(sessions["dense50"], before_rev, repeat)
+        elif not quick:
             big = generate("dense200", work)
             result["dense200"] = speed(big, 1, lens=False)
             big.unlink()
@@ -301,13 +310,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeat", type=int, default=1, help="runs of each tool; the best is kept")
     parser.add_argument("--quick", action="store_true", help="dense50 only: no default session, 200 MB, replay")
     parser.add_argument("--before", default=BEFORE, metavar="REV", help=f"replay's before side (default {BEFORE})")
+    parser.add_argument("--replay-only", action="store_true", help="only replay's figure (dense50, before and after)")
     parser.add_argument("--compare", action="store_true", help="compare findings on ../shared/corpus too")
     # Known options only: bench/run.py calls main() with its own argv (the bench names).
     args, _ = parser.parse_known_args(argv)
     if not GEN.exists():
         print(f"bench: {GEN} is not here (needs ../shared)", file=sys.stderr)
         return 1
-    result = run_all(args.repeat, args.quick, args.before)
+    result = run_all(args.repeat, args.quick, args.before, args.replay_only)
     print(json.dumps(result, indent=2))
     if args.compare:
         print(json.dumps(compare(), indent=1))

@@ -186,6 +186,18 @@ class Attr:
 CHANGE_EVENT_NAME = PREFIX + "change"
 
 
+class SpanName:
+    """Names of the spans ctxscope writes (SPEC section 4), all of them by ``telemetry.spans``."""
+
+    # gen_ai.operation.name of a model call; its span is named "chat <request model>".
+    OPERATION_CHAT = "chat"
+    CAPTURE_START = Stage.CAPTURE_START.value
+    POST_COMPACTION = Stage.POST_COMPACTION.value
+    SESSION_END = "session-end"
+    # The span ctxscope writes beside another instrumentation's model call: "ctxscope.context <model>".
+    COMPANION_PREFIX = "ctxscope.context"
+
+
 class ChangeAttr:
     """Attribute keys of an ``llm.context.change`` event (unprefixed, as SPEC says)."""
 

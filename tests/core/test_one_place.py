@@ -101,3 +101,32 @@ def test_the_branch_pattern_finds_what_it_is_for():
                  'CHAT = Endpoint(API_OPENAI_CHAT, "openai")', "_APIS = {API_CHAT: CHAT}",
                  "tracker.observe_request(body, API_OPENAI_CHAT, provider=provider)"):
         assert not _API_BRANCH.search(line), line
+
+
+# Writing a span: opening one, putting attributes, events or a status on one, ending one. ``match.end()``
+# (a regex match) and ``add_span_processor`` (setting the SDK up) are not span writing and do not match;
+# neither does the content log event (``logger.emit``: a log record, SPEC section 7), which is not a span.
+_SPAN_WRITE = re.compile(r"\.(?:start_span|start_as_current_span|add_event|set_attributes?|set_status|"
+                         r"record_exception|update_name)\(|\bspan\.end\(|\.end\(\s*end_time")
+# The one span writer (issue 11): every span ctxscope writes, and what goes on it.
+_SPAN_WRITER = "telemetry/spans.py"
+
+
+def test_one_module_writes_spans():
+    """Call spans, markers, companions, change events and usage attributes are written by telemetry/spans.py alone."""
+    writers = {name: [line.strip() for line in text.splitlines() if _SPAN_WRITE.search(line)]
+               for name, text in _sources().items()}
+    writers = {name: lines for name, lines in writers.items() if lines}
+    assert set(writers) == {_SPAN_WRITER}, {k: v for k, v in writers.items() if k != _SPAN_WRITER}
+
+
+def test_the_span_write_pattern_finds_what_it_is_for():
+    """The pattern catches every way of writing a span, and not a regex match's end or the SDK's set-up."""
+    for line in ("span = self.tracer.start_span(name)", "with tracer.start_as_current_span('x'):",
+                 "self.span.add_event(name, attrs)", "span.set_attribute('k', 1)", "span.set_attributes(a)",
+                 "self.span.set_status(Status(StatusCode.ERROR))", "span.end()", "companion.end(end_time=end)",
+                 "span.record_exception(exc)", "span.update_name('chat')"):
+        assert _SPAN_WRITE.search(line), line
+    for line in ("start = match.end()", "provider.add_span_processor(processor)", "self._set_status()",
+                 "logger.emit(record)", "text.find(tag, match.end())"):
+        assert not _SPAN_WRITE.search(line), line

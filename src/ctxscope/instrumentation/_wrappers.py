@@ -1,9 +1,10 @@
 """One instrumented model call: its span, its annotation, its observation.
 
 The provider modules (``openai.py``, ``anthropic.py``) know the SDKs; this
-module knows OpenTelemetry and the tracker. A :class:`ModelCall` opens the
-GenAI client span, computes the context annotation from the request while the
-span is open (SPEC section 4), emits the ``capture-start`` and
+module knows OpenTelemetry and the tracker; the spans themselves are
+written by the one span writer (:mod:`ctxscope.telemetry.spans`). A
+:class:`ModelCall` opens the GenAI client span, computes the context
+annotation from the request while the span is open (SPEC section 4), emits the ``capture-start`` and
 ``post-compaction`` spans, and once the response (or the stream's last event)
 arrives sets the usage, the reported input and the calibration, then ends
 the span.
@@ -37,24 +38,25 @@ from typing import Any, Callable, Mapping, Protocol
 
 from opentelemetry import context as otel_context
 from opentelemetry import trace
-from opentelemetry.trace import Span, SpanKind, Status, StatusCode, Tracer
+from opentelemetry.trace import Span, Tracer
 
 from ctxscope.core.conversation import compaction_marks
 from ctxscope.instrumentation import _worker
 
 from ctxscope.faultlog import log_failure
 from ctxscope.core.observation import Usage
-from ctxscope.schema import INSTRUMENTATION_SCOPE, Attr, ChangeAttr, GenAI, Stage
+from ctxscope.schema import INSTRUMENTATION_SCOPE, Attr, GenAI, SpanName, Stage
+from ctxscope.telemetry.spans import SpanWriter, annotated, usage_attributes
 from ctxscope.telemetry.tracker import PendingCall, Tracker, get_tracker
 from ctxscope.instrumentation._content import ContentMode, request_content, span_attributes
 
 _log = logging.getLogger("ctxscope.instrumentation")
 
-OPERATION_CHAT = "chat"
+OPERATION_CHAT = SpanName.OPERATION_CHAT
 ERROR_TYPE = GenAI.ERROR_TYPE
-SPAN_CAPTURE_START = Stage.CAPTURE_START.value
-SPAN_POST_COMPACTION = Stage.POST_COMPACTION.value
-SPAN_SESSION_END = "session-end"
+SPAN_CAPTURE_START = SpanName.CAPTURE_START
+SPAN_POST_COMPACTION = SpanName.POST_COMPACTION
+SPAN_SESSION_END = SpanName.SESSION_END
 # The GenAI conventions' event that carries a call's content structured (util-genai's name).
 EVENT_OPERATION_DETAILS = "gen_ai.client.inference.operation.details"
 # Context key of the model call being sent (see ModelCall.activate; read by active_call()).
@@ -176,6 +178,7 @@ class Telemetry:
                  content: ContentMode = ContentMode.NO_CONTENT, logger_provider: Any = None,
                  meter_provider: Any = None) -> None:
         self.tracer: Tracer = trace.get_tracer(INSTRUMENTATION_SCOPE, _version(), tracer_provider=tracer_provider)
+        self.spans = SpanWriter(self.tracer)  # every span of this instrumentor is written by it
         self._tracer_provider = tracer_provider
         self._meter_provider = meter_provider
         self._processor: Any = None
@@ -230,10 +233,9 @@ class Telemetry:
         if next((t for t in Telemetry._live if t.tracker is self.tracker), self) is not self:
             return
         attributes: dict[str, str | bool] = {Attr.SESSION_ID: session_id, Attr.SESSION_ENDED: True}
-        span = self.tracer.start_span(SPAN_SESSION_END, kind=SpanKind.INTERNAL,
-                                      context=otel_context.Context(), attributes=attributes)
+        span = self.spans.session_end(attributes, otel_context.Context())
         self.record(attributes, 0, span)
-        span.end()
+        self.spans.end(span)
 
 
 class ModelCall:
@@ -282,9 +284,7 @@ class ModelCall:
         # the worker completes them with the annotation (None: no annotation, no metrics).
         self._attributes: dict[str, Any] | None = None
         self._base_attributes = attributes
-        name = f"{OPERATION_CHAT} {self.model}" if self.model else OPERATION_CHAT
-        self.span: Span = telemetry.tracer.start_span(name, kind=SpanKind.CLIENT, attributes=attributes,
-                                                      start_time=started)
+        self.span: Span = telemetry.spans.start_call(self.model, attributes, started)
         # What the worker reads of the request: the body as it is now (the caller's lists copied,
         # their elements shared: the SDKs and agents append to a history, they do not edit its
         # messages in place), the caller's context (ctxscope.session, the compacting flag, the
@@ -318,8 +318,7 @@ class ModelCall:
             attributes.update(annotation.to_attributes())
         if annotation is not None:
             self._attributes = {**self._base_attributes, **attributes}
-        if attributes:
-            self.span.set_attributes(attributes)
+        self.telemetry.spans.annotate(self.span, attributes)
         _worker.pause()
         if annotation is not None:
             self._decorate(annotation, observed)
@@ -378,28 +377,22 @@ class ModelCall:
                 post = snapshot.compaction.annotation
                 post.sample_offset_ns = 0
                 self._marker(SPAN_POST_COMPACTION, post)
-            if self.span.is_recording():  # a sampled-out call builds no events
-                for event_name, event_attributes in annotation.change_events():
-                    self.span.add_event(event_name, event_attributes, timestamp=observed)
+            self.telemetry.spans.change_events(self.span, annotation, observed)  # none on a sampled-out span
         except Exception:  # noqa: BLE001
             log_failure(_log, "ctxscope: could not annotate the %s call", self.api)
 
     def _marker(self, name: str, annotation: Any) -> None:
         """A short span carrying an annotation of its own stage, child of the call's span."""
-        parent = trace.set_span_in_context(self.span)
         # No gen_ai.operation.name: a marker is not a model call (trace backends list those as requests).
-        attributes: dict[str, Any] = {**self._identity(), GenAI.PROVIDER_NAME: self.provider}
+        identity: dict[str, Any] = {**self._identity(), GenAI.PROVIDER_NAME: self.provider}
         if self.model:
-            attributes[GenAI.REQUEST_MODEL] = self.model
-        attributes.update(annotation.to_attributes())
+            identity[GenAI.REQUEST_MODEL] = self.model
         now = time.time_ns()
-        span = self.telemetry.tracer.start_span(name, context=parent, kind=SpanKind.INTERNAL,
-                                                attributes=attributes, start_time=self._started)
-        if span.is_recording():  # events are built for a recorded span only
-            for event_name, event_attributes in annotation.change_events():
-                span.add_event(event_name, event_attributes, timestamp=now)
+        attributes = annotated(identity, annotation)
+        spans = self.telemetry.spans
+        span = spans.marker(name, self.span, attributes, annotation, self._started, event_time=now)
         self.telemetry.record(attributes, self._started, span)
-        span.end(end_time=now)
+        spans.end(span, now)
 
     # -- response --------------------------------------------------------------------
 
@@ -440,7 +433,7 @@ class ModelCall:
                     attributes.update(self._cleared(info.usage.cleared))
             if self.captures_content:
                 self._output_attributes(info, attributes)
-            self.span.set_attributes(attributes)  # one call: each takes the span's lock
+            self.telemetry.spans.annotate(self.span, attributes)
             self._record(attributes, ended)
             if self.telemetry.logger is not None:
                 self._emit_details(info, attributes)
@@ -452,7 +445,7 @@ class ModelCall:
     def _fail(self, error_type: str, info: ResponseInfo | None, ended: int) -> None:
         try:
             # The description stays the type: a provider message may quote the prompt (SPEC section 7).
-            self.span.set_status(Status(StatusCode.ERROR, error_type))
+            self.telemetry.spans.fail(self.span, error_type)
             attributes = self._response_attributes(info) if info is not None else {}
             attributes[ERROR_TYPE] = error_type
             if self.pending is not None:
@@ -461,7 +454,7 @@ class ModelCall:
                 attributes.update(self._reported_attributes())
             if self.captures_content:
                 self._output_attributes(info or ResponseInfo(), attributes)
-            self.span.set_attributes(attributes)
+            self.telemetry.spans.annotate(self.span, attributes)
             self._record(attributes, ended)
             if self.telemetry.logger is not None:
                 self._emit_details(info or ResponseInfo(), attributes)
@@ -503,11 +496,8 @@ class ModelCall:
     def _cleared(self, edits: Any) -> dict[str, Any]:
         """The categories after the provider's context editing, and its removals as change events."""
         annotation = self.pending.snapshot.annotation  # type: ignore[union-attr]
-        if self.span.is_recording():
-            ids = {f"provider-edit:{edit_type}" for edit_type, _ in edits}
-            for event_name, event_attributes in annotation.change_events():
-                if event_attributes.get(ChangeAttr.ID) in ids:
-                    self.span.add_event(event_name, event_attributes)
+        self.telemetry.spans.change_events(self.span, annotation,
+                                           only_ids={f"provider-edit:{edit_type}" for edit_type, _ in edits})
         return {key: value for key, value in annotation.to_attributes().items()
                 if key.startswith(Attr.CATEGORIES_PREFIX) or key in (Attr.ESTIMATED_TOKENS, Attr.OMITTED_CHANGES)}
 
@@ -530,19 +520,12 @@ class ModelCall:
             attributes[GenAI.RESPONSE_ID] = info.response_id
         if info.finish_reasons:
             attributes[GenAI.RESPONSE_FINISH_REASONS] = list(info.finish_reasons)
-        usage = info.usage
-        # GenAI conventions: input_tokens counts every input token, cached ones included.
-        for key, value in ((GenAI.USAGE_INPUT_TOKENS, usage.reported_input),
-                           (GenAI.USAGE_OUTPUT_TOKENS, usage.output_tokens),
-                           (GenAI.USAGE_CACHE_READ_INPUT_TOKENS, usage.cache_read_input_tokens),
-                           (GenAI.USAGE_CACHE_CREATION_INPUT_TOKENS, usage.cache_creation_input_tokens)):
-            if value is not None:
-                attributes[key] = int(value)
+        attributes.update(usage_attributes(info.usage))
         return attributes
 
     def _end(self, ended: int) -> None:
         try:
-            self.span.end(end_time=ended)  # the response's end, not the worker's
+            self.telemetry.spans.end(self.span, ended)  # the response's end, not the worker's
         except Exception:  # noqa: BLE001 - a processor that raises must not reach the caller
             log_failure(_log, "ctxscope: ending the span failed")
 

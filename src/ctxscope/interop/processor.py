@@ -28,14 +28,16 @@ from typing import TYPE_CHECKING, Any
 
 from opentelemetry import trace
 from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor
-from opentelemetry.trace import NonRecordingSpan, SpanKind
+from opentelemetry.trace import NonRecordingSpan
 
 from ctxscope.instrumentation._measured import RecentIds  # one bounded set of recent span ids
-from ctxscope.instrumentation._wrappers import OPERATION_CHAT, SPAN_CAPTURE_START, SPAN_POST_COMPACTION, Telemetry
+from ctxscope.instrumentation._wrappers import Telemetry
 from ctxscope.core.apis import API_OPENAI_CHAT  # the shape every foreign format is rebuilt in (formats.py)
 from ctxscope.telemetry.processor import UNKNOWN_SESSION, ensure_processor, install_once
 from ctxscope.core.conversation import current_session_id
-from ctxscope.schema import INSTRUMENTATION_SCOPE, Annotation, Attr, Coverage, GenAI, Stage
+from ctxscope.core.observation import Usage
+from ctxscope.schema import INSTRUMENTATION_SCOPE, Annotation, Attr, Coverage, GenAI, SpanName, Stage
+from ctxscope.telemetry.spans import annotated, call_span_name, usage_attributes
 from ctxscope.telemetry.tracker import Tracker
 from ctxscope.interop.formats import ForeignCall, parse_attributes
 
@@ -46,7 +48,8 @@ __all__ = ["COMPANION_SPAN_PREFIX", "ForeignSpanProcessor", "install"]
 
 _log = logging.getLogger(__name__)
 
-COMPANION_SPAN_PREFIX = "ctxscope.context"
+COMPANION_SPAN_PREFIX = SpanName.COMPANION_PREFIX
+
 def _scope(span: Any) -> str | None:
     scope = getattr(span, "instrumentation_scope", None)
     return getattr(scope, "name", None)
@@ -172,7 +175,7 @@ class ForeignSpanProcessor(SpanProcessor):
         tracker.observe_response(pending, call.usage, response_model=call.response_model,
                                  response_id=call.response_id, ended_ns=span.end_time)
         identity: dict[str, Any] = {
-            GenAI.OPERATION_NAME: OPERATION_CHAT,
+            GenAI.OPERATION_NAME: SpanName.OPERATION_CHAT,
             Attr.SESSION_ID: pending.session_id,
             GenAI.PROVIDER_NAME: pending.provider,
         }
@@ -182,35 +185,29 @@ class ForeignSpanProcessor(SpanProcessor):
             identity[GenAI.REQUEST_MODEL] = model
         if call.response_model:
             identity[GenAI.RESPONSE_MODEL] = call.response_model
-        if call.usage.reported_input is not None:
-            identity[GenAI.USAGE_INPUT_TOKENS] = call.usage.reported_input
+        # The input alone: the other instrumentation's span carries the rest of the usage already.
+        identity.update(usage_attributes(Usage(reported_input=call.usage.reported_input)))
         parent = trace.set_span_in_context(NonRecordingSpan(span.context))
         start = span.start_time
         end = span.end_time if span.end_time is not None else start
-        name = f"{COMPANION_SPAN_PREFIX} {model}" if model else COMPANION_SPAN_PREFIX
-        companion = self._start(name, annotation, identity, parent, start)
+        spans = self._telemetry.spans
+        companion = self._start(call_span_name(model, COMPANION_SPAN_PREFIX), annotation, identity, parent, start)
         # Markers as ctxscope's own calls write them, children of the companion.
-        inner = trace.set_span_in_context(companion)
         if pending.first:
-            self._start(SPAN_CAPTURE_START, snapshot.annotation_for(Stage.CAPTURE_START), identity, inner,
-                        start).end(end_time=end)
+            spans.end(self._start(SpanName.CAPTURE_START, snapshot.annotation_for(Stage.CAPTURE_START), identity,
+                                  companion, start), end)
         if snapshot.compaction is not None:
             post = snapshot.compaction.annotation
             post.sample_offset_ns = 0
             if not call.complete and post.coverage is Coverage.COMPLETE:
                 post.coverage = Coverage.PARTIAL
-            self._start(SPAN_POST_COMPACTION, post, identity, inner, start).end(end_time=end)
-        companion.end(end_time=end)
+            spans.end(self._start(SpanName.POST_COMPACTION, post, identity, companion, start), end)
+        spans.end(companion, end)
 
-    def _start(self, name: str, annotation: Annotation, identity: dict[str, Any], context: Any,
+    def _start(self, name: str, annotation: Annotation, identity: dict[str, Any], parent: Any,
                start: int | None) -> Any:
         """A span carrying the identity, the annotation and its change events (the caller ends it)."""
-        span = self._telemetry.tracer.start_span(name, context=context, kind=SpanKind.INTERNAL,
-                                                 attributes={**identity, **annotation.to_attributes()},
-                                                 start_time=start)
-        for event_name, event_attributes in annotation.change_events():
-            span.add_event(event_name, event_attributes, timestamp=start)
-        return span
+        return self._telemetry.spans.marker(name, parent, annotated(identity, annotation), annotation, start)
 
 
 _installed: "weakref.WeakKeyDictionary[Any, ForeignSpanProcessor]" = weakref.WeakKeyDictionary()

@@ -1,8 +1,8 @@
 """Transcripts as telemetry: the spans a live session would have produced.
 
 :class:`CallEmitter` turns :class:`~ctxscope.transcripts.TranscriptCall`
-objects into the spans the live instrumentation writes
-(:mod:`ctxscope.instrumentation._wrappers`), so dashboards treat replayed
+objects into the spans the live instrumentation writes, through the same
+span writer (:mod:`ctxscope.telemetry.spans`), so dashboards treat replayed
 and live sessions alike:
 
 - one ``chat <model>`` CLIENT span per provider call, with the GenAI
@@ -29,21 +29,19 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable
 
 from opentelemetry import trace
-from opentelemetry.trace import SpanKind, Tracer
+from opentelemetry.trace import Tracer
 
 from ctxscope.transcripts.follow import FollowedFile, TimedCall
 from ctxscope.core.ledger import Snapshot
 from ctxscope.core.observation import Observation, Usage
 from ctxscope.core.pipeline import TranscriptAccount
-from ctxscope.schema import INSTRUMENTATION_SCOPE, Attr, GenAI, Stage
+from ctxscope.schema import INSTRUMENTATION_SCOPE, Annotation, Attr, GenAI, SpanName, Stage
+from ctxscope.telemetry.spans import SpanWriter, usage_attributes
 from ctxscope.transcripts import Problem
 
 __all__ = ["CallEmitter", "ReplayResult", "replay_files"]
 
 _log = logging.getLogger(__name__)
-
-OPERATION_CHAT = "chat"
-SPAN_SESSION_END = "session-end"
 
 
 @dataclass
@@ -63,6 +61,7 @@ class CallEmitter:
     def __init__(self, tracer: Tracer, *, tokenizer: str = "auto",
                  listener: Callable[[Observation], None] | None = None) -> None:
         self.tracer = tracer
+        self.writer = SpanWriter(tracer)
         self.tokenizer = tokenizer
         self.listener = listener
         # SPEC section 7 labels opt-in, read once (the tracker's rule).
@@ -103,9 +102,7 @@ class CallEmitter:
         if state is None or not state.emitted:
             return
         try:
-            span = self.tracer.start_span(SPAN_SESSION_END, kind=SpanKind.INTERNAL,
-                                          attributes={GenAI.CONVERSATION_ID: session_id, Attr.SESSION_ENDED: True})
-            span.end()
+            self.writer.end(self.writer.session_end({GenAI.CONVERSATION_ID: session_id, Attr.SESSION_ENDED: True}))
         except Exception:  # noqa: BLE001
             _log.warning("ctxscope: could not end session %s", session_id, exc_info=True)
 
@@ -132,28 +129,23 @@ class CallEmitter:
         state, snapshot = self._observe(timed)
         start = timed.start_ns if timed.start_ns is not None else time.time_ns()
         end = timed.end_ns if timed.end_ns is not None and timed.end_ns >= start else start
-        base: dict[str, Any] = {GenAI.OPERATION_NAME: OPERATION_CHAT, GenAI.PROVIDER_NAME: call.provider,
+        base: dict[str, Any] = {GenAI.OPERATION_NAME: SpanName.OPERATION_CHAT, GenAI.PROVIDER_NAME: call.provider,
                                 GenAI.CONVERSATION_ID: call.session_id}
         if call.model:
             base[GenAI.REQUEST_MODEL] = call.model
-        attributes = {**base, **_usage_attributes(call.usage), **snapshot.annotation.to_attributes()}
+        attributes = {**base, **usage_attributes(call.usage), **snapshot.annotation.to_attributes()}
         if call.usage is None:
             attributes[Attr.USAGE_MISSING] = True  # said, not left to an absent attribute
-        name = f"{OPERATION_CHAT} {call.model}" if call.model else OPERATION_CHAT
-        span = self.tracer.start_span(name, kind=SpanKind.CLIENT, attributes=attributes, start_time=start)
-        parent = trace.set_span_in_context(span)
+        markers: list[tuple[str, Annotation]] = []
         # The recording of this session starts here (a replay, a watch that
         # began or resumed mid-session): the baseline is not growth.
         if not state.emitted:
-            self._marker(Stage.CAPTURE_START.value, parent, base, snapshot.annotation_for(Stage.CAPTURE_START),
-                         start)
+            markers.append((SpanName.CAPTURE_START, snapshot.annotation_for(Stage.CAPTURE_START)))
         if snapshot.compaction is not None:
             post = snapshot.compaction.annotation
             post.sample_offset_ns = 0
-            self._marker(Stage.POST_COMPACTION.value, parent, base, post, start)
-        for event_name, event_attributes in snapshot.annotation.change_events():
-            span.add_event(event_name, event_attributes, timestamp=start)
-        span.end(end_time=end)
+            markers.append((SpanName.POST_COMPACTION, post))
+        self.writer.write_call(call.model, attributes, snapshot.annotation, markers, base, start, end)
         state.emitted += 1
         if self.listener is not None:
             try:
@@ -164,27 +156,6 @@ class CallEmitter:
             except Exception:  # noqa: BLE001
                 _log.warning("ctxscope: observation listener failed", exc_info=True)
         return snapshot
-
-    def _marker(self, name: str, parent: Any, base: dict[str, Any], annotation: Any, start: int) -> None:
-        span = self.tracer.start_span(name, context=parent, kind=SpanKind.INTERNAL,
-                                      attributes={**base, **annotation.to_attributes()}, start_time=start)
-        for event_name, event_attributes in annotation.change_events():
-            span.add_event(event_name, event_attributes, timestamp=start)
-        span.end(end_time=start)
-
-
-def _usage_attributes(usage: Usage | None) -> dict[str, int]:
-    if usage is None:
-        return {}
-    out: dict[str, int] = {}
-    # GenAI conventions: input_tokens counts every input token, cached ones included.
-    for key, value in ((GenAI.USAGE_INPUT_TOKENS, usage.reported_input),
-                       (GenAI.USAGE_OUTPUT_TOKENS, usage.output_tokens),
-                       (GenAI.USAGE_CACHE_READ_INPUT_TOKENS, usage.cache_read_input_tokens),
-                       (GenAI.USAGE_CACHE_CREATION_INPUT_TOKENS, usage.cache_creation_input_tokens)):
-        if value is not None:
-            out[key] = int(value)
-    return out
 
 
 # ---------------------------------------------------------------------------

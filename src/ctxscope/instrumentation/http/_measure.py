@@ -181,7 +181,8 @@ class Measure:
 
     def _set_status(self) -> None:
         try:
-            self.call.span.set_attribute("http.response.status_code", self.status)  # type: ignore[union-attr]
+            call = self.call
+            call.telemetry.spans.annotate(call.span, {"http.response.status_code": self.status})  # type: ignore[union-attr]
         except Exception:  # noqa: BLE001
             pass
 
