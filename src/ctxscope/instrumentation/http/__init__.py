@@ -4,9 +4,10 @@
 beside the SDK instrumentors) hooks ``Client.send`` and ``AsyncClient.send``
 of both httpx libraries, and aiohttp's ``ClientSession._request``
 (:mod:`._aiohttp`), each where installed, with plain functions
-(:mod:`._patch`: the pass-through of every other request is the hot path). A POST to a known model endpoint (OpenAI-compatible chat
-completions, OpenAI Responses, Anthropic Messages, Gemini ``generateContent``
-/ ``streamGenerateContent``, Ollama ``/api/chat``) becomes one model-call
+(:mod:`._patch`: the pass-through of every other request is the hot path).
+A POST to a known model endpoint (OpenAI-compatible chat completions,
+OpenAI Responses, Anthropic Messages, Gemini ``generateContent`` /
+``streamGenerateContent``, Ollama ``/api/chat``) becomes one model-call
 span with the context annotation, exactly as the SDK instrumentors make it;
 its body is read, never copied into telemetry. A request the SDK
 instrumentors already measure is not counted again (:mod:`._send`).

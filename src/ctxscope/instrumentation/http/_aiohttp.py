@@ -1,4 +1,4 @@
-"""aiohttp: model calls a ``ClientSession`` sends itself (LiteLLM's ``aiohttp_openai`` provider, google-genai's async client).
+"""aiohttp: the model calls a ``ClientSession`` sends (LiteLLM's ``aiohttp_openai``, google-genai's async client).
 
 The hook is ``ClientSession._request``, where every request of a session
 passes (``request``, ``post``, ``aiohttp.request``): aiohttp's public
@@ -83,7 +83,7 @@ def tee_reader_class(stream_reader: type) -> type:
     if _tee_reader is not None:
         return _tee_reader
 
-    class TeeReader(stream_reader):  # type: ignore[misc, valid-type]
+    class TeeReader(stream_reader):
         __slots__ = ()
 
         def _read_nowait_chunk(self, n: int) -> bytes:
@@ -209,13 +209,13 @@ def _decoded(session: Any, kwargs: Mapping[str, Any]) -> bool:
     return bool(getattr(session, "auto_decompress", True))
 
 
-def _attach(plan_: Plan, response: Any, call: ModelCall, decoded: bool, stream_reader: type) -> None:
+def _attach(plan_: Plan, response: Any, call: ModelCall, decoded: bool, stream_reader: Any) -> None:
     """Tee the response's reader; the call ends as the caller reads it to the end."""
     measure = measure_for(plan_, response.status, response.headers.get, call, decoded=decoded)
     if measure is None:
         call.finish(None)
         return
-    reader = response.content
+    reader: Any = response.content
     if type(reader) is not stream_reader:  # no body (HEAD, 204: aiohttp's empty reader), or someone else's
         measure.feed_decoded(b"")
         measure.done()
@@ -234,7 +234,7 @@ def _attach(plan_: Plan, response: Any, call: ModelCall, decoded: bool, stream_r
     weakref.finalize(response, _abandoned, id(reader)).atexit = False
 
 
-def _attach_safely(plan_: Plan, response: Any, call: ModelCall, decoded: bool, stream_reader: type) -> None:
+def _attach_safely(plan_: Plan, response: Any, call: ModelCall, decoded: bool, stream_reader: Any) -> None:
     try:
         _attach(plan_, response, call, decoded, stream_reader)
     except Exception:  # noqa: BLE001

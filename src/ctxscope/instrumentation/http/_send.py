@@ -1,4 +1,4 @@
-"""The wrappers of ``Client.send`` / ``AsyncClient.send`` (httpx and httpx2), and the response tee.
+"""The hooks of httpx / httpx2 ``Client.send`` and ``AsyncClient.send``, the response tee, the rule of what is read.
 
 ``send`` is where every request of a client passes, whatever its transport
 (LiteLLM's aiohttp transport included) and whether or not the body is
@@ -6,6 +6,9 @@ streamed. A request is looked at in three steps, each only if the one before
 said "maybe": POST to a model endpoint's path (:func:`._endpoints.endpoint_for_path`),
 host not excluded, then a JSON body of the API's shape. Everything else goes
 to the library unread.
+
+:func:`plan_request` is that rule for any library (the aiohttp hook,
+:mod:`._aiohttp`, asks it too), :func:`measure_for` the response's reading.
 
 Who measures a call (one span per call):
 
@@ -205,7 +208,7 @@ def plan_request(method: str, path: str, host: str, header: Callable[[str], str 
 
 def _httpx_content(request: Any) -> bytes | None:
     try:
-        return request.content  # type: ignore[no-any-return]
+        return request.content
     except Exception:  # noqa: BLE001 - a streamed upload (RequestNotRead): not read
         return None
 
@@ -292,7 +295,7 @@ def _hook(telemetry: Telemetry, plan_: Plan) -> tuple[ModelCall | None, object]:
 
 def send_wrapper(telemetry: Telemetry, library: Any, excluded: frozenset[str],
                  is_async: bool) -> Callable[[Any, Switch], Callable[..., Any]]:
-    """The maker of the plain-function hook of ``library``'s ``Client.send`` (or ``AsyncClient.send``), for :class:`._patch.Patch`.
+    """The maker of the hook of ``library``'s ``Client.send`` (or ``AsyncClient.send``), for :class:`._patch.Patch`.
 
     The pass-through comes first and is one test: a POST whose path ends
     like a model endpoint's (:func:`maybe_model_call`); anything else goes
@@ -303,7 +306,7 @@ def send_wrapper(telemetry: Telemetry, library: Any, excluded: frozenset[str],
     def make(original: Any, switch: Switch) -> Callable[..., Any]:
         if is_async:
             async def async_send(self: Any, *args: Any, **kwargs: Any) -> Any:
-                request = args[0] if args else kwargs.get("request")
+                request: Any = args[0] if args else kwargs.get("request")
                 try:
                     maybe = switch.on and request.method == "POST" and may_be_model_path(url_path(request.url))
                 except Exception:  # noqa: BLE001 - not a request we know: not ours to read
@@ -327,7 +330,7 @@ def send_wrapper(telemetry: Telemetry, library: Any, excluded: frozenset[str],
             return async_send
 
         def send(self: Any, *args: Any, **kwargs: Any) -> Any:
-            request = args[0] if args else kwargs.get("request")
+            request: Any = args[0] if args else kwargs.get("request")
             try:
                 maybe = switch.on and request.method == "POST" and may_be_model_path(url_path(request.url))
             except Exception:  # noqa: BLE001 - not a request we know: not ours to read
