@@ -243,6 +243,25 @@ def test_requests_to_other_urls_are_not_read(tel, server, monkeypatch):
     assert looked == [1] and len(tel.calls()) == 1
 
 
+@pytest.mark.parametrize("url,maybe", [
+    ("http://h/v1/chat/completions", True),
+    ("/v1/chat/completions", True),  # relative, to a session's base_url
+    ("http://h/v1beta/models/gemini-2.5-flash:streamGenerateContent?alt=sse", True),
+    ("http://h/v1/chat%2Fcompletions", True),  # percent-encoded: decoded as the path is
+    ("http://h/v1/messages#top", True),
+    ("http://h/v1/embeddings", False),
+    ("http://h/v1/chat/completions/x?y=1", False),
+    ("http://h/search?q=/chat/completions", False),  # the ending in the query is not the path's
+])
+def test_the_url_test_reads_the_path_only(url, maybe):
+    """The cheap test on str and yarl URLs: the path's ending, whatever the query, fragment or escapes."""
+    from yarl import URL
+
+    assert _aiohttp.may_be_model_url(url) is maybe
+    if url.startswith("http"):
+        assert _aiohttp.may_be_model_url(URL(url)) is maybe
+
+
 def test_an_excluded_host_is_left_alone(server, monkeypatch):
     """CTXSCOPE_HTTP_EXCLUDE_HOSTS: a model call to that host makes no span."""
     monkeypatch.setenv("CTXSCOPE_HTTP_EXCLUDE_HOSTS", "example.invalid, 127.0.0.1")

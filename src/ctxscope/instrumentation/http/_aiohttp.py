@@ -127,20 +127,11 @@ def _abandoned(key: int) -> None:
 # The request
 # ---------------------------------------------------------------------------
 
-def _path_of(str_or_url: Any) -> str:
-    """The path of a URL given as ``str`` or ``yarl.URL`` (a relative one too: its ending is the same)."""
+def may_be_model_url(str_or_url: Any) -> bool:
+    """The test every request pays: the URL (``str`` or ``yarl.URL``, relative too) ends like a model endpoint's."""
     if type(str_or_url) is str:
-        path = str_or_url.partition("?")[0]
-        scheme = path.find("://")
-        if scheme >= 0:
-            slash = path.find("/", scheme + 3)
-            path = path[slash:] if slash >= 0 else "/"
-        if "%" not in path and "#" not in path:
-            return path
-        from yarl import URL
-
-        return URL(str_or_url).path
-    return str(str_or_url.path)
+        return _endpoints.may_be_model_url(str_or_url)
+    return _endpoints.may_be_model_path(str_or_url.path)
 
 
 def _header(headers: Any, name: str) -> str | None:
@@ -246,13 +237,11 @@ def _attach_safely(plan_: Plan, response: Any, call: ModelCall, decoded: bool, s
 def request_wrapper(telemetry: Telemetry, excluded: frozenset[str],
                     stream_reader: type) -> Callable[[Any, Switch], Callable[..., Any]]:
     """The maker of the plain-function hook of ``ClientSession._request``, for :class:`._patch.Patch`."""
-    may_be_model_path = _endpoints.may_be_model_path
-
     def make(original: Any, switch: Switch) -> Callable[..., Any]:
         async def _request(self: Any, method: Any, str_or_url: Any, **kwargs: Any) -> Any:
-            try:
-                maybe = (switch.on and (method == "POST" or method == "post" or method.upper() == "POST")
-                         and may_be_model_path(_path_of(str_or_url)))
+            try:  # the URL first: one C-level test turns nearly every other request away
+                maybe = (may_be_model_url(str_or_url) and switch.on
+                         and (method == "POST" or method == "post" or method.upper() == "POST"))
             except Exception:  # noqa: BLE001 - not a URL we know: not ours to read
                 maybe = False
             plan_ = _plan_safely(self, method, str_or_url, kwargs, excluded) if maybe else None
