@@ -184,6 +184,27 @@ def test_an_oversized_response_passes_unread(tel, server, caplog, monkeypatch, s
     assert any("over 33554432 bytes is not read" in r.getMessage() for r in caplog.records)
 
 
+@pytest.mark.parametrize("stream", [False, True], ids=["generate", "stream-sse"])
+def test_a_json_body_is_the_callers_own_and_stays_untouched(tel, server, stream):
+    """json= to Gemini's path (the model in the URL): measured, the model named; the caller's dict unchanged."""
+    import copy
+
+    body = {"contents": [{"role": "user", "parts": [{"text": "hello there"}]}],
+            "systemInstruction": {"parts": [{"text": "You are terse."}]}}
+    before = copy.deepcopy(body)
+    path = ("/v1beta/models/gemini-2.5-flash:streamGenerateContent?alt=sse" if stream
+            else "/v1beta/models/gemini-2.5-flash:generateContent")
+    status, chunks, error = asyncio.run(_exchange(server, Reply.text("hi"), body=body, path=path, how="lines"))
+    assert status == 200 and error is None
+    assert body == before and "model" not in body
+    span = tel.one_call()
+    assert span.name == "chat gemini-2.5-flash"
+    assert attr(span, GenAI.PROVIDER_NAME) == "gcp.gemini"
+    assert categories(span) == {"system": 4, "prompts": 3}
+    served = server.requests[-1]
+    assert attr(span, Attr.REPORTED_TOKENS) == reported_input_tokens(served.body, served.api) > 0
+
+
 def test_an_oversized_request_passes_unread(tel, server, caplog, monkeypatch):
     """A request body over 32 MB is not read (said once); the request and its answer are the caller's as ever."""
     monkeypatch.setattr(_frames, "_warned", set())
