@@ -33,6 +33,10 @@ CLIENTS = {
     "litellm_agent": ("litellm", {"system": 4, "prompts": 3}, ["openai"] * 2 + ["anthropic"] * 2
                       + ["openai"] * 2 + ["anthropic"] * 2),
     "google_genai_agent": ("google.genai", {"system": 4, "prompts": 3}, ["gcp.gemini"] * 2),
+    # Over aiohttp: google-genai's async client; LiteLLM's aiohttp_openai provider (plain aiohttp) and
+    # its default async transport (httpx over aiohttp) to the Anthropic base.
+    "google_genai_async_agent": ("google.genai", {"system": 4, "prompts": 3}, ["gcp.gemini"] * 2),
+    "litellm_aiohttp_agent": ("litellm", {"system": 4, "prompts": 3}, ["openai"] * 2 + ["anthropic"] * 2),
     "ollama_agent": ("ollama", {"system": 4, "prompts": 3}, ["ollama"] * 2),
     "groq_agent": ("groq", {"system": 4, "prompts": 3}, ["openai"] * 2),
     "mistralai_agent": ("mistralai.client", {"system": 4, "prompts": 3}, ["openai"] * 2),
@@ -43,6 +47,8 @@ CLIENTS = {
 # {"description":"Read a file.","name":"read_file","parameters":{"properties":{"path":{"type":"STRING"}},
 # "type":"OBJECT"}} is 120 chars -> 30 tokens.
 GEMINI_TOOLS = 30
+# Agents whose first result says the client took its aiohttp path (it is what they are there to test).
+ON_AIOHTTP = ("google_genai_async_agent", "litellm_aiohttp_agent")
 
 
 def _run(script: str, tmp_path: Path, endpoint: str | None) -> dict:
@@ -81,6 +87,8 @@ def test_an_unmodified_agent_gets_one_annotated_span_per_call(script, tmp_path):
 
         wait_for(lambda: len(ours()) >= len(served))
     assert traced["results"] == bare["results"]
+    if script in ON_AIOHTTP:
+        assert bare["results"][0][1] is True, bare["results"][0]
     spans = ours()
     assert len(spans) == len(served) == len(providers), [s.name for s in spans]
     values = [attrs(s.attributes) for s in spans]
@@ -89,6 +97,6 @@ def test_an_unmodified_agent_gets_one_annotated_span_per_call(script, tmp_path):
     assert [v["gen_ai.provider.name"] for v in values] == providers
     first = {k.split(".")[-1]: n for k, n in values[0].items() if k.startswith("llm.context.categories.")}
     expected = dict(first_categories)
-    if script == "google_genai_agent":
+    if script.startswith("google_genai"):
         expected["tools"] = GEMINI_TOOLS
     assert {k: v for k, v in first.items() if k != "overhead"} == expected

@@ -352,3 +352,17 @@ def test_a_response_dropped_unread_ends_its_call_when_collected(tel, server):
     span = tel.one_call()
     assert attr(span, Attr.ESTIMATED_TOKENS) == 7
     client.close()
+
+
+def test_the_layer_works_without_aiohttp(server, monkeypatch):
+    """aiohttp not importable: the layer instruments httpx as ever, and aiohttp is left alone (no error)."""
+    import sys
+
+    aiohttp = sys.modules.get("aiohttp")
+    original = vars(aiohttp.ClientSession)["_request"] if aiohttp is not None else None
+    monkeypatch.setitem(sys.modules, "aiohttp", None)  # import aiohttp -> ImportError
+    with instrumented(server, monkeypatch, HTTPInstrumentor) as tel:
+        _exchange(httpx, server, Reply.text("ok"), CHAT, stream=False)
+        assert attr(tel.one_call(), Attr.REPORTED_TOKENS) == CHAT_REPORTED
+        if aiohttp is not None:
+            assert vars(aiohttp.ClientSession)["_request"] is original

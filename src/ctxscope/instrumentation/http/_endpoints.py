@@ -90,6 +90,18 @@ def may_be_model_path(path: str) -> bool:
     return path.endswith(_ENDINGS)
 
 
+def may_be_model_url(url: str) -> bool:
+    """:func:`may_be_model_path` on a whole URL string: one C-level test for one without query or escapes."""
+    if url.endswith(_ENDINGS):
+        if "?" not in url and "#" not in url:
+            return True
+    elif "?" not in url and "#" not in url and "%" not in url:
+        return False
+    from urllib.parse import unquote, urlsplit
+
+    return unquote(urlsplit(url).path).endswith(_ENDINGS)
+
+
 def endpoint_for_path(path: str) -> Endpoint | None:
     """The model endpoint a POST to ``path`` (no query) is, or None: the test every request pays."""
     if not path.endswith(_ENDINGS):

@@ -1,4 +1,4 @@
-"""The wrappers of ``Client.send`` / ``AsyncClient.send`` (httpx and httpx2), and the response tee.
+"""The hooks of httpx / httpx2 ``Client.send`` and ``AsyncClient.send``, the response tee, the rule of what is read.
 
 ``send`` is where every request of a client passes, whatever its transport
 (LiteLLM's aiohttp transport included) and whether or not the body is
@@ -6,6 +6,9 @@ streamed. A request is looked at in three steps, each only if the one before
 said "maybe": POST to a model endpoint's path (:func:`._endpoints.endpoint_for_path`),
 host not excluded, then a JSON body of the API's shape. Everything else goes
 to the library unread.
+
+:func:`plan_request` is that rule for any library (the aiohttp hook,
+:mod:`._aiohttp`, asks it too), :func:`measure_for` the response's reading.
 
 Who measures a call (one span per call):
 
@@ -25,7 +28,7 @@ from __future__ import annotations
 
 import logging
 import weakref
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 from ctxscope.instrumentation._wrappers import ModelCall, Telemetry, active_call, start_call
 from ctxscope.instrumentation.http import _endpoints, _frames
@@ -33,6 +36,7 @@ from ctxscope.instrumentation.http._endpoints import (MAX_BODY_BYTES, Endpoint, 
                                                      model_from_path, provider_for, streamed)
 from ctxscope.instrumentation.http._bodies import BodyCache
 from ctxscope.instrumentation.http._measure import Measure
+from ctxscope.instrumentation.http._patch import Switch
 
 _log = logging.getLogger("ctxscope.instrumentation")
 
@@ -136,11 +140,6 @@ class Plan:
         self.provider = provider
 
 
-def _too_large(request: Any) -> bool:
-    length = request.headers.get("content-length")
-    return length is not None and length.isdigit() and int(length) > MAX_BODY_BYTES
-
-
 def url_path(url: Any) -> str:
     """A URL's path (percent-decoded, as ``URL.path``); by the parsed reference when there is one (5x faster)."""
     reference = getattr(url, "_uri_reference", None)  # httpx / httpx2 internals, checked: else the public path
@@ -155,58 +154,91 @@ def maybe_model_call(request: Any) -> bool:
     return request.method == "POST" and _endpoints.may_be_model_path(url_path(request.url))
 
 
-def plan(request: Any, excluded_hosts: frozenset[str]) -> Plan | None:
-    """The plan for a request, or None: not a model call (or not one we may read); pass it on."""
-    if request.method != "POST":
+def _too_large(length: str | None) -> bool:
+    return length is not None and length.isdigit() and int(length) > MAX_BODY_BYTES
+
+
+def plan_request(method: str, path: str, host: str, header: Callable[[str], str | None],
+                 content: Callable[[], Any], excluded_hosts: frozenset[str]) -> Plan | None:
+    """The one rule for what is read, whichever library sends the request; None: pass it on unread.
+
+    ``header(name)`` is a request header (lower-case name) or None;
+    ``content()`` the body: its bytes, the JSON object the library is about
+    to serialise (aiohttp's ``json=``), or None when it is streamed.
+    """
+    if method != "POST" and method.upper() != "POST":
         return None
-    url = request.url
-    endpoint = endpoint_for_path(url_path(url))
+    endpoint = endpoint_for_path(path)
     if endpoint is None:
         return None
-    host = url.host
     if host in excluded_hosts:
         return None
     owner = active_call()
     if owner is not None:
         return Plan(endpoint, owner, None, "")  # measured above: its body is not read again
-    if _too_large(request):
+    if _too_large(header("content-length")):
         _frames.warn_once("request-size", "ctxscope: a model request over %d bytes is not read",
                            MAX_BODY_BYTES)
         return None
-    if request.headers.get("content-encoding"):
+    if header("content-encoding"):
         _frames.warn_once("request-encoding", "ctxscope: a content-encoded model request is not read")
         return None
-    try:
-        content = request.content
-    except Exception:  # noqa: BLE001 - a streamed upload (RequestNotRead): not read
+    data = content()
+    if data is None:
         _frames.warn_once("request-stream", "ctxscope: a model request with a streamed body is not read")
         return None
-    if len(content) > MAX_BODY_BYTES:
-        return None
-    try:
-        body = _BODIES.parse(content, endpoint.conversation)
-    except ValueError:
-        return None
+    if isinstance(data, Mapping):
+        body: Any = data  # the caller's object: ModelCall copies what it keeps, as at the SDK level
+    else:
+        if len(data) > MAX_BODY_BYTES:
+            _frames.warn_once("request-size", "ctxscope: a model request over %d bytes is not read",
+                               MAX_BODY_BYTES)
+            return None
+        try:
+            body = _BODIES.parse(data, endpoint.conversation)
+        except ValueError:
+            return None
     if not body_fits(endpoint, body):
         return None
     if endpoint.model_in_path and "model" not in body:
-        # Our parsed copy only (it is never sent): the tracker and the span name the model.
-        body["model"] = model_from_path(url_path(url))
+        # A copy (never sent, the caller's object untouched): the tracker and the span name the model.
+        body = {**body, "model": model_from_path(path)}
     return Plan(endpoint, None, body, provider_for(host, endpoint))
 
 
-def _measure(plan_: Plan, response: Any, call: ModelCall | None) -> Measure | None:
-    """A measure for the response, or None when its body must pass unread (too large)."""
-    headers = response.headers
-    length = headers.get("content-length")
-    if length is not None and length.isdigit() and int(length) > MAX_BODY_BYTES:
+def _httpx_content(request: Any) -> bytes | None:
+    try:
+        return request.content
+    except Exception:  # noqa: BLE001 - a streamed upload (RequestNotRead): not read
+        return None
+
+
+def plan(request: Any, excluded_hosts: frozenset[str]) -> Plan | None:
+    """The plan for an httpx / httpx2 request, or None: not a model call (or not one we may read)."""
+    url = request.url
+    return plan_request(request.method, url_path(url), url.host, request.headers.get,
+                        lambda: _httpx_content(request), excluded_hosts)
+
+
+def measure_for(plan_: Plan, status: int, header: Callable[[str], str | None], call: ModelCall | None, *,
+                decoded: bool = False) -> Measure | None:
+    """A measure for the response, or None when its body must pass unread (too large).
+
+    ``decoded``: the library undoes the content encoding before the body is read (aiohttp by default).
+    """
+    if _too_large(header("content-length")):
         _frames.warn_once("response-size", "ctxscope: a model response over %d bytes is not read",
                            MAX_BODY_BYTES)
         return None
     body = plan_.body
     is_stream = plan_.endpoint.streamed_always or (isinstance(body, dict) and streamed(plan_.endpoint, body))
-    return Measure(plan_.endpoint, status=response.status_code, content_type=headers.get("content-type", ""),
-                   content_encoding=headers.get("content-encoding", ""), is_stream=is_stream, call=call)
+    return Measure(plan_.endpoint, status=status, content_type=header("content-type") or "",
+                   content_encoding="" if decoded else header("content-encoding") or "", is_stream=is_stream,
+                   call=call)
+
+
+def _measure(plan_: Plan, response: Any, call: ModelCall | None) -> Measure | None:
+    return measure_for(plan_, response.status_code, response.headers.get, call)
 
 
 def _attach(plan_: Plan, response: Any, call: ModelCall | None, library: Any, is_async: bool) -> None:
@@ -255,23 +287,60 @@ def _attach_safely(plan_: Plan, response: Any, call: ModelCall | None, library: 
             call.finish(None)
 
 
+def _hook(telemetry: Telemetry, plan_: Plan) -> tuple[ModelCall | None, object]:
+    """Open the transport's own call (none when measured above) and make it current while the request is sent."""
+    call = _begin(telemetry, plan_)
+    return call, (call.activate() if call is not None else None)
+
+
 def send_wrapper(telemetry: Telemetry, library: Any, excluded: frozenset[str],
-                 is_async: bool) -> Callable[..., Any]:
-    """The ``wrapt`` wrapper of ``library``'s ``Client.send`` (or ``AsyncClient.send``)."""
-    if is_async:
-        async def async_send(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
-            request = args[0] if args else kwargs.get("request")
+                 is_async: bool) -> Callable[[Any, Switch], Callable[..., Any]]:
+    """The maker of the hook of ``library``'s ``Client.send`` (or ``AsyncClient.send``), for :class:`._patch.Patch`.
+
+    The pass-through comes first and is one test: a POST whose path ends
+    like a model endpoint's (:func:`maybe_model_call`); anything else goes
+    to the original at the cost of one function call.
+    """
+    may_be_model_path = _endpoints.may_be_model_path
+
+    def make(original: Any, switch: Switch) -> Callable[..., Any]:
+        if is_async:
+            async def async_send(self: Any, *args: Any, **kwargs: Any) -> Any:
+                request: Any = args[0] if args else kwargs.get("request")
+                try:
+                    maybe = switch.on and request.method == "POST" and may_be_model_path(url_path(request.url))
+                except Exception:  # noqa: BLE001 - not a request we know: not ours to read
+                    maybe = False
+                plan_ = _plan_safely(request, excluded) if maybe else None
+                if plan_ is None:
+                    return await original(self, *args, **kwargs)
+                call, token = _hook(telemetry, plan_)
+                try:
+                    response = await original(self, *args, **kwargs)
+                except BaseException as error:
+                    if call is not None:
+                        call.fail(error)
+                    raise
+                finally:
+                    if call is not None:
+                        call.deactivate(token)
+                _attach_safely(plan_, response, call, library, is_async=True)
+                return response
+
+            return async_send
+
+        def send(self: Any, *args: Any, **kwargs: Any) -> Any:
+            request: Any = args[0] if args else kwargs.get("request")
             try:
-                maybe = maybe_model_call(request)
+                maybe = switch.on and request.method == "POST" and may_be_model_path(url_path(request.url))
             except Exception:  # noqa: BLE001 - not a request we know: not ours to read
                 maybe = False
             plan_ = _plan_safely(request, excluded) if maybe else None
             if plan_ is None:
-                return await wrapped(*args, **kwargs)
-            call = _begin(telemetry, plan_)
-            token = call.activate() if call is not None else None
+                return original(self, *args, **kwargs)
+            call, token = _hook(telemetry, plan_)
             try:
-                response = await wrapped(*args, **kwargs)
+                response = original(self, *args, **kwargs)
             except BaseException as error:
                 if call is not None:
                     call.fail(error)
@@ -279,32 +348,9 @@ def send_wrapper(telemetry: Telemetry, library: Any, excluded: frozenset[str],
             finally:
                 if call is not None:
                     call.deactivate(token)
-            _attach_safely(plan_, response, call, library, is_async=True)
+            _attach_safely(plan_, response, call, library, is_async=False)
             return response
 
-        return async_send
+        return send
 
-    def send(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
-        request = args[0] if args else kwargs.get("request")
-        try:
-            maybe = maybe_model_call(request)
-        except Exception:  # noqa: BLE001 - not a request we know: not ours to read
-            maybe = False
-        plan_ = _plan_safely(request, excluded) if maybe else None
-        if plan_ is None:
-            return wrapped(*args, **kwargs)
-        call = _begin(telemetry, plan_)
-        token = call.activate() if call is not None else None
-        try:
-            response = wrapped(*args, **kwargs)
-        except BaseException as error:
-            if call is not None:
-                call.fail(error)
-            raise
-        finally:
-            if call is not None:
-                call.deactivate(token)
-        _attach_safely(plan_, response, call, library, is_async=False)
-        return response
-
-    return send
+    return make
