@@ -75,7 +75,12 @@ def _measure(fleet: bool) -> dict[str, float]:
                    for sm in rm.scope_metrics for m in sm.metrics)
 
     def collections(base: int) -> tuple[float, float, float, int]:
-        callbacks = [processor._callback(spec) for spec in Metric.ALL] if not fleet else []  # noqa: SLF001
+        if fleet:
+            callbacks = []
+        elif hasattr(processor, "_collection_callback"):  # one hook a collection (synchronous gauges)
+            callbacks = [processor._collection_callback()]  # noqa: SLF001
+        else:  # a tree of observable gauges: one callback an instrument
+            callbacks = [processor._callback(spec) for spec in Metric.ALL]  # noqa: SLF001
         total, own, calls = [], [], []
         n = 0
         for r in range(ROUNDS):
