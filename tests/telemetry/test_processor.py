@@ -341,6 +341,30 @@ def test_a_category_that_leaves_reports_zero_once_then_leaves(env):
     assert tokens_of(points(reader.get_metrics_data()), "s1") == {"system": 10, "prompts": 3}
 
 
+def test_an_idle_session_is_in_every_collection_with_its_values(env):
+    """s1 calls once, then only s2 calls: every collection still holds s1's 10/7, unchanged, beside s2's growth."""
+    tp, reader, _ = env
+    emit(tp, "s1", annotation({C.SYSTEM: 10, C.PROMPTS: 7}, window=100))
+    for n in range(1, 4):
+        emit(tp, "s2", annotation({C.SYSTEM: 5, C.PROMPTS: n}))
+        pts = points(reader.get_metrics_data())
+        assert tokens_of(pts, "s1") == {"system": 10, "prompts": 7}
+        assert tokens_of(pts, "s2") == {"system": 5, "prompts": n}
+        assert series(pts, Metric.UTILIZATION.name, "s1") == {
+            frozenset({MetricAttr.SESSION_ID: "s1", MetricAttr.CONVERSATION_ID: "s1",
+                       MetricAttr.REQUEST_MODEL: "gpt-4o", MetricAttr.PROVIDER_NAME: "openai"}.items()): 0.17}
+
+
+def test_a_session_ended_and_restarted_before_a_collection_reports_its_new_values(env):
+    """s1 ends at 10/7 and restarts at 4 before anything collects: the collection sees system 4, prompts 0 once."""
+    tp, reader, processor = env
+    emit(tp, "s1", annotation({C.SYSTEM: 10, C.PROMPTS: 7}))
+    processor.end_session("s1")
+    emit(tp, "s1", annotation({C.SYSTEM: 4}))
+    assert tokens_of(points(reader.get_metrics_data()), "s1") == {"system": 4, "prompts": 0}
+    assert tokens_of(points(reader.get_metrics_data()), "s1") == {"system": 4}
+
+
 def test_many_ended_sessions_leave_the_sdk_storage():
     """300 sessions of 8 categories come and go (2,400 series, past the SDK's 2,000 limit): the 301st is its own."""
     reader = InMemoryMetricReader()
