@@ -299,6 +299,17 @@ def _reader_count(meter_provider: Any) -> int:
     return max(1, len(readers)) if readers is not None else 1
 
 
+_storage_warned = threading.Event()
+
+
+def _warn_unknown_storage() -> None:
+    """Once a process: ended series cannot be removed from this SDK's storage."""
+    if not _storage_warned.is_set():
+        _storage_warned.set()
+        _log.warning("ctxscope: this OpenTelemetry SDK's metric storage is not the known one: ended sessions' "
+                     "gauge series stay in it and report 0 for as long as the process runs")
+
+
 # A collection waits at most this long for calls still being measured (the rest: the next one).
 _COLLECTION_DRAIN_MS = 1000
 _flushing = threading.local()
@@ -684,8 +695,12 @@ class ContextSpanProcessor(SpanProcessor):
         instrument = self._instruments.get(spec)
         # The SDK's own instrument behind a proxy's (the global meter provider set later).
         instrument = getattr(instrument, "_real_instrument", None) or instrument
-        storages = _reader_storages(self._resolved_meter_provider())
+        provider = self._resolved_meter_provider()
+        if not isinstance(provider, SdkMeterProvider):
+            return  # no SDK storage: nothing holds the series
+        storages = _reader_storages(provider)
         if instrument is None or not storages or _hash_attributes is None:
+            _warn_unknown_storage()
             return
         keys = []
         for attrs in retired:
@@ -701,7 +716,7 @@ class ContextSpanProcessor(SpanProcessor):
                         for key in keys:
                             aggregations.pop(key, None)
         except (AttributeError, TypeError):
-            _log.debug("ctxscope: this SDK's metric storage is not the known one; ended series stay in it")
+            _warn_unknown_storage()
 
     def _resolved_meter_provider(self) -> Any:
         return self._meter_provider if self._meter_provider is not None else otel_metrics.get_meter_provider()
