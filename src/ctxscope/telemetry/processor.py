@@ -580,15 +580,15 @@ class ContextSpanProcessor(SpanProcessor):
         its new value after the old one's zero (the last value of a series wins).
         """
         dirty, self._dirty = self._dirty, {}
-        changed = [(session, self._rebuild(session)) for session in dirty.values()]
+        changed = [self._rebuild(session) for session in dirty.values()]
         for ending in self._endings:
             if not ending.published:
                 ending.published = True
                 for spec, observations in ending.series.items():
                     if spec.kind == "gauge":
                         self._set(spec, observations)
-        for session, observations in changed:
-            for spec, values in observations.items():
+        for session_changes in changed:
+            for spec, values in session_changes.items():
                 self._set(spec, values)
 
     def _set(self, spec: InstrumentSpec, observations: Iterable[Observation]) -> None:
