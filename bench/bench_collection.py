@@ -2,8 +2,9 @@
 
 ``.venv/bin/python bench/run.py bench_collection`` (issue 16, docs/telemetry.md
 "Cost of a collection"). With 64 live sessions of realistic state (eight
-categories, three limits, reported tokens, two waste kinds: 15 series each),
-between collections one session makes a call, as when one agent of many does:
+categories and unattributed, three limits, reported tokens, utilisation, two
+waste kinds: 16 series each), between collections one session makes a call,
+as when one agent of many does:
 
 - ``collection_cpu_ms``: CPU of ``InMemoryMetricReader.get_metrics_data()``,
   the SDK's own work per point included;
