@@ -432,3 +432,27 @@ def test_fleet_mode_setting_is_read_from_the_environment(monkeypatch, caplog):
     with caplog.at_level(logging.WARNING, logger="ctxscope"):
         assert config.read({"CTXSCOPE_METRICS_SESSION_KEY": "maybe"}).metrics_session_key is True
     assert "ignoring CTXSCOPE_METRICS_SESSION_KEY='maybe'" in caplog.text
+
+
+def test_an_sdk_storage_that_cannot_forget_is_said_once(monkeypatch, caplog):
+    """Without the SDK's series key, ended series stay (reporting 0): one warning for two ended sessions."""
+    import ctxscope.telemetry.processor as processor_module
+
+    monkeypatch.setattr(processor_module, "_hash_attributes", None)
+    monkeypatch.setattr(processor_module, "_storage_warned", processor_module.threading.Event())
+    reader = InMemoryMetricReader()
+    mp = MeterProvider(metric_readers=[reader], shutdown_on_exit=False)
+    processor = ContextSpanProcessor(mp, max_sessions=4)
+    with caplog.at_level(logging.WARNING, logger="ctxscope.telemetry.processor"):
+        for n in range(2):
+            processor.observe_call({Attr.SESSION_ID: f"s{n}", **annotation({C.SYSTEM: 10}).to_attributes()}, n)
+            reader.get_metrics_data()
+            processor.end_session(f"s{n}")
+            reader.get_metrics_data()  # the zeros
+            reader.get_metrics_data()  # would forget them
+    pts = points(reader.get_metrics_data())
+    assert tokens_of(pts, "s0") == {"system": 0} and tokens_of(pts, "s1") == {"system": 0}
+    warnings = [r for r in caplog.records if "metric storage is not the known one" in r.getMessage()]
+    assert len(warnings) == 1
+    processor.shutdown()
+    mp.shutdown()
