@@ -2,8 +2,9 @@
 
 ``.venv/bin/python bench/run.py bench_collection`` (issue 16, docs/telemetry.md
 "Cost of a collection"). With 64 live sessions of realistic state (eight
-categories, three limits, reported tokens, two waste kinds: 15 series each),
-between collections one session makes a call, as when one agent of many does:
+categories and unattributed, three limits, reported tokens, utilisation, two
+waste kinds: 16 series each), between collections one session makes a call,
+as when one agent of many does:
 
 - ``collection_cpu_ms``: CPU of ``InMemoryMetricReader.get_metrics_data()``,
   the SDK's own work per point included;
@@ -12,7 +13,10 @@ between collections one session makes a call, as when one agent of many does:
 - the same after 1,000 sessions have come and gone (``churn_*``), and whether
   a new session's series are still its own there (the SDK's cardinality
   limit, 2,000 attribute sets an instrument, reached by ended series);
-- fleet mode (``CTXSCOPE_METRICS_SESSION_KEY=off``): no per-session series.
+- fleet mode (``CTXSCOPE_METRICS_SESSION_KEY=off``): no per-session series;
+- ``sdk_floor_cpu_ms``: one collection of as many synchronous gauge series
+  set once, with no ctxscope at all: what the Python SDK costs for the points
+  alone, the floor of any collection reporting them.
 
 Each figure is measured for this tree and, in the same run, for the base
 revision (``CTXSCOPE_BENCH_BASE``, default ``HEAD``; its ``src`` exported with
@@ -75,7 +79,12 @@ def _measure(fleet: bool) -> dict[str, float]:
                    for sm in rm.scope_metrics for m in sm.metrics)
 
     def collections(base: int) -> tuple[float, float, float, int]:
-        callbacks = [processor._callback(spec) for spec in Metric.ALL] if not fleet else []  # noqa: SLF001
+        if fleet:
+            callbacks = []
+        elif hasattr(processor, "_collection_callback"):  # one hook a collection (synchronous gauges)
+            callbacks = [processor._collection_callback()]  # noqa: SLF001
+        else:  # a tree of observable gauges: one callback an instrument
+            callbacks = [processor._callback(spec) for spec in Metric.ALL]  # noqa: SLF001
         total, own, calls = [], [], []
         n = 0
         for r in range(ROUNDS):
@@ -116,7 +125,33 @@ def _measure(fleet: bool) -> dict[str, float]:
         for rm in data.resource_metrics for sm in rm.scope_metrics for m in sm.metrics)
     out.update({"churn_collection_cpu_ms": total, "churn_callbacks_cpu_ms": own, "churn_points": n,
                 "churn_new_session_reported": own_series})
+    if not fleet:
+        out["sdk_floor_cpu_ms"] = _sdk_floor(int(out["collection_points"]))
     return out
+
+
+def _sdk_floor(points: int, sessions: int = SESSIONS) -> float:
+    """CPU ms of one collection of ``points`` synchronous gauge series and nothing else: the SDK's own floor.
+
+    The same number of series as ctxscope's collection, spread over five
+    gauges like its own, each set once; a collection then only reads them.
+    """
+    from opentelemetry.sdk.metrics import MeterProvider
+    from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+
+    reader = InMemoryMetricReader()
+    meter = MeterProvider(metric_readers=[reader], shutdown_on_exit=False).get_meter("floor")
+    gauges = [meter.create_gauge(f"floor.gauge.{i}") for i in range(5)]
+    for i in range(points):
+        gauges[i % 5].set(i, {"llm.context.session.id": f"s{i % sessions}", "gen_ai.request.model": "gpt-4o",
+                              "gen_ai.provider.name": "openai", "label": str(i)})
+    reader.get_metrics_data()
+    times = []
+    for _ in range(ROUNDS):
+        started = time.process_time()
+        reader.get_metrics_data()
+        times.append(time.process_time() - started)
+    return statistics.median(times) * 1e3
 
 
 def _export(rev: str, into: Path) -> Path:
@@ -145,7 +180,8 @@ def main() -> dict[str, float]:
                        ("collection_points", "  points"), ("observe_call_us", "observe_call, CPU us"),
                        ("churn_collection_cpu_ms", f"after {CHURN} ended sessions"),
                        ("churn_callbacks_cpu_ms", "  ctxscope's callbacks"), ("churn_points", "  points"),
-                       ("churn_new_session_reported", "  a new session has its own series")):
+                       ("churn_new_session_reported", "  a new session has its own series"),
+                       ("sdk_floor_cpu_ms", "the SDK alone, as many gauge series")):
         b, a = before.get(key), after.get(key)
         ratio = f"  x{a / b:.2f}" if isinstance(a, float) and isinstance(b, float) and b else ""
         print(f"  {label:34} {b!s:>22} {a!s:>22}{ratio}")

@@ -115,8 +115,9 @@ def venv_for(peer: str, openai_version: str, refresh: bool) -> tuple[Path | None
     """The peer's virtualenv (built once, then cached), or None and why not."""
     requirements = [f"openai=={openai_version}", *COMMON, *PEER_PACKAGES[peer]]
     stamp_text = json.dumps(requirements)
-    if peer == "ctxscope":  # an editable install: rebuilt when the checkout's dependencies change
-        stamp_text += hashlib.sha1((ROOT / "pyproject.toml").read_bytes()).hexdigest()
+    if peer == "ctxscope":  # an editable install of this checkout: rebuilt when its dependencies change
+        # The checkout's path too: another worktree's cached virtualenv would run that worktree's code.
+        stamp_text += str(ROOT) + hashlib.sha1((ROOT / "pyproject.toml").read_bytes()).hexdigest()
     key = hashlib.sha1(stamp_text.encode()).hexdigest()[:10]
     venv = CACHE / f"{peer}-{key}"
     python = venv / "bin" / "python"

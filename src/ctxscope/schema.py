@@ -335,7 +335,7 @@ class Metric:
         "llm.context.request.tokens", "histogram", "{token}",
         "Context tokens of a category in one request (fleet mode, without the session key)")
 
-    ALL: tuple[InstrumentSpec, ...] = ()  # the observable instruments, reported per live session
+    ALL: tuple[InstrumentSpec, ...] = ()  # reported per live session: the gauges and the compaction counter
     HISTOGRAMS: tuple[InstrumentSpec, ...] = ()
 
 

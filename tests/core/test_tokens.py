@@ -87,6 +87,53 @@ def test_tiktoken_split_is_the_one_counted(tiktoken_ready: None) -> None:
     assert counter.count("Hello, world!") == len(pieces)
 
 
+@pytest.fixture
+def tiktoken_registry_without_o200k() -> object:
+    """tiktoken's registry without o200k_base and ctxscope's loads forgotten; both restored afterwards."""
+    import tiktoken.registry
+
+    from ctxscope.core.tokens import reset_encoding_cache
+
+    registered = tiktoken.registry.ENCODINGS.pop("o200k_base", None)
+    reset_encoding_cache()
+    yield tiktoken.registry.ENCODINGS
+    reset_encoding_cache()
+    tiktoken.registry.ENCODINGS.pop("o200k_base", None)
+    if registered is not None:
+        tiktoken.registry.ENCODINGS["o200k_base"] = registered
+
+
+def test_own_encoding_counts_as_tiktokens_without_its_python_rank_table(
+        tiktoken_ready: None, tiktoken_registry_without_o200k: dict[str, object]) -> None:
+    """Not in tiktoken's registry: ctxscope's own o200k encodes exactly as get_encoding's, minus the ~28 MB table."""
+    import tiktoken
+
+    from ctxscope.core.tokens import load_encoding
+
+    ours = load_encoding("o200k_base")
+    assert "o200k_base" not in tiktoken_registry_without_o200k  # the application's registry is left alone
+    theirs = tiktoken.get_encoding("o200k_base")
+    assert ours is not theirs
+    assert ours._mergeable_ranks == {}  # type: ignore[attr-defined]  # noqa: SLF001 - what was let go
+    assert len(theirs._mergeable_ranks) == 199998  # noqa: SLF001 - o200k_base's ranks, kept by tiktoken's own
+    for text in ("Hello, world!", "日本語", "def f(x):\n    return x ** 2\n", "a\ud800b", " " * 300 + "x"):
+        assert ours.encode_ordinary(text) == theirs.encode_ordinary(text)  # type: ignore[attr-defined]
+    assert ours.n_vocab == theirs.n_vocab == 200019  # type: ignore[attr-defined]
+    assert counter_for("gpt-4o").count("Hello, world!") == 4
+
+
+def test_registered_encoding_is_shared(
+        tiktoken_ready: None, tiktoken_registry_without_o200k: dict[str, object]) -> None:
+    """An encoding the application loaded through tiktoken already is the one ctxscope counts with: one copy."""
+    import tiktoken
+
+    from ctxscope.core.tokens import load_encoding
+
+    theirs = tiktoken.get_encoding("o200k_base")
+    assert load_encoding("o200k_base") is theirs
+    assert counter_for("gpt-4o").encoding is theirs  # type: ignore[attr-defined]
+
+
 def test_tiktoken_counts_text_with_lone_surrogates(tiktoken_ready: None) -> None:
     """A lone surrogate takes tiktoken's own replacement path: 'a\\ud800b' counts, no exception."""
     # tiktoken replaces the surrogate with U+FFFD: 'a', '\ufffd', 'b' are 3 o200k tokens ([64, 3251, 65]).

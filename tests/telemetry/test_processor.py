@@ -341,6 +341,30 @@ def test_a_category_that_leaves_reports_zero_once_then_leaves(env):
     assert tokens_of(points(reader.get_metrics_data()), "s1") == {"system": 10, "prompts": 3}
 
 
+def test_an_idle_session_is_in_every_collection_with_its_values(env):
+    """s1 calls once, then only s2 calls: every collection still holds s1's 10/7, unchanged, beside s2's growth."""
+    tp, reader, _ = env
+    emit(tp, "s1", annotation({C.SYSTEM: 10, C.PROMPTS: 7}, window=100))
+    for n in range(1, 4):
+        emit(tp, "s2", annotation({C.SYSTEM: 5, C.PROMPTS: n}))
+        pts = points(reader.get_metrics_data())
+        assert tokens_of(pts, "s1") == {"system": 10, "prompts": 7}
+        assert tokens_of(pts, "s2") == {"system": 5, "prompts": n}
+        assert series(pts, Metric.UTILIZATION.name, "s1") == {
+            frozenset({MetricAttr.SESSION_ID: "s1", MetricAttr.CONVERSATION_ID: "s1",
+                       MetricAttr.REQUEST_MODEL: "gpt-4o", MetricAttr.PROVIDER_NAME: "openai"}.items()): 0.17}
+
+
+def test_a_session_ended_and_restarted_before_a_collection_reports_its_new_values(env):
+    """s1 ends at 10/7 and restarts at 4 before anything collects: the collection sees system 4, prompts 0 once."""
+    tp, reader, processor = env
+    emit(tp, "s1", annotation({C.SYSTEM: 10, C.PROMPTS: 7}))
+    processor.end_session("s1")
+    emit(tp, "s1", annotation({C.SYSTEM: 4}))
+    assert tokens_of(points(reader.get_metrics_data()), "s1") == {"system": 4, "prompts": 0}
+    assert tokens_of(points(reader.get_metrics_data()), "s1") == {"system": 4}
+
+
 def test_many_ended_sessions_leave_the_sdk_storage():
     """300 sessions of 8 categories come and go (2,400 series, past the SDK's 2,000 limit): the 301st is its own."""
     reader = InMemoryMetricReader()
@@ -408,3 +432,27 @@ def test_fleet_mode_setting_is_read_from_the_environment(monkeypatch, caplog):
     with caplog.at_level(logging.WARNING, logger="ctxscope"):
         assert config.read({"CTXSCOPE_METRICS_SESSION_KEY": "maybe"}).metrics_session_key is True
     assert "ignoring CTXSCOPE_METRICS_SESSION_KEY='maybe'" in caplog.text
+
+
+def test_an_sdk_storage_that_cannot_forget_is_said_once(monkeypatch, caplog):
+    """Without the SDK's series key, ended series stay (reporting 0): one warning for two ended sessions."""
+    import ctxscope.telemetry.processor as processor_module
+
+    monkeypatch.setattr(processor_module, "_hash_attributes", None)
+    monkeypatch.setattr(processor_module, "_storage_warned", processor_module.threading.Event())
+    reader = InMemoryMetricReader()
+    mp = MeterProvider(metric_readers=[reader], shutdown_on_exit=False)
+    processor = ContextSpanProcessor(mp, max_sessions=4)
+    with caplog.at_level(logging.WARNING, logger="ctxscope.telemetry.processor"):
+        for n in range(2):
+            processor.observe_call({Attr.SESSION_ID: f"s{n}", **annotation({C.SYSTEM: 10}).to_attributes()}, n)
+            reader.get_metrics_data()
+            processor.end_session(f"s{n}")
+            reader.get_metrics_data()  # the zeros
+            reader.get_metrics_data()  # would forget them
+    pts = points(reader.get_metrics_data())
+    assert tokens_of(pts, "s0") == {"system": 0} and tokens_of(pts, "s1") == {"system": 0}
+    warnings = [r for r in caplog.records if "metric storage is not the known one" in r.getMessage()]
+    assert len(warnings) == 1
+    processor.shutdown()
+    mp.shutdown()

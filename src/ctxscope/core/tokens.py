@@ -23,13 +23,23 @@ picks the basis for a model. Loading a tiktoken encoding (``load_encoding``):
   call, for a process that knows its models and prefers the memory spent early.
 
 What an encoding costs (``bench/bench_peers.py``, docs/instrumentation.md
-"What it costs"): ``o200k_base`` about 76 MB of RSS, ``cl100k_base`` about
-60 MB, all of it live (tiktoken's Python rank table, about 23 MB for o200k,
-and the Rust encoder's own tables); tiktoken has no lighter form, so a
-process that must stay small counts with ``CTXSCOPE_TOKENIZER=chars`` or
-``bytes``, which load nothing. The encoding is tiktoken's own
-(``tiktoken.get_encoding``): one copy a process, shared with the application
-or any other library that uses tiktoken.
+"What it costs"): ``tiktoken.get_encoding("o200k_base")`` adds about 76 MB
+of RSS (``cl100k_base`` 39 MB): the Rust encoder's tables (about 44 MB) and the Python rank table it
+was built from (``Encoding._mergeable_ranks``, about 28 MB of bytes and int
+objects, plus the loading temporaries). tiktoken reads that table again only
+to pickle an encoding that is not in its registry (``Encoding.__getstate__``,
+tiktoken/core.py): counting never does. So (:func:`_counting_encoding`):
+
+- an encoding already in tiktoken's registry (the application or another
+  library loaded it) is used as it is: one copy a process, shared;
+- otherwise ctxscope builds its own, unregistered ``tiktoken.Encoding`` from
+  the plugin's constructor and lets go of its Python rank table: about 49 MB
+  for o200k instead of 76, 27 instead of 39 for cl100k. It is never pickled and never handed out of the
+  process' counting. An application that later loads the same encoding
+  through ``tiktoken.get_encoding`` gets tiktoken's own copy beside ours.
+
+A process that must stay smaller counts with ``CTXSCOPE_TOKENIZER=chars`` or
+``bytes``, which load nothing.
 
 Pure: no OpenTelemetry, no provider SDK.
 """
@@ -187,9 +197,7 @@ class _Load:
 
     def _run(self) -> None:
         try:
-            import tiktoken
-
-            self.encoding = tiktoken.get_encoding(self.name)
+            self.encoding = _counting_encoding(self.name)
         except BaseException as exc:  # noqa: BLE001 - any failure means the encoding is unavailable
             self.error = exc
         finally:
@@ -204,6 +212,35 @@ class _Load:
 
     def available(self) -> object | None:
         return None if self.given_up or not self.done.is_set() else self.encoding
+
+
+def _counting_encoding(name: str) -> object:
+    """The encoding ``name`` for counting: tiktoken's registered one if loaded, else a lean one of ours.
+
+    Ours is a ``tiktoken.Encoding`` built from the constructor of tiktoken's
+    public plugin (``tiktoken_ext.openai_public``, the same download, cache
+    and hash check as ``get_encoding``) without its Python rank table, which
+    only pickling reads (module docstring). An encoding of another plugin is
+    tiktoken's own, whole.
+    """
+    import tiktoken
+    import tiktoken.registry
+
+    shared = tiktoken.registry.ENCODINGS.get(name)
+    if shared is not None:
+        return shared
+    try:
+        from tiktoken_ext.openai_public import ENCODING_CONSTRUCTORS
+    except ImportError:  # a tiktoken without its public plugin: its registry finds the encoding
+        return tiktoken.get_encoding(name)
+    constructor = ENCODING_CONSTRUCTORS.get(name)
+    if constructor is None:
+        return tiktoken.get_encoding(name)
+    encoding = tiktoken.Encoding(**constructor())
+    # The Rust core holds its own copy of the ranks; the Python one (about 28 MB for
+    # o200k) is read only by __getstate__, and this encoding is never pickled.
+    encoding._mergeable_ranks = {}  # noqa: SLF001
+    return encoding
 
 
 _loads: dict[str, _Load] = {}

@@ -1,10 +1,15 @@
 """The instruments of SPEC section 6, created from :class:`ctxscope.schema.Metric`.
 
-Every instrument is observable: its callback reports the latest state of each
-live session (the span processor owns that state). Gauges are absolute; the
-compaction counter is an observable counter reporting each session's
-cumulative total, so that a session's series can leave later exports once it
-has ended (a synchronous counter would be exported for ever).
+The per-session gauges are synchronous: the span processor sets a series when
+its value changes, so a collection only reads the SDK's storage (one data
+point a live series) instead of handing the SDK every series of every session
+again (docs/telemetry.md, "Cost of a collection"). A synchronous gauge under
+cumulative temporality (every reader's default) reports its last value at
+every collection until the series is removed. The compaction counter is an
+observable counter reporting each session's cumulative total, so that a
+session's series can leave later exports once it has ended (a synchronous
+counter would be exported for ever); its callback is also the processor's
+hook into every collection (:data:`Callback`).
 
 Names, units and descriptions come from ``schema.Metric``: never retyped here.
 """
@@ -12,7 +17,7 @@ Names, units and descriptions come from ``schema.Metric``: never retyped here.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any, Callable, Iterable
 
 from opentelemetry import metrics
 from opentelemetry.metrics import CallbackOptions, Meter, MeterProvider, Observation
@@ -45,24 +50,25 @@ def _create(meter: Meter, spec: InstrumentSpec, callback: Callback) -> object:
         return meter.create_observable_counter(
             spec.name, callbacks=[callback], unit=spec.unit, description=spec.description)
     if spec.kind == "gauge":
-        return meter.create_observable_gauge(
-            spec.name, callbacks=[callback], unit=spec.unit, description=spec.description)
+        return meter.create_gauge(spec.name, unit=spec.unit, description=spec.description)
     raise ValueError(f"unknown instrument kind {spec.kind!r} of {spec.name}")
 
 
-def create_instruments(meter: Meter, callbacks: Mapping[InstrumentSpec, Callback]) -> Instruments:
-    """Create the instruments of ``schema.Metric.ALL`` that ``callbacks`` names, each with its callback.
+def create_instruments(meter: Meter, collection: Callback) -> Instruments:
+    """Create the instruments of ``schema.Metric.ALL``: synchronous gauges, and the observable counter.
 
-    Fleet mode (no session key) creates none of them: :func:`create_fleet_instruments`.
+    ``collection`` is the compaction counter's callback, which the SDK calls
+    at the start of every collection of every reader. Fleet mode (no session
+    key) creates none of them: :func:`create_fleet_counter`.
     """
-    made = {spec: _create(meter, spec, callbacks[spec]) for spec in Metric.ALL if spec in callbacks}
+    made = {spec: _create(meter, spec, collection) for spec in Metric.ALL}
     return Instruments(
-        tokens=made.get(Metric.TOKENS),
-        limit_tokens=made.get(Metric.LIMIT_TOKENS),
-        reported_tokens=made.get(Metric.REPORTED_TOKENS),
-        utilization=made.get(Metric.UTILIZATION),
-        waste_tokens=made.get(Metric.WASTE_TOKENS),
-        compactions=made.get(Metric.COMPACTIONS),
+        tokens=made[Metric.TOKENS],
+        limit_tokens=made[Metric.LIMIT_TOKENS],
+        reported_tokens=made[Metric.REPORTED_TOKENS],
+        utilization=made[Metric.UTILIZATION],
+        waste_tokens=made[Metric.WASTE_TOKENS],
+        compactions=made[Metric.COMPACTIONS],
     )
 
 

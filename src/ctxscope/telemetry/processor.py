@@ -6,19 +6,22 @@ sampled out, so the metrics do not depend on sampling. For every other span,
 ``on_end`` reads the context annotation back from the finished span (only
 the attributes the metrics need, :func:`reading_from_attributes`; the
 ``llm.context.change`` events carry nothing the metrics need). Either way the
-processor keeps each session's latest state; the observable instruments of
-:mod:`ctxscope.telemetry.metrics` report that state at every collection. So anything
-that writes the annotation (a transcript replay, a companion span) gets the metrics.
+processor keeps each session's latest state and, at the next collection, sets
+the synchronous gauges of :mod:`ctxscope.telemetry.metrics` where a value
+changed. So anything that writes the annotation (a transcript replay, a
+companion span) gets the metrics.
 
 Semantics (docs/telemetry.md):
 
 - ``llm.context.tokens`` per category in the calibrated view (SPEC section 5),
   ``unattributed`` included; a series a session reported before and missing
   from its newest snapshot reports 0 once to each reader, then leaves.
-- Each session's observations are built once per change (at the next
-  collection), so a collection only hands the SDK a prebuilt list; ended
-  series are removed from the SDK's storage once every reader has collected
-  their final value (:meth:`ContextSpanProcessor._forget`).
+- A collection (the compaction counter's callback, :meth:`ContextSpanProcessor._collect`,
+  runs first in each) sets only the series of the sessions changed since the
+  last one, and only those whose value changed; every other live series is
+  read from the SDK's storage as it stands. Ended series are removed from
+  the SDK's storage once every reader has collected their final value
+  (:meth:`ContextSpanProcessor._forget`).
 - ``llm.context.added.tokens`` (and, in fleet mode, ``llm.context.request.tokens``
   and a synchronous compaction counter, no session key anywhere) are
   recorded per call in the call span's context: exemplars lead to the call.
@@ -211,8 +214,8 @@ class _Session:
     compactions: dict[CompactionTrigger, int] = field(default_factory=dict)
     # The raw estimates of the newest call (llm.context.added.tokens is their growth).
     raw: dict[Category, int] = field(default_factory=dict)
-    # The observations a collection reports, per instrument, keyed by series: rebuilt
-    # when the state changes, never per collection (docs/telemetry.md, "Cost of a collection").
+    # The series last set in the SDK (the counter's: reported), per instrument and series:
+    # rebuilt when the state changes, never per collection (docs/telemetry.md, "Cost of a collection").
     series: dict[InstrumentSpec, dict[_Key, Observation]] = field(default_factory=dict)
 
     def base(self) -> dict[str, Any]:
@@ -258,10 +261,16 @@ class _Session:
 
 @dataclass
 class _Ending:
-    """Series that report their final value once to each metric reader, then leave."""
+    """Series that report their final value once to each metric reader, then leave.
+
+    The gauges' zeros are set once, at the first collection after the end;
+    the counter's final totals are observed at each collection until every
+    reader has had one (``remaining``).
+    """
 
     series: dict[InstrumentSpec, list[Observation]]
-    remaining: dict[InstrumentSpec, int]
+    remaining: int
+    published: bool = False
 
 
 def _metric_readers(meter_provider: Any) -> list[Any] | None:
@@ -290,6 +299,17 @@ def _reader_count(meter_provider: Any) -> int:
     return max(1, len(readers)) if readers is not None else 1
 
 
+_storage_warned = threading.Event()
+
+
+def _warn_unknown_storage() -> None:
+    """Once a process: ended series cannot be removed from this SDK's storage."""
+    if not _storage_warned.is_set():
+        _storage_warned.set()
+        _log.warning("ctxscope: this OpenTelemetry SDK's metric storage is not the known one: ended sessions' "
+                     "gauge series stay in it and report 0 for as long as the process runs")
+
+
 # A collection waits at most this long for calls still being measured (the rest: the next one).
 _COLLECTION_DRAIN_MS = 1000
 _flushing = threading.local()
@@ -309,7 +329,7 @@ class ContextSpanProcessor(SpanProcessor):
         self._lock = threading.RLock()
         self._sessions: OrderedDict[str, _Session] = OrderedDict()
         self._endings: list[_Ending] = []
-        # Sessions changed since the last collection: their observations are built then (_refresh).
+        # Sessions changed since the last collection: their series are built and set then (_publish).
         self._dirty: dict[str, _Session] = {}
         # Attributes of series whose final value every reader collected, per instrument (_forget).
         self._retired: dict[InstrumentSpec, list[Any]] = {}
@@ -317,13 +337,13 @@ class ContextSpanProcessor(SpanProcessor):
         self._direct: dict[int, None] = {}
         self._shutdown = False
         meter = ctx_metrics.get_meter(meter_provider)
-        callbacks = {spec: self._callback(spec) for spec in Metric.ALL} if self.session_key else {}
-        self.instruments = ctx_metrics.create_instruments(meter, callbacks)
-        made = (self.instruments.tokens, self.instruments.limit_tokens, self.instruments.reported_tokens,
-                self.instruments.utilization, self.instruments.waste_tokens, self.instruments.compactions)
-        # The SDK's own instrument behind a proxy's (the global meter provider set later).
-        self._sdk_instruments = {spec: getattr(i, "_real_instrument", None) or i
-                                 for spec, i in zip(Metric.ALL, made) if i is not None}
+        self.instruments: ctx_metrics.Instruments | None = None
+        self._instruments: dict[InstrumentSpec, Any] = {}
+        if self.session_key:
+            self.instruments = ctx_metrics.create_instruments(meter, self._collection_callback())
+            made = (self.instruments.tokens, self.instruments.limit_tokens, self.instruments.reported_tokens,
+                    self.instruments.utilization, self.instruments.waste_tokens, self.instruments.compactions)
+            self._instruments = dict(zip(Metric.ALL, made))
         self.added_tokens: Any = ctx_metrics.create_histogram(meter, Metric.ADDED_TOKENS)
         self.request_tokens: Any = None
         self.fleet_compactions: Any = None
@@ -553,31 +573,59 @@ class ContextSpanProcessor(SpanProcessor):
             self.fleet_compactions.add(1, {**base, MetricAttr.COMPACTION_TRIGGER: records.compaction.value},
                                        context=context)
 
-    def _refresh(self) -> None:
-        """Build the observations of every session changed since the last collection."""
-        dirty, self._dirty = self._dirty, {}
-        for session in dirty.values():
-            self._rebuild(session)
+    def _publish(self) -> None:
+        """Set the series of every session changed since the last collection.
 
-    def _rebuild(self, session: _Session) -> None:
-        """Build the session's observations anew; a gauge series that left reports 0 once."""
+        Endings first, so that a session that restarted with the same id sets
+        its new value after the old one's zero (the last value of a series wins).
+        """
+        dirty, self._dirty = self._dirty, {}
+        changed = [self._rebuild(session) for session in dirty.values()]
+        for ending in self._endings:
+            if not ending.published:
+                ending.published = True
+                for spec, observations in ending.series.items():
+                    if spec.kind == "gauge":
+                        self._set(spec, observations)
+        for session_changes in changed:
+            for spec, values in session_changes.items():
+                self._set(spec, values)
+
+    def _set(self, spec: InstrumentSpec, observations: Iterable[Observation]) -> None:
+        gauge = self._instruments[spec]
+        for o in observations:
+            gauge.set(o.value, o.attributes)
+
+    def _rebuild(self, session: _Session) -> dict[InstrumentSpec, list[Observation]]:
+        """Build the session's series anew: the gauge values to set; a series that left reports 0 once."""
         old = session.series
         session.series = new = session.build()
         gone: dict[InstrumentSpec, list[Observation]] = {}
-        for spec, observations in old.items():
-            if spec.kind == "gauge":
-                now = new.get(spec, {})
-                left = [Observation(0, o.attributes) for k, o in observations.items() if k not in now]
-                if left:
-                    gone[spec] = left
+        changed: dict[InstrumentSpec, list[Observation]] = {}
+        for spec, observations in new.items():
+            if spec.kind != "gauge":
+                continue
+            before = old.get(spec, {})
+            # A series whose value did not change stays as the SDK holds it.
+            values = [o for k, o in observations.items() if (b := before.get(k)) is None or b.value != o.value]
+            if values:
+                changed[spec] = values
+            left = [Observation(0, o.attributes) for k, o in before.items() if k not in observations]
+            if left:
+                gone[spec] = left
         if gone:
             self._retire(gone)
+        return changed
 
     def _retire(self, series: dict[InstrumentSpec, list[Observation]]) -> None:
         """Series that report their final value once to each metric reader, then leave."""
         readers = _reader_count(self._resolved_meter_provider())
-        self._endings.append(_Ending(series, {spec: readers for spec in series}))
-        # Without a collecting reader (no SDK meter provider) endings would pile up.
+        self._endings.append(_Ending(series, readers))
+        # Without a collecting reader (no SDK meter provider) endings would pile up: the
+        # oldest leave the SDK's storage at the next collection, without their final value.
+        for dropped in self._endings[:-_MAX_ENDINGS]:
+            for spec, observations in dropped.series.items():
+                self._retired.setdefault(spec, []).extend(o.attributes for o in observations)
         del self._endings[:-_MAX_ENDINGS]
 
     def _end_locked(self, session_id: str) -> bool:
@@ -590,40 +638,41 @@ class ContextSpanProcessor(SpanProcessor):
             self._retire({spec: session.final(spec) for spec in Metric.ALL})
         return True
 
-    def _callback(self, spec: InstrumentSpec) -> ctx_metrics.Callback:
+    def _collection_callback(self) -> ctx_metrics.Callback:
+        """The compaction counter's callback: the SDK calls it first in every collection of every reader."""
         def callback(options: CallbackOptions) -> Iterable[Observation]:
             try:
                 # A collection sees every call made before it (measured off the call path).
                 _shutdown.drain_pending(min(options.timeout_millis, _COLLECTION_DRAIN_MS) / 1000)
-                return self._observe(spec)
+                return self._collect()
             except Exception:  # noqa: BLE001 - a callback that raises loses every series
-                _log.warning("ctxscope: could not report %s", spec.name, exc_info=True)
+                _log.warning("ctxscope: could not report %s", Metric.COMPACTIONS.name, exc_info=True)
                 return []
         return callback
 
-    def _observe(self, spec: InstrumentSpec) -> list[Observation]:
-        """One instrument's observations: the ended series' final values, then every live series."""
+    def _collect(self) -> list[Observation]:
+        """One reader's collection: the gauges set where they changed, the counter's observations."""
+        spec = Metric.COMPACTIONS
         with self._lock:
-            if self._dirty:
-                self._refresh()
+            # Series whose final value every reader has collected leave the SDK's storage.
+            retired, self._retired = self._retired, {}
+            for retired_spec, attributes in retired.items():
+                self._forget(retired_spec, attributes)
+            if self._dirty or any(not e.published for e in self._endings):
+                self._publish()
             out: list[Observation] = []
-            # Series whose final value every reader has collected leave the SDK's storage too.
-            retired = self._retired.pop(spec, None)
-            if retired:
-                self._forget(spec, retired)
-            # Final series first, so that a session that restarted with the same
+            # Final totals first, so that a session that restarted with the same
             # id reports its new value (the last observation of a series wins).
             done = False
             for ending in self._endings:
-                if ending.remaining.get(spec, 0) > 0:
-                    ending.remaining[spec] -= 1
-                    observations = ending.series.get(spec, ())
-                    out.extend(observations)
-                    if ending.remaining[spec] == 0:
-                        self._retired.setdefault(spec, []).extend(o.attributes for o in observations)
-                        done = True
+                ending.remaining -= 1
+                out.extend(ending.series.get(spec, ()))
+                if ending.remaining <= 0:
+                    for ended_spec, observations in ending.series.items():
+                        self._retired.setdefault(ended_spec, []).extend(o.attributes for o in observations)
+                    done = True
             if done:
-                self._endings = [e for e in self._endings if any(n > 0 for n in e.remaining.values())]
+                self._endings = [e for e in self._endings if e.remaining > 0]
             for session in self._sessions.values():
                 series = session.series.get(spec)
                 if series:
@@ -633,18 +682,25 @@ class ContextSpanProcessor(SpanProcessor):
     def _forget(self, spec: InstrumentSpec, retired: list[Any]) -> None:
         """Drop ended series from the SDK's storage of our instrument.
 
-        The SDK keeps the aggregation of every attribute set an asynchronous
-        instrument ever observed (cumulative temporality), reporting nothing
-        for it but walking it at every collection; past its cardinality limit
+        The SDK keeps the aggregation of every attribute set an instrument
+        ever recorded (cumulative temporality): a synchronous gauge reports
+        its last value for ever, an asynchronous counter's series is walked at
+        every collection though reported no more; past its cardinality limit
         (2,000 by default) new series go to ``otel.metric.overflow``. A process
         serving many sessions would reach it within a few hundred sessions.
         No public API forgets a series, so this reaches into the SDK's storage
         (guarded: any other SDK keeps its own behaviour). A series that is
         live again is kept.
         """
-        instrument = self._sdk_instruments.get(spec)
-        storages = _reader_storages(self._resolved_meter_provider())
+        instrument = self._instruments.get(spec)
+        # The SDK's own instrument behind a proxy's (the global meter provider set later).
+        instrument = getattr(instrument, "_real_instrument", None) or instrument
+        provider = self._resolved_meter_provider()
+        if not isinstance(provider, SdkMeterProvider):
+            return  # no SDK storage: nothing holds the series
+        storages = _reader_storages(provider)
         if instrument is None or not storages or _hash_attributes is None:
+            _warn_unknown_storage()
             return
         keys = []
         for attrs in retired:
@@ -660,7 +716,7 @@ class ContextSpanProcessor(SpanProcessor):
                         for key in keys:
                             aggregations.pop(key, None)
         except (AttributeError, TypeError):
-            _log.debug("ctxscope: this SDK's metric storage is not the known one; ended series stay in it")
+            _warn_unknown_storage()
 
     def _resolved_meter_provider(self) -> Any:
         return self._meter_provider if self._meter_provider is not None else otel_metrics.get_meter_provider()
