@@ -70,6 +70,9 @@ def test_a_written_call_has_its_markers_under_it_and_its_changes_as_events(expor
     assert (marker.name, marker.kind, marker.start_time, marker.end_time) == \
         ("capture-start", SpanKind.INTERNAL, T0, T0)
     assert marker.parent.span_id == call.context.span_id and marker.context.trace_id == call.context.trace_id
+    # The call's identity without gen_ai.operation.name: a marker is not a model call (SPEC section 4).
+    assert GenAI.OPERATION_NAME not in marker.attributes and call.attributes[GenAI.OPERATION_NAME] == "chat"
+    del identity[GenAI.OPERATION_NAME]
     assert dict(marker.attributes) == {**identity, **capture.to_attributes()}
     assert marker.attributes[Attr.STAGE] == "capture-start"
     assert [e.attributes["id"] for e in marker.events] == ["c0"]
@@ -99,10 +102,12 @@ def test_a_marker_under_a_context_and_the_session_end_marker(exported):
                               _annotation(changes=0)), _annotation(changes=0), T0 + 2)
     writer.end(companion, T0 + 3)
     writer.end(parent, T0 + 4)
-    writer.end(writer.session_end({Attr.SESSION_ID: "s", Attr.SESSION_ENDED: True}, otel_context.Context()))
+    writer.end(writer.session_end({Attr.SESSION_ID: "s", Attr.SESSION_ENDED: True, GenAI.OPERATION_NAME: "chat"},
+                                  otel_context.Context()))
     done = {s.name: s for s in exporter.get_finished_spans()}
     assert done["ctxscope.context m"].parent.span_id == done["chat"].context.span_id
     assert done["ctxscope.context m"].attributes["k"] == "v" and not done["ctxscope.context m"].events
+    # A companion is left as given: it stands for the other instrumentation's model call.
     end = done["session-end"]
     assert end.parent is None and end.kind == SpanKind.INTERNAL
     assert dict(end.attributes) == {Attr.SESSION_ID: "s", Attr.SESSION_ENDED: True}

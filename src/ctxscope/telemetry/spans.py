@@ -62,6 +62,10 @@ def annotated(identity: Mapping[str, Any], annotation: Annotation) -> dict[str, 
     return {**identity, **annotation.to_attributes()}
 
 
+# The marker spans (SPEC section 4): they carry no gen_ai.operation.name.
+_MARKERS = frozenset({SpanName.CAPTURE_START, SpanName.POST_COMPACTION, SpanName.SESSION_END})
+
+
 class SpanWriter:
     """Writes ctxscope's spans on one tracer (scope ``ctxscope``)."""
 
@@ -118,6 +122,9 @@ class SpanWriter:
         the live path hands its attributes to the metrics first.
         """
         context = trace.set_span_in_context(parent) if isinstance(parent, Span) else parent
+        if name in _MARKERS and GenAI.OPERATION_NAME in attributes:
+            # SPEC section 4: markers are not model calls, whatever identity the path handed over.
+            attributes = {k: v for k, v in attributes.items() if k != GenAI.OPERATION_NAME}
         span = self.tracer.start_span(name, context=context, kind=SpanKind.INTERNAL, attributes=attributes,
                                       start_time=start_time)
         self.change_events(span, annotation, start_time if event_time is None else event_time)
@@ -125,6 +132,8 @@ class SpanWriter:
 
     def session_end(self, attributes: Mapping[str, Any], context: otel_context.Context | None = None) -> Span:
         """The ``session-end`` marker (``llm.context.session_ended``), open: the caller ends it."""
+        if GenAI.OPERATION_NAME in attributes:  # a marker, not a model call (SPEC section 4)
+            attributes = {k: v for k, v in attributes.items() if k != GenAI.OPERATION_NAME}
         return self.tracer.start_span(SpanName.SESSION_END, kind=SpanKind.INTERNAL, context=context,
                                       attributes=attributes)
 
