@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING
 from ctxscope.core import limits as _limits
 from ctxscope.core.diff import ItemRun
 from ctxscope.core.ledger import SessionLedger, Snapshot
-from ctxscope.schema import CompactionTrigger, Coverage, Item, Stage, WasteKind
+from ctxscope.schema import CompactionTrigger, Coverage, Item, Stage
 from ctxscope.core.tokens import Counter
 from ctxscope.core.waste import WasteOptions, WasteTracker
 
@@ -111,7 +111,7 @@ class SessionAccount:
                 totals = tracker.observe_added(added, snapshot.items)
             else:
                 totals = tracker.observe(snapshot)
-            snapshot.annotation.waste = {WasteKind(k): int(v) for k, v in totals.items()}
+            snapshot.annotation.waste = totals  # a new dict of WasteKind -> int on every call
         except Exception:  # noqa: BLE001 - waste is an extra: the annotation stands without it
             _log.warning("waste tracking failed; off for session %s", self.session_id, exc_info=True)
             self.waste = None
