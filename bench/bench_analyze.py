@@ -18,6 +18,9 @@ the steadier figure: wall time also counts the waits for a core. ctxlens
 counts with its heuristic tokenizer (the only one it has without network), so
 ctxscope runs with ``--tokenizer chars`` for the like-for-like figure; the
 exact tiktoken run is reported as well (skipped without ``../shared/tiktoken``).
+Each tool runs as installed: with its modules' bytecode (written by one untimed
+warm-up run into ``bench/out/pycache``), not compiled again in every run as
+``PYTHONDONTWRITEBYTECODE`` would have an editable checkout do.
 
 Replay: ``ctxscope replay --tokenizer chars`` of ``dense50`` into a local OTLP
 receiver (oteltest's HTTP sink, in this process), with this checkout's ``src``
@@ -46,6 +49,7 @@ GEN = SHARED / "tools" / "gen_sessions.py"
 CORPUS = SHARED / "corpus"
 TIKTOKEN = SHARED / "tiktoken"
 VENV = ROOT / "bench" / "out" / "venv-ctxlens"
+PYCACHE = ROOT / "bench" / "out" / "pycache"
 CTXSCOPE = [sys.executable, "-c", "from ctxscope.cli import run; run()"]
 # The last commit before the work of issue 14 (the "today" of its replay target).
 BEFORE = "8642d46"
@@ -93,6 +97,12 @@ def generate(name: str, work: Path) -> Path:
 def _env(src: Path | None = None) -> dict[str, str]:
     env = dict(os.environ)
     env.setdefault("TIKTOKEN_CACHE_DIR", str(TIKTOKEN))
+    # As installed: pip writes every module's bytecode at install time, an editable
+    # checkout under PYTHONDONTWRITEBYTECODE compiles all of ctxscope again in every
+    # run (~0.13 s of CPU, counted against ctxscope only). Bytecode goes to one
+    # folder for every tool, written by the warm-up run (``warm_up``), read after.
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    env["PYTHONPYCACHEPREFIX"] = str(PYCACHE)
     if src is not None:
         env["PYTHONPATH"] = str(src)
     return env
@@ -113,6 +123,7 @@ def speed(session: Path, repeat: int, lens: bool = True) -> dict[str, object]:
     if TIKTOKEN.is_dir() and lens:
         tools["ctxscope-tiktoken"] = [*CTXSCOPE, "analyze", "--json", "--tokenizer", "tiktoken", str(session)]
     runs: dict[str, list[tuple[float, int, float]]] = {name: [] for name in tools}
+    warm_up(list(tools.values()), env)
     for _ in range(repeat):
         for name, argv in tools.items():
             wall, rss, _, cpu = measure(argv, env)
@@ -127,6 +138,17 @@ def speed(session: Path, repeat: int, lens: bool = True) -> dict[str, object]:
         if "ctxscope-tiktoken" in best:
             result["tiktoken_over_chars_cpu"] = round(best["ctxscope-tiktoken"]["cpu_s"] / ours["cpu_s"], 2)
     return result
+
+
+def warm_up(commands: list[list[str]], env: dict[str, str]) -> None:
+    """One untimed run of each command on a one-line session: its modules' bytecode is written."""
+    with tempfile.TemporaryDirectory() as folder:
+        tiny = Path(folder) / "warm.jsonl"
+        tiny.write_text('{"type":"user","uuid":"u1","parentUuid":null,"sessionId":"w",'
+                        '"message":{"role":"user","content":"hi"}}\n')
+        for argv in commands:
+            subprocess.run([*argv[:-1], str(tiny)], env=env, stdout=subprocess.DEVNULL,
+                           stderr=subprocess.DEVNULL, check=False)
 
 
 def export_before(rev: str) -> Path:
@@ -183,6 +205,8 @@ def replay(session: Path, before_rev: str, repeat: int) -> dict[str, object] | N
                             "OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf", "OTEL_METRIC_EXPORT_INTERVAL": "60000"})
                 if name == "after-no-span-export":
                     env["OTEL_TRACES_EXPORTER"] = "none"
+                if not runs[name]:
+                    warm_up([[*CTXSCOPE, "replay", "--tokenizer", "chars", str(session)]], env)
                 got = handler.spans
                 wall, rss, _, cpu = measure([*CTXSCOPE, "replay", "--tokenizer", "chars", str(session)], env)
                 time.sleep(0.5)  # the last export's request is handled

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import importlib
 import sys
-from importlib import metadata as _metadata
 from typing import TYPE_CHECKING, Any
 
 from ctxscope._deprecated import DeprecatedModule
@@ -23,13 +22,13 @@ if TYPE_CHECKING:  # pragma: no cover
 
 
 def _installed_version() -> str:
+    # importlib.metadata costs more to import than most of ctxscope: only when asked.
+    from importlib import metadata as _metadata
+
     try:
         return _metadata.version("ctxscope")
     except _metadata.PackageNotFoundError:  # a source tree on sys.path, not installed
         return "0+unknown"
-
-
-__version__ = _installed_version()
 
 __all__ = [
     "Annotation",
@@ -58,6 +57,9 @@ _LAZY = {
 
 
 def __getattr__(name: str) -> Any:
+    if name == "__version__":
+        version = globals()["__version__"] = _installed_version()
+        return version
     if name in _LAZY:
         module, attribute = _LAZY[name]
         return getattr(importlib.import_module(module), attribute)

@@ -13,7 +13,6 @@ import logging
 import sys
 from typing import Sequence
 
-from ctxscope import __version__
 from ctxscope.errors import UserError
 
 # Subcommand modules, in the order `ctxscope --help` lists them.
@@ -33,23 +32,43 @@ EXIT_ERROR = 1
 EXIT_THRESHOLD = 2
 
 
-def build_parser() -> argparse.ArgumentParser:
+class _VersionAction(argparse.Action):
+    """``--version``: the installed version, looked up only when asked (package metadata is slow to import)."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str = argparse.SUPPRESS, **kwargs: object) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS,
+                         help="show program's version number and exit")
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: object,
+                 option_string: str | None = None) -> None:
+        from ctxscope import __version__
+
+        sys.stdout.write(f"{parser.prog} {__version__}\n")
+        parser.exit()
+
+
+def build_parser(commands: Sequence[str] = COMMANDS) -> argparse.ArgumentParser:
+    """The parser with ``commands`` registered (all of them unless a command line names one)."""
     parser = argparse.ArgumentParser(
         prog="ctxscope",
         description="Profile the context window of LLM agents: what fills it, and what wastes it.",
     )
-    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    parser.add_argument("--version", action=_VersionAction)
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for name in COMMANDS:
+    for name in commands:
         importlib.import_module(f"{__name__}.{name}").register(subparsers)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(level=logging.WARNING, format="ctxscope: %(message)s")
-    parser = build_parser()
+    words = list(sys.argv[1:] if argv is None else argv)
+    # A command line that starts with a command needs only that command's module:
+    # importing all eight (the store, the watcher, fidelity...) is most of the start-up
+    # time of a short `analyze`. Anything else (--help, --version, a typo) gets them all.
+    parser = build_parser([words[0]] if words and words[0] in COMMANDS else COMMANDS)
     try:
-        args = parser.parse_args(argv)
+        args = parser.parse_args(words)
     except SystemExit as exc:  # argparse exits 2 on usage errors; ours is 1 (2 means threshold)
         code = exc.code if isinstance(exc.code, int) else EXIT_ERROR
         return EXIT_OK if code == 0 else EXIT_ERROR

@@ -29,6 +29,7 @@ from dataclasses import dataclass, replace
 from typing import Callable, Final, Iterable, Literal, Sequence, Union
 
 from ctxscope.core import framing as _framing
+from ctxscope.core.framing.claude_proxy import proxy_encoding_item
 from ctxscope.core.views import apportion, calibrate, calibration_target, free_tokens
 from ctxscope.core.diff import ItemDiff, ItemRun, diff_items
 from ctxscope.schema import (
@@ -507,8 +508,10 @@ class SessionLedger:
                 sums = self._proxy_sums = _proxy_sums(items)
             else:
                 _proxy_update(sums, diff, self._cache)
-            made = _framing.proxy_encoding_items(model, [(_PROXY_PROBES[k], v) for k, v in sums.items()])
-            new = made[0] if made else None
+            tokens = _framing.proxy_encoding_tokens(model, [(_PROXY_PROBES[k], v) for k, v in sums.items()])
+            # The same correction is the same item (its digest is of the tokens): no new one.
+            same = old is not None and not rebuilt and old.fixed_tokens == tokens
+            new = old if same else proxy_encoding_item(tokens)
         else:
             self._proxy_sums = None
         if old is not None and new is not None and not rebuilt and new.digest == old.digest:

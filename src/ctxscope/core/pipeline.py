@@ -39,7 +39,7 @@ from ctxscope.core.framing.incremental import FramingCache
 from ctxscope.core.items import RequestExtractor
 from ctxscope.core.ledger import SessionLedger, Snapshot
 from ctxscope.faultlog import log_failure
-from ctxscope.schema import CompactionTrigger, Coverage, Item, Stage, WasteKind
+from ctxscope.schema import CompactionTrigger, Coverage, Item, Stage
 from ctxscope.core.tokens import Counter, counter_for
 from ctxscope.core.waste import WasteOptions, WasteTracker
 
@@ -138,7 +138,7 @@ class SessionAccount:
                 totals = tracker.observe_added(added, snapshot.items)
             else:
                 totals = tracker.observe(snapshot)
-            snapshot.annotation.waste = {WasteKind(k): int(v) for k, v in totals.items()}
+            snapshot.annotation.waste = totals  # a new dict of WasteKind -> int on every call
         except Exception:  # noqa: BLE001 - waste is an extra: the annotation stands without it
             # Logged as text, once (the live path runs here: a record holding the traceback would
             # hold the caller's frames; faultlog says why).

@@ -36,6 +36,12 @@ DEFAULT_TOOL_BUDGET = 800
 DEFAULT_AGING_CALLS = 20
 # Repeated text shorter than this ("ok", "continue") is not worth a finding.
 MIN_DUPLICATE_TEXT_TOKENS = 8
+# The kinds' names as findings and the session view key them (an enum's .value is a
+# descriptor call: these run for every result added).
+_DUPLICATE = WasteKind.DUPLICATE.value
+_STALE = WasteKind.STALE.value
+_BLOAT = WasteKind.BLOAT.value
+_OVERAGE = WasteKind.TOOL_DEFINITION_OVERAGE.value
 _TEXT_CATEGORIES = frozenset((Category.PROMPTS, Category.ENVIRONMENT, Category.RULES, Category.SKILLS,
                               Category.SUMMARIES, Category.ASSISTANT))
 
@@ -267,7 +273,7 @@ class WasteTracker:
                     name = f"repeated call {item.reference}" if item.reference else f"identical {item.part} text"
                     self._texts[item.digest] = [1, item.tokens, name, self.calls]
                 else:
-                    self._charge(WasteKind.DUPLICATE.value, entry[2], (entry[0] - 1) * entry[1], entry[3])
+                    self._charge(_DUPLICATE, entry[2], (entry[0] - 1) * entry[1], entry[3])
                     entry[3] = self.calls
                     entry[0] += 1
                     self._text_duplicate += entry[1]
@@ -285,7 +291,7 @@ class WasteTracker:
         elif item.category in _TEXT_CATEGORIES:
             entry = self._texts.get(item.digest) if item.tokens >= MIN_DUPLICATE_TEXT_TOKENS else None
             if entry is not None:
-                self._charge(WasteKind.DUPLICATE.value, entry[2], (entry[0] - 1) * entry[1], entry[3])
+                self._charge(_DUPLICATE, entry[2], (entry[0] - 1) * entry[1], entry[3])
                 entry[3] = self.calls
                 entry[0] -= 1
                 if entry[0] == 0:
@@ -317,24 +323,24 @@ class WasteTracker:
 
         for key, group in self._groups.items():
             reference = _reference(key, group.items[-1]) if group.items else key
-            add(WasteKind.DUPLICATE.value, reference, group.duplicate, group.since)
-            add(WasteKind.STALE.value, reference, group.stale, group.since)
+            add(_DUPLICATE, reference, group.duplicate, group.since)
+            add(_STALE, reference, group.stale, group.since)
         cap = self.options.result_cap
         for digest, entry in self._kept.items():
             reference = self._kept_refs.get(digest, "body:" + digest)
-            add(WasteKind.BLOAT.value, reference, max(0, entry[1] - cap), entry[2])
-            add(WasteKind.DUPLICATE.value, f"{reference} (same body under other references)",
+            add(_BLOAT, reference, max(0, entry[1] - cap), entry[2])
+            add(_DUPLICATE, f"{reference} (same body under other references)",
                 (entry[0] - 1) * entry[1], entry[3])
         for copies, tokens, name, since in self._texts.values():
-            add(WasteKind.DUPLICATE.value, name, (copies - 1) * tokens, since)
+            add(_DUPLICATE, name, (copies - 1) * tokens, since)
         return out
 
     def _regroup(self, key: str) -> None:
         group = self._groups[key]
         if group.items or group.duplicate or group.stale:
             reference = _reference(key, group.items[-1] if group.items else group.kept)
-            self._charge(WasteKind.DUPLICATE.value, reference, group.duplicate, group.since)
-            self._charge(WasteKind.STALE.value, reference, group.stale, group.since)
+            self._charge(_DUPLICATE, reference, group.duplicate, group.since)
+            self._charge(_STALE, reference, group.stale, group.since)
         group.since = self.calls
         self._duplicate -= group.duplicate
         self._stale -= group.stale
@@ -370,7 +376,7 @@ class WasteTracker:
         entry[0] -= 1
         if entry[0] == 0:
             reference = self._kept_refs.pop(item.digest, "body:" + item.digest)
-            self._charge(WasteKind.BLOAT.value, reference, max(0, entry[1] - self.options.result_cap), entry[2])
+            self._charge(_BLOAT, reference, max(0, entry[1] - self.options.result_cap), entry[2])
             del self._kept[item.digest]
             self._bloat -= max(0, entry[1] - self.options.result_cap)
         else:
@@ -378,7 +384,7 @@ class WasteTracker:
 
     def _charge_cross(self, digest: str, entry: list[int]) -> None:
         reference = self._kept_refs.get(digest, "body:" + digest)
-        self._charge(WasteKind.DUPLICATE.value, f"{reference} (same body under other references)",
+        self._charge(_DUPLICATE, f"{reference} (same body under other references)",
                      (entry[0] - 1) * entry[1], entry[3])
         entry[3] = self.calls
 
@@ -432,8 +438,8 @@ def _findings(tracker: WasteTracker, total: int) -> Report:
             entry[0] += 1
         else:
             seen_kept[kept.digest] = reference
-        add(WasteKind.DUPLICATE.value, reference, len(dup), sum(i.tokens for i in dup), "drop", plan.drop)
-        add(WasteKind.STALE.value, reference, len(stale), sum(i.tokens for i in stale), "drop", plan.drop)
+        add(_DUPLICATE, reference, len(dup), sum(i.tokens for i in dup), "drop", plan.drop)
+        add(_STALE, reference, len(stale), sum(i.tokens for i in stale), "drop", plan.drop)
         if copy:
             continue
         # Aging: not used again for many calls, whatever its size; summarised to a quarter of the cap.
@@ -441,7 +447,7 @@ def _findings(tracker: WasteTracker, total: int) -> Report:
         aging = bool(kept.reference and last_use.get(kept.reference, tracker.calls) <= aging_cut)
         if kept.tokens > options.result_cap:
             # A bloated result that is also aging is summarised once, as aging (the larger saving).
-            add(WasteKind.BLOAT.value, reference, 1, kept.tokens - options.result_cap, "summarise",
+            add(_BLOAT, reference, 1, kept.tokens - options.result_cap, "summarise",
                 [] if aging else plan.summarise)
         if aging:
             add("aging", reference, 1, kept.tokens - min(kept.tokens, options.result_cap // 4), "summarise",
@@ -449,15 +455,15 @@ def _findings(tracker: WasteTracker, total: int) -> Report:
     for digest, (copies, tokens) in cross.items():
         # The same body returned under other references (e.g. "Todos have been modified"):
         # one finding for all its extra copies, named by the first one kept.
-        add(WasteKind.DUPLICATE.value, f"{seen_kept[digest]} (same body under other references)", copies,
+        add(_DUPLICATE, f"{seen_kept[digest]} (same body under other references)", copies,
             copies * tokens, "drop", plan.drop)
     for copies, tokens, name, _ in tracker._texts.values():  # noqa: SLF001 - WasteTracker.report's body
         if copies > 1:
-            add(WasteKind.DUPLICATE.value, name, copies - 1, (copies - 1) * tokens, "drop", plan.drop)
+            add(_DUPLICATE, name, copies - 1, (copies - 1) * tokens, "drop", plan.drop)
     totals = tracker.totals()
     overage = totals[WasteKind.TOOL_DEFINITION_OVERAGE]
     if overage:
-        findings.append(Finding(WasteKind.TOOL_DEFINITION_OVERAGE.value, severity(overage, total),
+        findings.append(Finding(_OVERAGE, severity(overage, total),
                                 "tools", 1, overage, "trim"))
     findings.sort(key=lambda f: (-f.tokens_saved, f.kind, f.reference))
     plan.drop.sort(key=lambda f: -f.tokens_saved)

@@ -278,16 +278,20 @@ def _keep_additions(result: SessionResult, call: TranscriptCall, changes: list) 
     """The call's additions into the session's bounded heap of the largest ones."""
     heap = result.additions
     for change in changes:
-        if change.change_type not in _GROWING or change.delta_tokens <= 0:
+        delta = change.delta_tokens
+        if delta <= 0 or change.change_type not in _GROWING:
             continue
-        addition = Addition(change.delta_tokens, call.index, call.line, change.category.value, change.id,
-                            change.label if change.source_call_id else None, change.source_call_id)
         # The smallest leaves first, and among equals the latest call's.
-        entry = (change.delta_tokens, -call.index, -next(_ORDER), addition)
-        if len(heap) < ADDITIONS_KEPT:
-            heapq.heappush(heap, entry)
-        elif entry[:3] > heap[0][:3]:
-            heapq.heapreplace(heap, entry)
+        key = (delta, -call.index, -next(_ORDER))
+        full = len(heap) >= ADDITIONS_KEPT
+        if full and key <= heap[0][:3]:
+            continue  # not among the largest: no Addition made
+        addition = Addition(delta, call.index, call.line, change.category.value, change.id,
+                            change.label if change.source_call_id else None, change.source_call_id)
+        if full:
+            heapq.heapreplace(heap, (*key, addition))
+        else:
+            heapq.heappush(heap, (*key, addition))
 
 
 def _session_waste(result: SessionResult, tracker: WasteTracker) -> SessionWaste:

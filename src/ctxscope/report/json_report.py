@@ -10,6 +10,8 @@ from ctxscope.report.analysis import FileResult, SessionResult
 # 2: estimated_tokens includes the inferred system+tools prefix (inferred_tokens says how much);
 # counting, inference, prefix_moves, session_waste and rollup added.
 SCHEMA_VERSION = 2
+# Categories in SPEC order with their names: a growth row per call, an enum .value each is slow.
+_NAMED = tuple((c, c.value) for c in CATEGORIES)
 
 
 def dumps(doc: Any) -> str:
@@ -54,7 +56,7 @@ def session_json(session: SessionResult) -> dict[str, Any]:
             {"call": r.index, "line": r.line, "timestamp_ns": r.timestamp_ns,
              "estimated_tokens": r.estimated, "inferred_tokens": r.inferred, "reported_tokens": r.reported,
              "used_tokens": sum(r.calibrated.values()),
-             "categories": {c.value: r.calibrated[c] for c in CATEGORIES if r.calibrated.get(c)},
+             "categories": {name: r.calibrated[c] for c, name in _NAMED if r.calibrated.get(c)},
              "waste_tokens": r.waste, "compaction": r.compaction}
             for r in session.rows
         ],

@@ -9,6 +9,7 @@ live request give the same parts.
 
 from __future__ import annotations
 
+from functools import lru_cache
 from typing import Any, Callable
 
 from ctxscope.core import classify as _classify
@@ -99,8 +100,9 @@ def call_item(call_id: str, tool: str, args: Any) -> tuple[Item, str | None]:
     """A tool call (its arguments are context) and its reference."""
     text = args if isinstance(args, str) else dumps(args)
     ref = reference(tool, _maybe_json(args))
-    item = Item(id=call_id, category=Category.ASSISTANT, part=f"assistant/calls/{_name(tool)}",
-                chars=len(text), text=text, label=_name(tool), source_kind="tool_call",
+    name = _name(tool)
+    item = Item(id=call_id, category=Category.ASSISTANT, part=f"assistant/calls/{name}",
+                chars=len(text), text=text, label=name, source_kind="tool_call",
                 source_call_id=call_id, reference=ref, digest=content_digest(text))
     return item, ref
 
@@ -214,4 +216,6 @@ def _maybe_json(args: Any) -> Any:
     return args
 
 
-_name = _classify.tool_segment
+# A tool's part-path segment, asked for every call and result (two regular expressions
+# each): a session uses a few dozen tool names.
+_name = lru_cache(maxsize=1024)(_classify.tool_segment)

@@ -101,7 +101,8 @@ class ClaudeCodeReader:
         session = self._session(record)
         parent = record.get("parentUuid")
         parent = parent if isinstance(parent, str) else None
-        compaction = _compaction(record, kind, parent, line)
+        # Only a system line or a new root can be a boundary (_compaction): most lines are neither.
+        compaction = _compaction(record, kind, parent, line) if kind == "system" or parent is None else None
         if compaction is not None:
             session.nodes[uuid] = _Node(None, (), compaction)
             return []

@@ -45,7 +45,7 @@ HEAD_BYTES = 1 << 20
 # files are small; bigger ones are refused rather than filling the memory.
 MAX_DOCUMENT_BYTES = 512 * 1024 * 1024
 # A reader may hand a call back some lines after it began (Codex waits for
-# its token_count): the time before each of this many recent lines is kept.
+# its token_count): the time before each of the lines this recent is kept.
 _MAX_LINE_TIMES = 4096
 _BOM = b"\xef\xbb\xbf"
 
@@ -92,14 +92,15 @@ class TranscriptFile:
     # -- public -------------------------------------------------------------
 
     def calls(self) -> Iterator[TranscriptCall]:
-        """Every call of the file from the current offset to its end, then the pending ones."""
-        for timed in self.timed(final=True):
-            yield timed.call
+        """Every call of the file from the current offset to its end, then the pending ones.
+
+        Without their time spans (``analyze`` keeps each call's own timestamp only).
+        """
+        return self._calls(final=True)
 
     def poll(self, final: bool = False) -> Iterator[TranscriptCall]:
         """Calls completed by the lines appended since the last poll (``final``: and the pending ones)."""
-        for timed in self.timed(final):
-            yield timed.call
+        return self._calls(final)
 
     def read(self, final: bool = False) -> list[TimedCall]:
         """:meth:`timed` as a list (a watcher's read of what was appended)."""
@@ -115,10 +116,18 @@ class TranscriptFile:
         With ``final`` the last line is taken even without a newline and the
         reader's pending calls are flushed (the end of an analysis or replay).
         """
+        timed = self._timed
+        # Timed as each call comes: ``self.offset`` is then just past the line that completed it.
+        for call in self._calls(final):
+            yield timed(call)
+
+    def _calls(self, final: bool) -> Iterator[TranscriptCall]:
         if self.unsupported:
             return
         try:
-            handle = open(self.path, "rb")
+            # A 1 MB buffer: lines run to tens of KB, and readline through the default
+            # 8 KB buffer joins several reads for each (a third of the reading time).
+            handle = open(self.path, "rb", buffering=_CHUNK)
         except OSError as exc:
             self._problem(None, f"cannot read: {exc.strerror or exc}")
             return
@@ -139,8 +148,7 @@ class TranscriptFile:
                 handle.seek(self.offset)
                 yield from self._read_lines(handle, size, final)
             if final and self.reader is not None:
-                for call in self._guard(self.reader.finish, None):
-                    yield self._timed(call)
+                yield from self._guard(self.reader.finish, None)
         self._take_reader_problems()
         self.records = self.reader.records if self.reader is not None else 0
 
@@ -212,7 +220,7 @@ class TranscriptFile:
         self.reader = make_reader(fmt, os.path.basename(self.path), self.path)
         return True
 
-    def _read_document(self, handle: BinaryIO, size: int) -> Iterator[TimedCall]:
+    def _read_document(self, handle: BinaryIO, size: int) -> Iterator[TranscriptCall]:
         if size > MAX_DOCUMENT_BYTES:
             self._problem(None, f"JSON document of {size} bytes is too large (at most {MAX_DOCUMENT_BYTES}); use JSONL")
             return
@@ -228,10 +236,9 @@ class TranscriptFile:
             return
         reader = self.reader
         assert reader is not None
-        for call in self._guard(lambda: reader.feed(record, 1), 1):
-            yield self._timed(call)
+        yield from self._guard(lambda: reader.feed(record, 1), 1)
 
-    def _read_lines(self, handle: BinaryIO, size: int, final: bool) -> Iterator[TimedCall]:
+    def _read_lines(self, handle: BinaryIO, size: int, final: bool) -> Iterator[TranscriptCall]:
         reader = self.reader
         assert reader is not None
         progress = self._progress
@@ -270,16 +277,16 @@ class TranscriptFile:
             # A reader may hand a call back some lines after it began (Codex waits
             # for its token_count): keep the time before, and the start of, each recent line.
             before[lineno] = (self._last_ts, start)
-            if len(before) > _MAX_LINE_TIMES:
-                del before[next(iter(before))]
+            # The line numbers of the last _MAX_LINE_TIMES lines, by key: taking the dict's
+            # oldest entry (next(iter(...))) scans the slots freed before it, on every line.
+            before.pop(lineno - _MAX_LINE_TIMES, None)
             # _guard written out: this runs for every line.
             try:
                 calls = reader.feed(record, lineno)
             except Exception as exc:  # noqa: BLE001 - bad input must not stop the analysis
                 self._problem(lineno, f"unreadable record ({type(exc).__name__}: {_short(exc)})")
                 calls = []
-            for call in calls:
-                yield self._timed(call)
+            yield from calls
             if reader_problems:
                 self._take_reader_problems()
             timestamp = record.get("timestamp")

@@ -13,6 +13,7 @@ be 20-30% more expensive than GPT in enterprise settings": English articles
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from functools import lru_cache
 
 from ctxscope.schema import Category, Item
 from ctxscope.core.framing.anthropic_messages import claude_version  # the one parser of model versions
@@ -91,15 +92,33 @@ def proxy_encoding_tokens(model: str | None, counted: Iterable[tuple[Item, int]]
     with fixed tokens (images, documents by formula, framing) are already in
     the provider's tokens and are skipped. 0 for a model that is not Claude.
     """
-    if not is_claude(model):
+    ratios = _extra_ratios(model)
+    if ratios is None:
         return 0
-    ratios = {kind: proxy_ratio(model, kind) - 1.0 for kind in CLAUDE_PROXY_RATIO}
     extra = 0.0
     for item, tokens in counted:
         if item.fixed_tokens is not None or not tokens:
             continue
         extra += tokens * ratios[proxy_kind(item)]
     return round(extra)
+
+
+@lru_cache(maxsize=64)
+def _extra_ratios(model: str | None) -> dict[str, float] | None:
+    """What each kind of content adds per proxy token on a model (None: not Claude), asked once a model.
+
+    The ledger asks on every call of a session; the version parse is a regular expression.
+    """
+    if not is_claude(model):
+        return None
+    return {kind: proxy_ratio(model, kind) - 1.0 for kind in CLAUDE_PROXY_RATIO}
+
+
+def proxy_encoding_item(tokens: int) -> Item | None:
+    """The correction of ``tokens`` as its framing item (:func:`proxy_encoding_items`), None for 0."""
+    if not tokens:
+        return None
+    return parts_to_items([FramingPart(PROXY_ENCODING_KEY, tokens)])[0]
 
 
 def proxy_encoding_items(model: str | None, counted: Iterable[tuple[Item, int]]) -> list[Item]:
@@ -110,7 +129,5 @@ def proxy_encoding_items(model: str | None, counted: Iterable[tuple[Item, int]])
     adds on top, so it is framing: append it to the request's items with the
     other framing items (:func:`ctxscope.core.framing.framing_items`).
     """
-    tokens = proxy_encoding_tokens(model, counted)
-    if not tokens:
-        return []
-    return parts_to_items([FramingPart(PROXY_ENCODING_KEY, tokens)])
+    item = proxy_encoding_item(proxy_encoding_tokens(model, counted))
+    return [item] if item is not None else []

@@ -1,0 +1,66 @@
+"""What `ctxscope analyze` loads to start: its own command's modules, not the other seven's (issue 14)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from conftest import DATA
+
+ROOT = Path(__file__).resolve().parents[2]
+MAIN = DATA / "transcripts" / "claude_4c2ddfdc.jsonl"
+
+# Modules analyze has no use for, each a measurable share of a short run's start-up:
+# the other commands' (the local store, the watcher, fidelity), package metadata
+# (email, zipfile, csv: ~50 ms CPU) and statistics (fractions: ~15 ms).
+NOT_FOR_ANALYZE = ("ctxscope.telemetry.store", "ctxscope.watch", "ctxscope.core.fidelity",
+                   "ctxscope.report.context", "importlib.metadata", "statistics", "opentelemetry")
+
+
+def _modules_after(argv: list[str]) -> tuple[int, str, set[str]]:
+    code = ("import io, json, sys, contextlib\n"
+            "from ctxscope.cli import main\n"
+            "out = io.StringIO()\n"
+            "with contextlib.redirect_stdout(out):\n"
+            f"    code = main({argv!r})\n"
+            "print(json.dumps([code, out.getvalue(), sorted(sys.modules)]))\n")
+    env = dict(os.environ, PYTHONPATH=str(ROOT / "src"))
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
+    exit_code, out, modules = json.loads(done.stdout.splitlines()[-1])
+    return exit_code, out, set(modules)
+
+
+def test_analyze_imports_only_what_it_uses():
+    """A whole analyze of a 7-call session, its JSON printed, without any module of NOT_FOR_ANALYZE."""
+    code, out, modules = _modules_after(["analyze", "--json", "--tokenizer", "chars", str(MAIN)])
+    assert code == 0
+    assert json.loads(out)["files"][0]["sessions"][0]["calls"] == 7  # it did the work
+    loaded = sorted(m for m in modules if m.split(".")[0] in ("ctxscope", "importlib", "statistics", "opentelemetry")
+                    and any(m == name or m.startswith(name + ".") for name in NOT_FOR_ANALYZE))
+    assert loaded == []
+
+
+def test_help_still_lists_every_command():
+    """Without a command first (--help), every command is registered, as before."""
+    done = subprocess.run([sys.executable, "-c", "from ctxscope.cli import run; run()", "--help"],
+                          capture_output=True, text=True, env=dict(os.environ, PYTHONPATH=str(ROOT / "src")))
+    listed = done.stdout.split("COMMAND", 1)[1]
+    for name in ("inspect", "fidelity", "analyze", "report", "diff", "context", "replay", "watch"):
+        assert f"    {name}" in listed
+
+
+def test_version_is_the_installed_one():
+    """--version prints the package metadata's version (looked up only then), on stdout, exit 0."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        expected = version("ctxscope")
+    except PackageNotFoundError:
+        expected = "0+unknown"
+    done = subprocess.run([sys.executable, "-c", "from ctxscope.cli import run; run()", "--version"],
+                          capture_output=True, text=True, env=dict(os.environ, PYTHONPATH=str(ROOT / "src")))
+    assert done.returncode == 0
+    assert done.stdout == f"ctxscope {expected}\n"
