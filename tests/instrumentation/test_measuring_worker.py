@@ -144,3 +144,16 @@ def test_each_of_two_compactions_declared_before_either_call_is_measured_reaches
     assert len(calls) == 3
     by_parent = {p.parent.span_id: attr(p, "llm.context.compaction.trigger") for p in post}
     assert by_parent == {calls[1].context.span_id: "manual", calls[2].context.span_id: "auto"}
+
+
+def test_a_job_queued_without_a_wake_runs_with_no_one_draining():
+    """The call path queues silently (wake=False): the worker finds the job by itself, in order, on its thread."""
+    worker = _worker.MeasuringWorker()
+    worker.start()
+    ran: list[tuple[str, str]] = []
+    done = threading.Event()
+    worker.submit(lambda: ran.append(("request", threading.current_thread().name)), "request", wake=False)
+    worker.submit(lambda: (ran.append(("response", threading.current_thread().name)), done.set()), "response",
+                  wake=False)
+    assert done.wait(10 * _worker.LOOK_EVERY_S + 5)  # one look every LOOK_EVERY_S; generous on a busy machine
+    assert ran == [("request", "ctxscope-measure"), ("response", "ctxscope-measure")]
