@@ -149,6 +149,7 @@ def run(config: dict[str, Any]) -> dict[str, Any]:
                 conversation(server, stream=bool(config.get("stream")))
         else:
             conversation(server, stream=bool(config.get("stream")))
+    provider.force_flush()  # ctxscope's calls are measured off the call path: their spans end once measured
     return {"spans": [span_json(s) for s in exporter.get_finished_spans()], "metrics": metrics_json(reader)}
 
 

@@ -116,3 +116,44 @@ def test_a_compaction_declared_after_a_call_returns_belongs_to_the_next_call(ser
     assert [attr(c, Attr.SESSION_ID) for c in calls] == ["compacts", "compacts"]
     assert len(post) == 1 and post[0].parent.span_id == calls[1].context.span_id
     assert attr(post[0], "llm.context.compaction.trigger") == "manual"
+
+
+def test_each_of_two_compactions_declared_before_either_call_is_measured_reaches_its_call(server, monkeypatch):
+    """The worker measures calls after they return: a second declaration does not replace the first.
+
+    Calls 2 and 3 each follow a declared compaction (manual, then auto) and
+    nothing is measured before the last call returns (the worker is held
+    until then): two post-compaction spans, on calls 2 and 3, with their own triggers.
+    """
+    with instrumented(server, monkeypatch, OpenAIInstrumentor) as tel:
+        client = server.openai_client()
+        system = {"role": "system", "content": "You are terse."}
+        gate = threading.Event()
+        _worker.worker().submit(gate.wait, "gate")  # the calls below queue behind it, unmeasured
+        with session("twice"):
+            client.chat.completions.create(model="gpt-4o", messages=[system, {"role": "user", "content": "a" * 400}])
+            mark_compaction("manual")
+            client.chat.completions.create(model="gpt-4o", messages=[system, {"role": "user", "content": "b" * 40}])
+            mark_compaction("auto")
+            client.chat.completions.create(model="gpt-4o", messages=[system, {"role": "user", "content": "c"}])
+        assert _worker.worker().pending >= 6  # three requests, three responses: none measured yet
+        gate.set()
+        assert wait_for_measurements()
+        calls = tel.calls()
+        post = tel.spans("post-compaction")
+    assert len(calls) == 3
+    by_parent = {p.parent.span_id: attr(p, "llm.context.compaction.trigger") for p in post}
+    assert by_parent == {calls[1].context.span_id: "manual", calls[2].context.span_id: "auto"}
+
+
+def test_a_job_queued_without_a_wake_runs_with_no_one_draining():
+    """The call path queues silently (wake=False): the worker finds the job by itself, in order, on its thread."""
+    worker = _worker.MeasuringWorker()
+    worker.start()
+    ran: list[tuple[str, str]] = []
+    done = threading.Event()
+    worker.submit(lambda: ran.append(("request", threading.current_thread().name)), "request", wake=False)
+    worker.submit(lambda: (ran.append(("response", threading.current_thread().name)), done.set()), "response",
+                  wake=False)
+    assert done.wait(10 * _worker.LOOK_EVERY_S + 5)  # one look every LOOK_EVERY_S; generous on a busy machine
+    assert ran == [("request", "ctxscope-measure"), ("response", "ctxscope-measure")]

@@ -74,6 +74,7 @@ LIVE = textwrap.dedent("""
         messages.append({"role": "assistant", "content": "Paris."})
         messages.append({"role": "user", "content": "And of Italy?"})
         client.chat.completions.create(model="gpt-4o", messages=messages)
+    provider.force_flush()  # the calls are measured off the call path: their spans end once measured
     spans = [s for s in exporter.get_finished_spans() if s.name.startswith("chat")]
     print(json.dumps({"first_s": first_s,
                       "bases": [s.attributes["llm.context.basis"] for s in spans],

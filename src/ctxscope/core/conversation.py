@@ -22,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import hashlib
+import threading
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -61,14 +62,16 @@ class _PendingCompactions:
     any session takes it.
     """
 
-    by_session: dict[str | None, CompactionTrigger] = field(default_factory=dict)
-    # Declaration number of each pending one: a request measured later than it was made
-    # (the live path's worker) takes only those declared before the request was sent.
-    numbers: dict[str | None, int] = field(default_factory=dict)
+    # Each pending one with its declaration number, in declaration order: a request measured later
+    # than it was made (the live path's worker) takes only those declared before the request was
+    # sent, and one declared after it waits for the next request instead of replacing it.
+    by_session: dict[str | None, list[tuple[int, CompactionTrigger]]] = field(default_factory=dict)
     declared: int = 0
 
 
 _pending = _PendingCompactions()
+# Declared on the application's thread, taken on the measuring worker's: one at a time.
+_pending_lock = threading.Lock()
 
 
 class session(contextlib.ContextDecorator):  # noqa: N801 - used as ``with ctxscope.session("id"):``
@@ -126,11 +129,11 @@ def declare_compaction(trigger: CompactionTrigger | str, session_id: str | None,
     measured off the call path), :func:`compaction_marks` when it happened."""
     trigger = CompactionTrigger(trigger)
     key = session_id or _session_id.get()
-    if declared_at is None:
-        _pending.declared += 1
-        declared_at = _pending.declared
-    _pending.by_session[key] = trigger
-    _pending.numbers[key] = declared_at
+    with _pending_lock:
+        if declared_at is None:
+            _pending.declared += 1
+            declared_at = _pending.declared
+        _pending.by_session.setdefault(key, []).append((declared_at, trigger))
 
 
 @contextmanager
@@ -161,13 +164,25 @@ def take_compaction(session_id: str, declared_by: int | None = None) -> Compacti
     ``declared_by``: :func:`compaction_marks` when the request was sent; one
     declared after that is the next request's, not this one's.
     """
+    with _pending_lock:
+        return _take_locked(session_id, declared_by)
+
+
+def _take_locked(session_id: str, declared_by: int | None) -> CompactionTrigger | None:
     for key in (session_id, None):
-        if key not in _pending.by_session:
+        declared = _pending.by_session.get(key)
+        if not declared:
             continue
-        if declared_by is not None and _pending.numbers.get(key, 0) > declared_by:
+        due = [entry for entry in declared if declared_by is None or entry[0] <= declared_by]
+        if not due:
             continue
-        _pending.numbers.pop(key, None)
-        return _pending.by_session.pop(key)
+        later = [entry for entry in declared if declared_by is not None and entry[0] > declared_by]
+        if later:
+            _pending.by_session[key] = later
+        else:
+            del _pending.by_session[key]
+        # Two declared before one request are one compaction of that request: the last one's trigger.
+        return due[-1][1]
     return None
 
 

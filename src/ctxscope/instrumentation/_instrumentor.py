@@ -14,15 +14,18 @@ Everything else, including reading the content-capture variable once, is here.
 
 from __future__ import annotations
 
+import functools
 import logging
 from typing import Any, Callable, Collection, Iterable
 
 from ctxscope.faultlog import log_failure
 from ctxscope.instrumentation import _worker
 from ctxscope.instrumentation._content import content_mode_from_env
+from ctxscope.instrumentation._streams import AsyncStream, SyncStream, register_helper_call
 from ctxscope.instrumentation._wrappers import (
     Api,
     ModelCall,
+    ResponseInfo,
     Telemetry,
     install_processor,
     request_body,
@@ -55,8 +58,6 @@ def begin(telemetry: Telemetry, api: Api, kwargs: dict[str, Any], instance: Any 
     ``instance``: the SDK resource called (its client names the server).
     """
     try:
-        from ctxscope.instrumentation._streams import register_helper_call
-
         call = start_call(telemetry, provider=api.provider, api=api.name, body=request_body(kwargs),
                           server=server_of(instance))
         if call is not None:
@@ -122,14 +123,28 @@ def _handed_to_transport(call: ModelCall, result: Any) -> bool:
         return False
 
 
+def read_info(api: Api, response: Any, captures_content: bool) -> ResponseInfo | None:
+    """What a response tells about its call (usage, ids, finish reasons; the output when captured).
+
+    Run by the measuring worker, off the call path: reading a response
+    object (pydantic attributes, the usage) is the worker's job, not the caller's.
+    """
+    info = None
+    try:
+        info = api.info(response)
+        if captures_content:
+            info.output_messages = api.output(response, info)
+    except Exception:  # noqa: BLE001 - an unexpected response shape
+        _log.debug("ctxscope: no usage in a %s result of type %s", api.name, type(response).__name__)
+    return info
+
+
 def finish_result(call: ModelCall, api: Api, result: Any, response: Any = None) -> Any:
     """Wrap a stream in a proxy bound to the call, or end the call with the response; return what the caller gets.
 
     ``response``: the parsed object where the caller gets a raw response (async clients parse it first).
     """
     try:
-        from ctxscope.instrumentation._streams import AsyncStream, SyncStream
-
         sync_class, async_class = api.stream_classes()
         if isinstance(result, sync_class):
             return SyncStream(result, call, api.stream_state(call.captures_content))
@@ -137,15 +152,14 @@ def finish_result(call: ModelCall, api: Api, result: Any, response: Any = None) 
             return AsyncStream(result, call, api.stream_state(call.captures_content))
         if _handed_to_transport(call, result):
             return result
-        info = None
         try:
+            # On this thread: a raw response's parse() is the caller's too (the SDK caches its result).
             response = _raw_parsed(result) if response is None else response
-            info = api.info(response)
-            if call.captures_content:
-                info.output_messages = api.output(response, info)
         except Exception:  # noqa: BLE001 - an unexpected response shape
             _log.debug("ctxscope: no usage in a %s result of type %s", api.name, type(result).__name__)
-        call.finish(info)
+            call.finish(None)
+            return result
+        call.finish(functools.partial(read_info, api, response, call.captures_content))
     except Exception:  # noqa: BLE001
         log_failure(_log, "ctxscope: could not finish the %s call", api.name)
         if not call.ended:
@@ -244,6 +258,7 @@ class ProviderInstrumentor(BaseInstrumentor):
                               logger_provider=kwargs.get("logger_provider"),
                               meter_provider=kwargs.get("meter_provider"))
         type(self)._telemetry = telemetry  # noqa: SLF001 - the class's own state, set on the class (one instrumentation per process)
+        _worker.start()  # its thread now, not on the first call's path
         # No encoding is loaded here: the first call of a model that needs one starts its load, in the
         # background (ctxscope.core.tokens), and a call counted before it is ready says so on its span.
         wrappers = [(module, name, create_wrapper(telemetry, api, is_async))

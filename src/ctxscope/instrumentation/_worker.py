@@ -9,6 +9,16 @@ per process, which runs the jobs in the order they were submitted: a
 session's calls are measured in the order they were made, the request of a
 call before its response.
 
+Woken by no one on the call path: waking a thread is a system call, and on a
+busy machine the woken thread can take the caller's CPU (and then asks for
+the GIL while the caller serialises the request). The wrappers queue their
+jobs silently (``wake=False``); the worker looks for work every
+:data:`LOOK_EVERY_S`, so a call is measured at most that long after its
+request or response was queued, most often while the caller waits for the
+model (its thread blocked on the socket, the GIL free). Whoever needs the
+measurements sooner drains (below). Idle, the worker wakes
+``1 / LOOK_EVERY_S`` times a second and goes back to sleep.
+
 Bounded: at most :data:`MAX_PENDING` jobs wait. A full queue is said once
 (a warning) and the job that did not fit runs on the caller's thread, after
 the jobs before it (so the order holds): nothing is dropped.
@@ -40,13 +50,17 @@ from typing import Callable
 
 from ctxscope.faultlog import log_failure
 
-__all__ = ["MAX_PENDING", "MeasuringWorker", "drain", "pause", "submit", "worker"]
+__all__ = ["LOOK_EVERY_S", "MAX_PENDING", "MeasuringWorker", "drain", "pause", "start", "submit", "worker"]
 
 _log = logging.getLogger("ctxscope.instrumentation")
 
 # Jobs waiting at most (two a call: its request, its response). At about a
 # millisecond a job this is seconds of backlog, far past any agent's rate.
 MAX_PENDING = 4096
+# How often the worker looks for jobs queued without waking it (seconds): the delay of a call's
+# telemetry, not of the call. Short enough that a model call's measurement usually runs while it is in
+# flight; long enough that an idle worker costs nothing to speak of.
+LOOK_EVERY_S = 0.2
 
 Job = Callable[[], None]
 
@@ -76,13 +90,18 @@ class MeasuringWorker:
         """Jobs waiting, and the one running (if any)."""
         return len(self._jobs) + self._active
 
-    def submit(self, job: Job, site: str, context: contextvars.Context | None = None) -> None:
-        """Queue ``job`` (run under ``context`` when given); a full queue runs it here, after the rest."""
+    def submit(self, job: Job, site: str, context: contextvars.Context | None = None, *, wake: bool = True) -> None:
+        """Queue ``job`` (run under ``context`` when given); a full queue runs it here, after the rest.
+
+        ``wake=False``: do not signal the worker (the call path's jobs): it
+        finds the job within :data:`LOOK_EVERY_S`, or a drain runs it.
+        """
         with self._ready:
             if len(self._jobs) < self.max_pending:
                 self._jobs.append((job, site, context))
                 self._start_locked()
-                self._ready.notify()
+                if wake:
+                    self._ready.notify()
                 return
         if not self._warned_full:
             self._warned_full = True
@@ -142,6 +161,11 @@ class MeasuringWorker:
             self._active = 0
             self.completed += 1
 
+    def start(self) -> None:
+        """Start the worker's thread now (instrumenting does), not on the first call's path."""
+        with self._ready:
+            self._start_locked()
+
     def _start_locked(self) -> None:
         thread = self._thread
         if thread is None or not thread.is_alive():
@@ -153,7 +177,7 @@ class MeasuringWorker:
         while True:
             with self._ready:
                 while not self._jobs:
-                    self._ready.wait()
+                    self._ready.wait(LOOK_EVERY_S)  # jobs queued without a wake are found here
             with self._running:
                 with self._ready:
                     if not self._jobs:  # a drain took it meanwhile
@@ -194,8 +218,13 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_forget_in_child)
 
 
-def submit(job: Job, site: str, context: contextvars.Context | None = None) -> None:
-    worker().submit(job, site, context)
+def submit(job: Job, site: str, context: contextvars.Context | None = None, *, wake: bool = True) -> None:
+    worker().submit(job, site, context, wake=wake)
+
+
+def start() -> None:
+    """The process's worker thread started ahead of the first call (thread creation is not the call's)."""
+    worker().start()
 
 
 def drain(timeout_s: float | None = None) -> bool:
