@@ -12,7 +12,7 @@ import ctxscope
 from ctxscope.core import conversation as sessions
 from ctxscope.core.observation import Usage
 from ctxscope.schema import Category, CompactionTrigger, Coverage, GenAI
-from ctxscope.telemetry.tracker import Tracker
+from ctxscope.telemetry.tracker import Tracker, session_end_time_ns
 
 CHAT = "openai.chat"
 
@@ -205,3 +205,26 @@ def test_a_failing_waste_tracker_or_framing_is_turned_off_once_and_the_calls_sti
                                 "ones at debug)",
                                 "ctxscope: waste tracking failed; off for session s (logged once; later ones at "
                                 "debug)"], warnings
+
+
+def test_a_session_a_call_ends_ends_at_that_calls_start():
+    """A restart (the history back at its opening) ends the old session at the restarting call's start.
+
+    The listener runs when the call is measured (on the worker, later): its session-end marker keeps that time.
+    """
+    from ctxscope.core.apis import API_OPENAI_CHAT
+
+    tracker = Tracker(tokenizer="chars")
+    ended: list[tuple[str, int | None]] = []
+    tracker.add_eviction_listener(lambda session_id: ended.append((session_id, session_end_time_ns())))
+    opening = [{"role": "system", "content": "You are terse."}, {"role": "user", "content": "Hi there"}]
+    grown = [*opening, {"role": "assistant", "content": "Hello."}, {"role": "user", "content": "More"}]
+    first = tracker.observe_request({"model": "gpt-4o", "messages": opening}, API_OPENAI_CHAT, provider="openai",
+                                    timestamp_ns=1_000)
+    tracker.observe_request({"model": "gpt-4o", "messages": grown}, API_OPENAI_CHAT, provider="openai",
+                            timestamp_ns=2_000)
+    again = tracker.observe_request({"model": "gpt-4o", "messages": opening}, API_OPENAI_CHAT, provider="openai",
+                                    timestamp_ns=3_000)
+    assert ended == [(first.session_id, 3_000)] and again.session_id == first.session_id + ".2"
+    assert session_end_time_ns() is None  # outside an observed call: the listener's "now"
+    assert tracker.end_session(again.session_id) and ended[-1] == (again.session_id, None)

@@ -48,7 +48,7 @@ from ctxscope.faultlog import log_failure
 from ctxscope.core.observation import Usage
 from ctxscope.schema import INSTRUMENTATION_SCOPE, Attr, GenAI, SpanName, Stage
 from ctxscope.telemetry.spans import SpanWriter, annotated, usage_attributes
-from ctxscope.telemetry.tracker import PendingCall, Tracker, get_tracker
+from ctxscope.telemetry.tracker import PendingCall, Tracker, get_tracker, session_end_time_ns
 from ctxscope.instrumentation._content import ContentMode, request_content, span_attributes
 from ctxscope.instrumentation._measured import note_call
 
@@ -237,9 +237,10 @@ class Telemetry:
         if next((t for t in Telemetry._live if t.tracker is self.tracker), self) is not self:
             return
         attributes: dict[str, str | bool] = {Attr.SESSION_ID: session_id, Attr.SESSION_ENDED: True}
-        span = self.spans.session_end(attributes, otel_context.Context())
+        ended = session_end_time_ns()  # the ending call's start: measured later, on the worker
+        span = self.spans.session_end(attributes, otel_context.Context(), start_time=ended)
         self.record(attributes, 0, span)
-        self.spans.end(span)
+        self.spans.end(span, ended)
 
 
 class ModelCall:

@@ -130,12 +130,13 @@ class SpanWriter:
         self.change_events(span, annotation, start_time if event_time is None else event_time)
         return span
 
-    def session_end(self, attributes: Mapping[str, Any], context: otel_context.Context | None = None) -> Span:
+    def session_end(self, attributes: Mapping[str, Any], context: otel_context.Context | None = None,
+                    start_time: int | None = None) -> Span:
         """The ``session-end`` marker (``llm.context.session_ended``), open: the caller ends it."""
         if GenAI.OPERATION_NAME in attributes:  # a marker, not a model call (SPEC section 4)
             attributes = {k: v for k, v in attributes.items() if k != GenAI.OPERATION_NAME}
         return self.tracer.start_span(SpanName.SESSION_END, kind=SpanKind.INTERNAL, context=context,
-                                      attributes=attributes)
+                                      attributes=attributes, start_time=start_time)
 
     # -- a transcript call, whole ---------------------------------------------------------
 

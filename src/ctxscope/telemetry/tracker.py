@@ -73,6 +73,7 @@ __all__ = [
     "capture_labels_from_env",
     "get_tracker",
     "let_others_run",
+    "session_end_time_ns",
 ]
 
 _log = logging.getLogger(__name__)
@@ -99,6 +100,15 @@ _READ_DRAIN_S = 10.0
 
 Listener = Callable[[Observation], None]
 EvictionListener = Callable[[str], None]
+
+# While a call is observed on this thread: its start, which is when a session it ends (a restart, an
+# eviction) ended. The listeners run on the measuring worker, later than the call: the marker keeps the time.
+_ending = threading.local()
+
+
+def session_end_time_ns() -> int | None:
+    """When the session an eviction listener is told of ended (the ending call's start), or None: now."""
+    return getattr(_ending, "at_ns", None)
 
 
 # A thread that has run this long since it last let others run lets them now (see let_others_run).
@@ -348,26 +358,30 @@ class Tracker:
         (measured later, off the call path: a compaction declared since is the next call's).
         """
         started = timestamp_ns if timestamp_ns is not None else time.time_ns()
-        key, conversation_id, fingerprint_key = self._identity(body, api, session_id)
-        model = model or (body.get("model") if isinstance(body.get("model"), str) else None)
-        if coverage is None:
-            coverage = Coverage.COMPLETE
-        wire = apis.find(api)
-        if (wire is not None and wire.server_state and coverage is not Coverage.UNRECORDED
-                and wire.stored_context(body)):
-            # The provider prepends context this request does not show.
-            coverage = Coverage.PARTIAL
-        compaction: CompactionTrigger | None = _session.take_compaction(key, compactions_before)
-        snapshot, tools = self._observe_in(key, body, api, model, provider, coverage, compaction, started)
-        if snapshot.restarted and fingerprint_key is not None:
-            # The history went back to its opening: the same fingerprint, another conversation.
-            key = self._restart(fingerprint_key, key)
+        _ending.at_ns = started  # a session this call ends, ends at its start (session_end_time_ns)
+        try:
+            key, conversation_id, fingerprint_key = self._identity(body, api, session_id)
+            model = model or (body.get("model") if isinstance(body.get("model"), str) else None)
+            if coverage is None:
+                coverage = Coverage.COMPLETE
+            wire = apis.find(api)
+            if (wire is not None and wire.server_state and coverage is not Coverage.UNRECORDED
+                    and wire.stored_context(body)):
+                # The provider prepends context this request does not show.
+                coverage = Coverage.PARTIAL
+            compaction: CompactionTrigger | None = _session.take_compaction(key, compactions_before)
             snapshot, tools = self._observe_in(key, body, api, model, provider, coverage, compaction, started)
-        call = PendingCall(session_id=key, provider=provider, api=api, request_model=model,
-                           snapshot=snapshot, started_ns=started, first=bool(getattr(snapshot, "first", False)),
-                           conversation_id=conversation_id)
-        self._apply_calibration(call, tools, coverage)
-        return call
+            if snapshot.restarted and fingerprint_key is not None:
+                # The history went back to its opening: the same fingerprint, another conversation.
+                key = self._restart(fingerprint_key, key)
+                snapshot, tools = self._observe_in(key, body, api, model, provider, coverage, compaction, started)
+            call = PendingCall(session_id=key, provider=provider, api=api, request_model=model,
+                               snapshot=snapshot, started_ns=started, first=bool(getattr(snapshot, "first", False)),
+                               conversation_id=conversation_id)
+            self._apply_calibration(call, tools, coverage)
+            return call
+        finally:
+            _ending.at_ns = None
 
     def _observe_in(self, key: str, body: Mapping[str, Any], api: str, model: str | None, provider: str,
                     coverage: Coverage, compaction: CompactionTrigger | None, started: int) -> tuple[Any, Any]:
