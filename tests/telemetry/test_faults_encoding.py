@@ -61,12 +61,14 @@ LIVE = textwrap.dedent("""
     provider = TracerProvider()
     provider.add_span_processor(SimpleSpanProcessor(exporter))
     OpenAIInstrumentor().instrument(tracer_provider=provider)  # the process-wide tracker: tokenizer auto
+    tokens.MEASURING_LOAD_WAIT_S = float(sys.argv[1])  # how long the worker waits for the loading encoding
     messages = [{"role": "user", "content": "What is the capital of France?"}]
     with ProviderServer() as server:
         client = server.openai_client()
         started = time.monotonic()
         client.chat.completions.create(model="gpt-4o", messages=messages)
         first_s = time.monotonic() - started
+        provider.force_flush()  # the first call measured now, off the call path, the load still blocked
         print("first call done", flush=True)
         sys.stdin.readline()  # the encoding is being fed now
         load = tokens._loads["o200k_base"]
@@ -84,12 +86,37 @@ LIVE = textwrap.dedent("""
 
 
 @needs_cache
+def test_a_call_measured_while_the_encoding_loads_waits_for_it_off_the_call_path(tmp_path):
+    """The load completes while the worker waits (bound 30 s here): the first call returns at once, and both
+    calls count on tiktoken/o200k_base, no "loading" fallback: the first calls of a process are exact."""
+    cache = slow_cache(tmp_path)
+    proc = subprocess.Popen([sys.executable, "-c", LIVE, "30"], env=offline_env(cache), stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert proc.stdout is not None and proc.stdin is not None
+    try:
+        feeder = threading.Thread(target=feed, args=(cache,), daemon=True)
+        feeder.start()  # the encoding arrives while the worker measures the first call
+        assert proc.stdout.readline().strip() == "first call done"
+        proc.stdin.write("go\n")
+        proc.stdin.flush()
+        out, err = proc.communicate(timeout=90)
+    finally:
+        proc.kill()
+    assert proc.returncode == 0, err
+    result = json.loads(out.strip().splitlines()[-1])
+    assert result["bases"] == ["tiktoken/o200k_base", "tiktoken/o200k_base"]
+    assert result["fallback"] == [None, None]
+    assert result["baseline"] == [True, False]  # one basis from the first call: the second is growth
+    assert result["first_s"] < 1.5  # the caller did not wait for the load
+
+
+@needs_cache
 def test_a_call_before_the_encoding_is_ready_is_not_held_and_says_so(tmp_path):
-    """The load blocks (for as long as the test holds it): the first call returns anyway, counted chars/4 with
+    """The load blocks past the worker's wait (0.5 s here): the first call returns anyway, counted chars/4 with
     basis_fallback=loading; once the load completes the next call uses tiktoken/o200k_base (a new baseline).
     On main the first call waited 2 s on the caller's thread and the whole process counted chars/4 after."""
     cache = slow_cache(tmp_path)
-    proc = subprocess.Popen([sys.executable, "-c", LIVE], env=offline_env(cache), stdin=subprocess.PIPE,
+    proc = subprocess.Popen([sys.executable, "-c", LIVE, "0.5"], env=offline_env(cache), stdin=subprocess.PIPE,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     assert proc.stdout is not None and proc.stdin is not None
     try:

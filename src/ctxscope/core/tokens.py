@@ -17,9 +17,11 @@ picks the basis for a model. Loading a tiktoken encoding (``load_encoding``):
   encoding a model needs starts loading, in a background thread and never on
   the caller's thread, when the first call of such a model is counted; no
   encoding is loaded before (instrumenting loads nothing), none that no model
-  needs, and each at most once a process. A call counted before it is ready
-  uses ``chars/4`` with ``fallback = "loading"`` (on its span), and the next
-  calls use the encoding. :func:`preload` starts a load ahead of the first
+  needs, and each at most once a process. Counted off the call path
+  (:func:`off_the_call_path`: the measuring worker, a flush), a count waits
+  for the load up to :data:`MEASURING_LOAD_WAIT_S`. A call counted before it
+  is ready uses ``chars/4`` with ``fallback = "loading"`` (on its span), and
+  the next calls use the encoding. :func:`preload` starts a load ahead of the first
   call, for a process that knows its models and prefers the memory spent early.
 
 What an encoding costs (``bench/bench_peers.py``, docs/instrumentation.md
@@ -46,12 +48,13 @@ Pure: no OpenTelemetry, no provider SDK.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import logging
 import math
 import os
 import threading
-from typing import Callable, Iterable, Protocol, Sequence
+from typing import Callable, Iterable, Iterator, Protocol, Sequence
 
 from ctxscope.config import tiktoken_cache_dir
 from ctxscope.errors import UserError
@@ -315,6 +318,29 @@ _UNAVAILABLE = FallbackCounter(FALLBACK_UNAVAILABLE)
 _tiktoken_counters: dict[str, TiktokenCounter] = {}
 
 
+# Off the call path (the measuring worker, a drain), a live count waits this long for an encoding that is
+# loading rather than counting chars/4: the first calls of a process then count on the model's basis, on a
+# machine however busy, as long as the load takes less; a caller's thread never waits (wait=False alone).
+MEASURING_LOAD_WAIT_S = 5.0
+
+_off_call_path = threading.local()
+
+
+@contextlib.contextmanager
+def off_the_call_path() -> Iterator[None]:
+    """Counts in this block (``wait=False``) may wait :data:`MEASURING_LOAD_WAIT_S` for a loading encoding."""
+    before = getattr(_off_call_path, "on", False)
+    _off_call_path.on = True
+    try:
+        yield
+    finally:
+        _off_call_path.on = before
+
+
+def _may_wait() -> bool:
+    return getattr(_off_call_path, "on", False)
+
+
 def counter_for(model: str | None = None, tokenizer: str = "auto", *, wait: bool = True) -> Counter:
     """The counter for a model under a tokenizer choice.
 
@@ -337,7 +363,7 @@ def counter_for(model: str | None = None, tokenizer: str = "auto", *, wait: bool
         return counter
     if not wait:
         load = _load(name)
-        if not load.done.is_set():
+        if not load.done.is_set() and not (_may_wait() and load.done.wait(MEASURING_LOAD_WAIT_S)):
             return _LOADING
         encoding = load.available()
         if encoding is None:

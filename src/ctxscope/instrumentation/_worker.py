@@ -40,6 +40,7 @@ and the worker goes on.
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
 import logging
 import os
@@ -48,6 +49,7 @@ import time
 from collections import deque
 from typing import Callable
 
+from ctxscope.core import tokens
 from ctxscope.faultlog import log_failure
 
 __all__ = ["LOOK_EVERY_S", "MAX_PENDING", "MeasuringWorker", "drain", "pause", "start", "submit", "worker"]
@@ -109,9 +111,9 @@ class MeasuringWorker:
                          "thread until it catches up (nothing is dropped; calls are slower meanwhile)",
                          self.max_pending)
         self.inline_runs += 1
-        with self._running:
-            self._run_pending()
-            self._run(job, site, context)
+        with self._running:  # on the caller's thread: nothing here waits for an encoding
+            self._run_pending(on_call_path=True)
+            self._run(job, site, context, on_call_path=True)
 
     def drain(self, timeout_s: float | None = None) -> bool:
         """Run every pending job now, on this thread. False if ``timeout_s`` passed first (or inside a job)."""
@@ -135,7 +137,7 @@ class MeasuringWorker:
             return -1
         return self.completed - before
 
-    def _run_pending(self, deadline: float | None = None) -> bool:
+    def _run_pending(self, deadline: float | None = None, on_call_path: bool = False) -> bool:
         """Run queued jobs in order (``_running`` held); False at the deadline with jobs left."""
         while True:
             if deadline is not None and time.monotonic() > deadline:
@@ -144,16 +146,19 @@ class MeasuringWorker:
                 if not self._jobs:
                     return True
                 job, site, context = self._jobs.popleft()
-            self._run(job, site, context)
+            self._run(job, site, context, on_call_path)
 
-    def _run(self, job: Job, site: str, context: contextvars.Context | None) -> None:
+    def _run(self, job: Job, site: str, context: contextvars.Context | None, on_call_path: bool = False) -> None:
         self._local.in_job = True
         self._active = 1
         try:
-            if context is not None:
-                context.run(job)
-            else:
-                job()
+            # Off the call path a count may wait (bounded) for the model's encoding to finish loading
+            # rather than count chars/4 ("loading"): the caller is not held, only the telemetry.
+            with contextlib.nullcontext() if on_call_path else tokens.off_the_call_path():
+                if context is not None:
+                    context.run(job)
+                else:
+                    job()
         except Exception:  # noqa: BLE001 - ours: logged once per site, the next job runs
             log_failure(_log, "ctxscope: measuring a call failed (%s)", site)
         finally:
