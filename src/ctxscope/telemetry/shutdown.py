@@ -165,7 +165,6 @@ def end_process() -> None:
             return
         _ended = True
         processors = list(_processors)
-        local = list(_local_steps)
     started = time.monotonic()
     # The calls still measured off the call path first (their observations reach the local store,
     # their values the final export), on a daemon thread within the budget: a job that ends a span
@@ -173,6 +172,8 @@ def end_process() -> None:
     if _drains:
         run_within([lambda: _drain_all(budget_s())], budget_s(), "measuring the last calls")
     drained_s = time.monotonic() - started
+    with _lock:  # read after the drain: the last calls' first local write registers its step then
+        local = list(_local_steps)
     for step in local:  # on this thread: local files, each bounded by its own timeout
         try:
             step()
