@@ -85,25 +85,34 @@ LIVE = textwrap.dedent("""
 """)
 
 
-@needs_cache
-def test_a_call_measured_while_the_encoding_loads_waits_for_it_off_the_call_path(tmp_path):
-    """The load completes while the worker waits (bound 30 s here): the first call returns at once, and both
-    calls count on tiktoken/o200k_base, no "loading" fallback: the first calls of a process are exact."""
-    cache = slow_cache(tmp_path)
-    proc = subprocess.Popen([sys.executable, "-c", LIVE, "30"], env=offline_env(cache), stdin=subprocess.PIPE,
+def run_live(cache: Path, wait_s: str, feed_first: bool) -> tuple[dict, str]:
+    """LIVE with the worker's wait ``wait_s``; the encoding fed before the first call (``feed_first``) or
+    only after it was measured, 2.2 s later (past the old 2 s bound: a process that gave up stays on chars/4)."""
+    proc = subprocess.Popen([sys.executable, "-c", LIVE, wait_s], env=offline_env(cache), stdin=subprocess.PIPE,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     assert proc.stdout is not None and proc.stdin is not None
+    feeder = threading.Thread(target=feed, args=(cache,), daemon=True)
     try:
-        feeder = threading.Thread(target=feed, args=(cache,), daemon=True)
-        feeder.start()  # the encoding arrives while the worker measures the first call
+        if feed_first:
+            feeder.start()  # the encoding arrives while the worker measures the first call
         assert proc.stdout.readline().strip() == "first call done"
+        if not feed_first:
+            time.sleep(2.2)
+            feeder.start()
         proc.stdin.write("go\n")
         proc.stdin.flush()
         out, err = proc.communicate(timeout=90)
     finally:
         proc.kill()
     assert proc.returncode == 0, err
-    result = json.loads(out.strip().splitlines()[-1])
+    return json.loads(out.strip().splitlines()[-1]), err
+
+
+@needs_cache
+def test_a_call_measured_while_the_encoding_loads_waits_for_it_off_the_call_path(tmp_path):
+    """The load completes while the worker waits (bound 30 s here): the first call returns at once, and both
+    calls count on tiktoken/o200k_base, no "loading" fallback: the first calls of a process are exact."""
+    result, _ = run_live(slow_cache(tmp_path), "30", feed_first=True)
     assert result["bases"] == ["tiktoken/o200k_base", "tiktoken/o200k_base"]
     assert result["fallback"] == [None, None]
     assert result["baseline"] == [True, False]  # one basis from the first call: the second is growth
@@ -115,22 +124,7 @@ def test_a_call_before_the_encoding_is_ready_is_not_held_and_says_so(tmp_path):
     """The load blocks past the worker's wait (0.5 s here): the first call returns anyway, counted chars/4 with
     basis_fallback=loading; once the load completes the next call uses tiktoken/o200k_base (a new baseline).
     On main the first call waited 2 s on the caller's thread and the whole process counted chars/4 after."""
-    cache = slow_cache(tmp_path)
-    proc = subprocess.Popen([sys.executable, "-c", LIVE, "0.5"], env=offline_env(cache), stdin=subprocess.PIPE,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    assert proc.stdout is not None and proc.stdin is not None
-    try:
-        assert proc.stdout.readline().strip() == "first call done"
-        time.sleep(2.2)  # past the old 2 s bound: a process that gave up would stay on chars/4
-        feeder = threading.Thread(target=feed, args=(cache,), daemon=True)
-        feeder.start()
-        proc.stdin.write("go\n")
-        proc.stdin.flush()
-        out, err = proc.communicate(timeout=90)
-    finally:
-        proc.kill()
-    assert proc.returncode == 0, err
-    result = json.loads(out.strip().splitlines()[-1])
+    result, err = run_live(slow_cache(tmp_path), "0.5", feed_first=False)
     assert result["bases"] == ["chars/4", "tiktoken/o200k_base"]
     assert result["fallback"] == ["loading", None]
     assert result["baseline"] == [True, True]  # the basis changed: a new baseline, not growth
