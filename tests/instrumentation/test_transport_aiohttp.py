@@ -143,6 +143,30 @@ def test_every_way_of_reading_a_stream_gives_the_usage(tel, server, how):
     assert attr(span, GenAI.RESPONSE_FINISH_REASONS) == ("stop",)
 
 
+def test_bytes_pushed_back_and_read_again_are_counted_once(tel, server):
+    """unread_data (deprecated, still in aiohttp 3.x) puts read bytes back: the caller reads them twice, the
+    measure once. Before the fix the JSON body was fed as its first 10 bytes twice over, which does not
+    parse: no usage, no response id. Now: the server's 20 reported, its id read."""
+    import warnings
+
+    async def go():
+        server.reset()
+        server.reply(Reply.text("fine"))
+        async with aiohttp.ClientSession() as session:
+            async with session.post(server.base_url + PATH, json=CHAT) as response:
+                first = await response.content.read(10)
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore", DeprecationWarning)
+                    response.content.unread_data(first)
+                return first, await response.read()
+
+    first, whole = asyncio.run(go())
+    assert whole.startswith(first) and len(first) == 10  # the caller got the pushed-back bytes again
+    span = tel.one_call()
+    assert attr(span, Attr.REPORTED_TOKENS) == CHAT_REPORTED
+    assert attr(span, GenAI.RESPONSE_ID) == "chatcmpl-000001"
+
+
 def test_the_annotation_is_the_sdk_instrumentors(tel, server):
     """A bytes body (data=, as google-genai sends it): system 4 + prompts 3, reported 20, model and finish reason."""
     import json

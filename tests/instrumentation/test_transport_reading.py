@@ -44,7 +44,11 @@ def test_every_body_parses_to_what_json_says(steps, ascii_only, compact):
         if tools is not None:
             body["tools"] = tools
         raw = json.dumps(body, ensure_ascii=ascii_only, separators=separators).encode()
-        assert cache.parse(raw, "messages") == json.loads(raw)
+        expected = json.loads(raw)
+        fields = cache.peek(raw, "messages")  # the caller's thread: the fields around the conversation
+        if fields is not None:  # exact for each field it has; it misses a field put right before a short tail
+            assert fields["messages"] == [] and all(expected[k] == v for k, v in fields.items() if k != "messages")
+        assert cache.parse(raw, "messages") == expected  # the worker: the whole body
 
 
 def test_an_appended_body_keeps_the_old_message_objects():
@@ -62,6 +66,34 @@ def test_an_appended_body_keeps_the_old_message_objects():
     third = cache.parse(json.dumps({"model": "m", "messages": messages, "tools": []}).encode(), "messages")
     assert third["messages"] == messages and third["messages"][1] is first["messages"][1]
     assert third["messages"][2] is not second["messages"][2]
+
+
+def test_the_callers_thread_peeks_at_a_known_conversations_next_body():
+    """peek: the fields around the conversation of a body whose ends are a remembered body's, without reading the
+    conversation (``[]`` in its place); None for a new conversation or a changed field. The worker's parse then
+    gives the whole body, its old messages the last call's objects."""
+    cache = BodyCache()
+    messages = [{"role": "system", "content": "You are terse."}, {"role": "user", "content": "hello there"}]
+    tools = [{"type": "function", "function": {"name": "t"}}]
+    first_raw = json.dumps({"model": "m", "messages": messages, "tools": tools, "stream": True}).encode()
+    assert cache.peek(first_raw, "messages") is None  # nothing remembered yet
+    first = cache.parse_whole(first_raw, "messages")
+    messages = messages + [{"role": "assistant", "content": "ok"}, {"role": "user", "content": "more"}]
+    grown = json.dumps({"model": "m", "messages": messages, "tools": tools, "stream": True}).encode()
+    fields = cache.peek(grown, "messages")
+    assert fields == {"model": "m", "messages": [], "tools": tools, "stream": True}
+    assert fields["tools"] is first["tools"]  # the remembered objects: nothing parsed
+    assert cache.peek(json.dumps({"model": "other", "messages": messages, "tools": tools}).encode(),
+                      "messages") is None  # the model is before the array: the head differs
+    assert cache.peek(json.dumps({"model": "m", "messages": messages, "tools": [], "stream": True}).encode(),
+                      "messages") is None  # new tools: the tail differs
+    whole = cache.parse(grown, "messages")
+    assert whole == json.loads(grown) and whole["messages"][1] is first["messages"][1]
+    # The ends of the last body, a middle that is not messages (a field put right before its tail): the peek
+    # has the ends' fields, the worker's parse the truth, the field the peek could not see included.
+    odd = grown.replace(b'], "tools"', b'], "extra": [1], "tools"', 1)
+    assert cache.peek(odd, "messages") == fields
+    assert cache.parse(odd, "messages") == json.loads(odd) and json.loads(odd)["extra"] == [1]
 
 
 def test_a_body_without_the_array_is_parsed_whole():

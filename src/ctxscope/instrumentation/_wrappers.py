@@ -302,13 +302,14 @@ class ModelCall:
     def _measure_request(self, body: Mapping[str, Any] | None, parse: Callable[[], Mapping[str, Any] | None] | None,
                          session_id: str | None, marks: int) -> None:
         """On the worker: the request's composition, its annotation on the span, its marker spans."""
+        attributes: dict[str, Any] = {}
         if body is None and parse is not None:
             body = self._parsed(parse)
             if body is None:
                 return
+            attributes.update(self._opened_without(body))
         assert body is not None
         observed = self._started
-        attributes: dict[str, Any] = {}
         if self.telemetry.content.captures:
             self.content = self._request_content(body)
             if self.telemetry.content.on_spans:
@@ -327,6 +328,18 @@ class ModelCall:
         _worker.pause()
         if annotation is not None:
             self._decorate(annotation, observed)
+
+    def _opened_without(self, body: Mapping[str, Any]) -> dict[str, Any]:
+        """What the whole body says that the span did not open with (the transport's peek can only miss fields)."""
+        attributes = {key: value for key, value in request_parameters(body).items()
+                      if key not in self._base_attributes}
+        model = body.get("model")
+        if self.model is None and isinstance(model, str) and model:
+            self.model = model
+            attributes[GenAI.REQUEST_MODEL] = model
+            self.telemetry.spans.rename_call(self.span, model)
+        self._base_attributes.update(attributes)
+        return attributes
 
     def _parsed(self, parse: Callable[[], Mapping[str, Any] | None]) -> Mapping[str, Any] | None:
         try:
@@ -431,6 +444,26 @@ class ModelCall:
         # The type's name only: the exception (its traceback, the caller's frames) is not kept.
         _worker.submit(functools.partial(self._fail, type(error).__qualname__, info, time.time_ns()), "error",
                        wake=False)
+
+    def end_read(self, outcome: Callable[[], tuple[ResponseInfo | None, str | None]]) -> None:
+        """The response ended: the worker reads it (``outcome``: its info, and the error type it fails with,
+        None when it finished) and ends the call as :meth:`finish` or :meth:`fail` would (the transport layer)."""
+        if not self._claim():
+            return
+        _worker.submit(functools.partial(self._end_read, outcome, time.time_ns(), compaction_marks()), "response",
+                       wake=False)
+
+    def _end_read(self, outcome: Callable[[], tuple[ResponseInfo | None, str | None]], ended: int,
+                  marks: int) -> None:
+        try:
+            info, error_type = outcome()
+        except Exception:  # noqa: BLE001 - ours: the call ends without what the response said
+            log_failure(_log, "ctxscope: could not read the %s response", self.api)
+            info, error_type = None, None
+        if error_type is None:
+            self._finish(info, ended, marks)
+        else:
+            self._fail(error_type, info, ended)
 
     def _finish(self, info: ResponseInfo | Callable[[], ResponseInfo | None] | None, ended: int, marks: int) -> None:
         try:
@@ -571,10 +604,15 @@ def active_call() -> "ModelCall | None":
 
 
 def start_call(telemetry: Telemetry, *, provider: str, api: str, body: Mapping[str, Any],
-               server: tuple[str, int | None] | None = None) -> ModelCall | None:
-    """A :class:`ModelCall`, or None when even opening the span failed (the call then runs bare)."""
+               server: tuple[str, int | None] | None = None,
+               parse: Callable[[], Mapping[str, Any] | None] | None = None) -> ModelCall | None:
+    """A :class:`ModelCall`, or None when even opening the span failed (the call then runs bare).
+
+    ``parse``: the whole body, read by the worker (the transport layer); ``body`` is then what the
+    span opens with (the model, the parameters).
+    """
     try:
-        call = ModelCall(telemetry, provider=provider, api=api, body=body, server=server)
+        call = ModelCall(telemetry, provider=provider, api=api, body=body, server=server, parse=parse)
     except Exception:  # noqa: BLE001
         log_failure(_log, "ctxscope: could not start a span for the %s call", api)
         return None

@@ -85,6 +85,11 @@ class SpanWriter:
         return self.tracer.start_span(call_span_name(model), context=context, kind=SpanKind.CLIENT,
                                       attributes=attributes, start_time=start_time)
 
+    @staticmethod
+    def rename_call(span: Span, model: str | None) -> None:
+        """A call span's name once its model is known (the transport layer reads a body after opening its span)."""
+        span.update_name(call_span_name(model))
+
     def annotate(self, span: Span, attributes: Mapping[str, Any]) -> None:
         """More attributes on an open span, in one call (each call takes the span's lock)."""
         if attributes:

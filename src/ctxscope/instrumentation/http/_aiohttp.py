@@ -43,18 +43,22 @@ from ctxscope.instrumentation.http._send import Plan, _begin, measure_for, plan_
 
 _log = logging.getLogger("ctxscope.instrumentation")
 
-# The reader methods the tee relies on (aiohttp 3.x): checked before anything is patched.
+# The reader methods the tee relies on (aiohttp 3.x), and its position in the body: checked before
+# anything is patched.
 _READER_METHODS = ("_read_nowait_chunk", "feed_eof", "set_exception", "at_eof", "exception")
+_READER_SLOTS = ("_cursor",)
 
 
 class _Tee:
-    """One measured response's reading: its measure, and the response (to tell the caller's close from a reset)."""
+    """One measured response's reading: its measure, the response (to tell the caller's close from a reset),
+    and how far into the body the measure has been fed (the reader's ``_cursor``)."""
 
-    __slots__ = ("measure", "response")
+    __slots__ = ("measure", "response", "fed_to")
 
-    def __init__(self, measure: Measure, response: Any) -> None:
+    def __init__(self, measure: Measure, response: Any, fed_to: int) -> None:
         self.measure = measure
         self.response: Callable[[], Any] = weakref.ref(response)
+        self.fed_to = fed_to
 
 
 # id(reader) -> its tee; the reader has slots and no __dict__, so its state lives here, removed when the call ends.
@@ -90,7 +94,12 @@ def tee_reader_class(stream_reader: type) -> type:
             data: bytes = super()._read_nowait_chunk(n)
             tee = _TEES.get(id(self))
             if tee is not None:
-                tee.measure.feed(data)  # guarded inside: never raises
+                # The body's bytes past what the measure has: bytes the caller pushed back
+                # (``unread_data``) and reads again are not counted twice.
+                new = self._cursor - tee.fed_to
+                if new > 0:
+                    tee.fed_to = self._cursor
+                    tee.measure.feed(data if new >= len(data) else data[len(data) - new:])  # never raises
                 if self.at_eof():
                     _end(id(self), _done)
             return data
@@ -216,7 +225,7 @@ def _attach(plan_: Plan, response: Any, call: ModelCall, decoded: bool, stream_r
         measure.fail(error)
         return
     tee_class = tee_reader_class(stream_reader)
-    _TEES[id(reader)] = _Tee(measure, response)
+    _TEES[id(reader)] = _Tee(measure, response, reader._cursor)  # noqa: SLF001 - checked at install (_READER_SLOTS)
     reader.__class__ = tee_class
     if reader.at_eof():  # an empty body, already ended
         _end(id(reader), _done)
@@ -277,6 +286,7 @@ def install(telemetry: Telemetry, excluded: frozenset[str]) -> Patch | None:
         _log.debug("ctxscope: aiohttp not installed; not instrumented")
         return None
     missing = [name for name in _READER_METHODS if not callable(getattr(StreamReader, name, None))]
+    missing += [name for name in _READER_SLOTS if name not in getattr(StreamReader, "__slots__", ())]
     if missing or not callable(vars(aiohttp.ClientSession).get("_request")):
         _frames.warn_once("aiohttp-version", "ctxscope: aiohttp %s is not instrumented (its ClientSession or "
                           "StreamReader lacks %s); model calls it sends are not measured",

@@ -14,6 +14,23 @@ edited history, new tools, another conversation) is parsed whole.
 
 Correctness rests on one fact: equal bytes are equal JSON. Pure: no
 OpenTelemetry, no HTTP library.
+
+**Two steps, on two threads.** The caller's thread needs only the fields
+around the conversation (the model, ``stream``, the parameters: what the
+span opens with and how the response is framed), and :meth:`BodyCache.peek`
+gives them without reading the conversation: a body that starts with a
+remembered body's bytes up to its array's ``[`` and ends with its bytes
+after the last message has that body's other fields (two short byte
+comparisons, no parse). The full read (:meth:`BodyCache.parse`: the long
+prefix comparison, the new messages parsed) then runs on the measuring
+worker, in call order. ``peek`` takes no lock and the worker's ``parse``
+never makes it wait: the entries list is replaced, never edited in place,
+and an entry's fields are each replaced whole. A body whose ends match but
+whose middle is not a run of messages (an edited history: the worker parses
+it whole) gets its other fields from the worker's parse; only the span's
+opening attributes and the response's framing were taken from the ends,
+which a client would have to rewrite the array's middle into other fields
+to mislead.
 """
 
 from __future__ import annotations
@@ -127,11 +144,12 @@ def _elements(region: str, after_element: bool) -> tuple[list[Any], list[int]]:
 class _Entry:
     """One conversation's last body."""
 
-    __slots__ = ("key", "content", "rest", "messages", "ends", "prefix_end", "tail")
+    __slots__ = ("key", "head", "content", "rest", "messages", "ends", "prefix_end", "tail")
 
-    def __init__(self, key: str, content: bytes, rest: dict[str, Any], messages: list[Any], ends: list[int],
-                 prefix_end: int, tail: bytes) -> None:
+    def __init__(self, key: str, head: bytes, content: bytes, rest: dict[str, Any], messages: list[Any],
+                 ends: list[int], prefix_end: int, tail: bytes) -> None:
         self.key = key
+        self.head = head  # the bytes up to the conversation array's "[" (never changes: peek's test)
         self.content = content  # the last body (the caller's bytes object: no copy)
         self.rest = rest
         self.messages = messages
@@ -153,8 +171,8 @@ class _Entry:
             return i if ascii_only else len(text[:i].encode("utf-8"))
 
         prefix_end = offset(scan.tail_start)
-        entry = cls(key, content, scan.rest, scan.elements, [offset(e) for e in scan.ends], prefix_end,
-                    content[prefix_end:])
+        entry = cls(key, content[:offset(scan.array_start)], content, scan.rest, scan.elements,
+                    [offset(e) for e in scan.ends], prefix_end, content[prefix_end:])
         return entry, body
 
     def extend(self, content: bytes) -> Any:
@@ -195,21 +213,41 @@ class BodyCache:
     """Parses request bodies, reusing the last bodies of up to :data:`ENTRIES` conversations."""
 
     def __init__(self, entries: int = ENTRIES) -> None:
-        self._entries: list[_Entry] = []
+        self._entries: list[_Entry] = []  # most recent first; replaced whole (peek reads it without a lock)
         self._size = entries
-        self._lock = threading.Lock()
+        self._extending = threading.Lock()  # one extend at a time (it rewrites an entry's fields)
+        self._lock = threading.Lock()  # replacing the list: held for a few pointer copies
+
+    def peek(self, content: bytes, key: str) -> dict[str, Any] | None:
+        """The body's fields other than the conversation (which is ``[]`` here), or None: not a known body's.
+
+        For the caller's thread: two comparisons of a few hundred bytes, no
+        parse, no lock. :meth:`parse` reads the whole body later.
+        """
+        for entry in self._entries:
+            if entry.key != key:
+                continue
+            head, tail = entry.head, entry.tail
+            if len(content) >= len(head) + len(tail) and content.startswith(head) and content.endswith(tail):
+                fields = dict(entry.rest)
+                fields[key] = []
+                return fields
+        return None
 
     def parse(self, content: bytes, key: str) -> Any:
         """The parsed body; ``key`` names its conversation array (``messages``, ``input``, ``contents``)."""
-        with self._lock:
-            for index, cached in enumerate(self._entries):
+        with self._extending:
+            for cached in self._entries:
                 if cached.key != key:
                     continue
                 body = cached.extend(content)
                 if body is not None:
-                    if index:
-                        self._entries.insert(0, self._entries.pop(index))
+                    self._remember(cached)
                     return body
+        return self.parse_whole(content, key)
+
+    def parse_whole(self, content: bytes, key: str) -> Any:
+        """The body parsed whole, and remembered when it has the conversation array."""
         if key.encode() not in content:
             return loads(content)  # no conversation array to reuse: parsed whole, not remembered
         try:
@@ -217,11 +255,16 @@ class BodyCache:
         except (ValueError, IndexError):  # not JSON we can walk (ValueError: JSONDecodeError too)
             return loads(content)
         if entry is not None:
-            with self._lock:
-                self._entries.insert(0, entry)
-                del self._entries[self._size:]
+            self._remember(entry)
         return body
+
+    def _remember(self, entry: _Entry) -> None:
+        with self._lock:
+            entries = self._entries
+            if entries and entries[0] is entry:
+                return
+            self._entries = [entry, *(e for e in entries if e is not entry)][:self._size]
 
     def clear(self) -> None:
         with self._lock:
-            self._entries.clear()
+            self._entries = []

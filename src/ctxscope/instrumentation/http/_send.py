@@ -26,6 +26,7 @@ unchanged; reading is a side effect that cannot fail the caller.
 
 from __future__ import annotations
 
+import functools
 import logging
 import weakref
 from typing import Any, Callable, Mapping
@@ -129,15 +130,22 @@ def adopt(http_response: Any, call: ModelCall) -> bool:
 # ---------------------------------------------------------------------------
 
 class Plan:
-    """A request to a model endpoint: who measures it, and the body when the transport does."""
+    """A request to a model endpoint: who measures it, and the body when the transport does.
 
-    __slots__ = ("endpoint", "owner", "body", "provider")
+    ``body``: what the caller's thread needs (the fields around the
+    conversation, enough to open the span and frame the response); ``parse``:
+    the whole body, read by the measuring worker (None: ``body`` is whole).
+    """
 
-    def __init__(self, endpoint: Endpoint, owner: ModelCall | None, body: Any, provider: str) -> None:
+    __slots__ = ("endpoint", "owner", "body", "provider", "parse")
+
+    def __init__(self, endpoint: Endpoint, owner: ModelCall | None, body: Any, provider: str,
+                 parse: Callable[[], Mapping[str, Any] | None] | None = None) -> None:
         self.endpoint = endpoint
         self.owner = owner
         self.body = body
         self.provider = provider
+        self.parse = parse
 
 
 def url_path(url: Any) -> str:
@@ -187,6 +195,7 @@ def plan_request(method: str, path: str, host: str, header: Callable[[str], str 
     if data is None:
         _frames.warn_once("request-stream", "ctxscope: a model request with a streamed body is not read")
         return None
+    parse: Callable[[], Mapping[str, Any] | None] | None = None
     if isinstance(data, Mapping):
         body: Any = data  # the caller's object: ModelCall copies what it keeps, as at the SDK level
     else:
@@ -194,16 +203,43 @@ def plan_request(method: str, path: str, host: str, header: Callable[[str], str 
             _frames.warn_once("request-size", "ctxscope: a model request over %d bytes is not read",
                                MAX_BODY_BYTES)
             return None
-        try:
-            body = _BODIES.parse(data, endpoint.conversation)
-        except ValueError:
-            return None
+        body = _BODIES.peek(data, endpoint.conversation)
+        if body is not None:  # a known conversation's next body: the worker reads it whole
+            parse = functools.partial(_read_later, data, endpoint, path)
+        else:
+            try:
+                body = _BODIES.parse_whole(data, endpoint.conversation)
+            except ValueError:
+                return None
     if not body_fits(endpoint, body):
         return None
+    body = _with_model(endpoint, body, path)
+    if parse is None and not isinstance(data, Mapping):
+        parse = functools.partial(_same, body)  # read whole already, ctxscope's own objects: no copy
+    return Plan(endpoint, None, body, provider_for(host, endpoint), parse)
+
+
+def _with_model(endpoint: Endpoint, body: Any, path: str) -> Any:
     if endpoint.model_in_path and "model" not in body:
         # A copy (never sent, the caller's object untouched): the tracker and the span name the model.
-        body = {**body, "model": model_from_path(path)}
-    return Plan(endpoint, None, body, provider_for(host, endpoint))
+        return {**body, "model": model_from_path(path)}
+    return body
+
+
+def _same(body: Mapping[str, Any]) -> Mapping[str, Any]:
+    return body
+
+
+def _read_later(data: bytes, endpoint: Endpoint, path: str) -> Mapping[str, Any] | None:
+    """On the measuring worker: the whole body the caller's thread only peeked at (None: not the API's after all)."""
+    try:
+        body = _BODIES.parse(data, endpoint.conversation)
+    except ValueError:  # its ends were a known body's, its middle is not JSON: no composition
+        _log.debug("ctxscope: a %s request is not JSON", endpoint.api, exc_info=True)
+        return None
+    if not body_fits(endpoint, body):
+        return None
+    return _with_model(endpoint, body, path)
 
 
 def _httpx_content(request: Any) -> bytes | None:
@@ -267,7 +303,8 @@ def _attach(plan_: Plan, response: Any, call: ModelCall | None, library: Any, is
 def _begin(telemetry: Telemetry, plan_: Plan) -> ModelCall | None:
     if plan_.owner is not None:
         return None
-    return start_call(telemetry, provider=plan_.provider, api=plan_.endpoint.api, body=plan_.body)
+    return start_call(telemetry, provider=plan_.provider, api=plan_.endpoint.api, body=plan_.body,
+                      parse=plan_.parse)
 
 
 def _plan_safely(request: Any, excluded: frozenset[str]) -> Plan | None:
