@@ -4,8 +4,11 @@
 posted as JSON bytes with a real ``httpx.Client`` to ``ctxscope.testing``'s
 local server, growing by one user message a call. A timer wrapped around
 ``Client.send`` before ctxscope's wrapper (so ctxscope's wraps it) splits
-each call into the HTTP exchange and what ctxscope adds around it: reading
-the request body, the tracker, the span, reading the response. Each round
+each call into the HTTP exchange and what ctxscope adds around it on the
+caller's thread: the look at the request (its path, its size, the fields
+around the conversation), the span, keeping the response's bytes for the
+measuring worker (which reads the body, runs the tracker and parses the
+response off the call path; drained between calls, untimed). Each round
 sends the request bare (straight to the timer) and instrumented, in
 alternating order; the figure is the median over rounds of (added,
 instrumented) minus (the same, bare). Target: under 1 ms.
@@ -428,7 +431,7 @@ def unrelated_url_instructions(requests: int = CALLGRIND_REQUESTS) -> dict[str, 
 
 
 def body_reading() -> dict[str, float]:
-    """The transport's own part: reading the grown body (BodyCache) against parsing it whole, same run."""
+    """The worker's reading of the grown body (BodyCache.parse) against parsing it whole, same run."""
     from bench_overhead import MODEL
     from workload import conversation
     from ctxscope.instrumentation.http._bodies import BodyCache
@@ -469,8 +472,8 @@ def main() -> dict[str, float]:
     print(f"model call, {call['items']} items: bare {call['bare_median_ms']:.2f} ms, instrumented "
           f"{call['instrumented_median_ms']:.2f} ms; added by ctxscope median {call['added_median_ms']:.3f} ms, "
           f"p90 {call['added_p90_ms']:.3f} ms (target < 1 ms); first call {call['first_call_added_ms']:.2f} ms")
-    print(f"  of which the tracker alone (as at the SDK level) {tracker:.3f} ms; reading the grown "
-          f"{reading['body_bytes'] / 1e6:.1f} MB body {reading['grown_median_ms']:.3f} ms "
+    print(f"  on the measuring worker, off the call path: the tracker (as at the SDK level) {tracker:.3f} ms; "
+          f"reading the grown {reading['body_bytes'] / 1e6:.1f} MB body {reading['grown_median_ms']:.3f} ms "
           f"(parsing it whole: {reading['whole_median_ms']:.3f} ms)")
     figures.update({f"call_{k}": v for k, v in call.items()})
     figures["tracker_alone_median_ms"] = tracker
