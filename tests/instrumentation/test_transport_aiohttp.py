@@ -194,18 +194,46 @@ def test_a_lower_case_method_and_the_anthropic_api(tel, server):
 
 
 @pytest.mark.parametrize("stream", [False, True], ids=["json", "streamed"])
-def test_an_oversized_response_passes_unread(tel, server, caplog, monkeypatch, stream):
-    """A response over 32 MB reaches the caller whole; the call has no usage, and that is said (once a process)."""
+def test_an_oversized_response_passes_unread(server, caplog, monkeypatch, stream):
+    """A response over 32 MB reaches the caller whole, byte for byte as with the layer off; the call has no
+    usage, and that is said (once a process)."""
     monkeypatch.setattr(_frames, "_warned", set())
-    with caplog.at_level(logging.WARNING, logger="ctxscope.instrumentation"):
-        status, chunks, error = asyncio.run(_exchange(server, Reply.text("x" * OVERSIZED), how="iter_any",
-                                                      body=STREAMED if stream else CHAT))
+    reply = Reply.text("x" * OVERSIZED)
+    body = STREAMED if stream else CHAT
+    off = asyncio.run(_exchange(server, reply, how="iter_any", body=body))
+    with instrumented(server, monkeypatch, HTTPInstrumentor) as tel, \
+            caplog.at_level(logging.WARNING, logger="ctxscope.instrumentation"):
+        on = asyncio.run(_exchange(server, reply, how="iter_any", body=body))
+        span = tel.one_call()
+    _same(off, on)
+    status, chunks, error = on
     assert error is None and status == 200
     assert b"x" * OVERSIZED in b"".join(chunks)
-    span = tel.one_call()
     assert attr(span, Attr.REPORTED_TOKENS) is None
     assert attr(span, Attr.ESTIMATED_TOKENS) == 7
     assert any("over 33554432 bytes is not read" in r.getMessage() for r in caplog.records)
+
+
+def test_a_reset_mid_stream_reaches_the_caller_as_the_very_exception_aiohttp_set(tel, server):
+    """Exception identity: the exception the caller's read raises is the object aiohttp set on the reader
+    (``response.content.exception()``), not a copy or a wrapper; the call fails with its type."""
+    async def run():
+        server.reset()
+        server.reply(Reply(content="one two three four five", reset_after_bytes=300))
+        async with aiohttp.ClientSession() as session:
+            async with session.post(server.base_url + PATH, json=STREAMED) as response:
+                try:
+                    async for _ in response.content.iter_any():
+                        pass
+                except aiohttp.ClientError as exc:
+                    return exc, response.content.exception()
+        return None, None
+
+    caught, set_on_reader = asyncio.run(run())
+    assert caught is not None and caught is set_on_reader
+    span = tel.one_call()
+    assert span.status.status_code is StatusCode.ERROR
+    assert attr(span, "error.type") == type(caught).__qualname__
 
 
 @pytest.mark.parametrize("stream", [False, True], ids=["generate", "stream-sse"])
@@ -419,3 +447,46 @@ def test_uninstrumenting_puts_aiohttp_back(server, monkeypatch):
         assert vars(aiohttp.ClientSession)["_request"] is not original
         assert vars(aiohttp.ClientSession)["_request"].__wrapped__ is original
     assert vars(aiohttp.ClientSession)["_request"] is original
+
+
+async def _litellm_aiohttp_openai_stream(server) -> tuple[str, str]:
+    """LiteLLM's aiohttp_openai provider asked for a stream: (the exception's type, its message's first line)."""
+    import litellm
+
+    litellm.suppress_debug_info = True
+    server.reset()
+    server.reply(Reply.text("hello back to you"))
+    try:
+        chunks = await litellm.acompletion(model="aiohttp_openai/gpt-4o", messages=[SYSTEM, HELLO],
+                                           api_base=server.openai_base_url, api_key="k", max_tokens=16, stream=True)
+        async for _ in chunks:
+            pass
+    except Exception as error:  # noqa: BLE001 - LiteLLM's own, compared on and off
+        return type(error).__qualname__, str(error).splitlines()[0].replace(server.base_url, "<server>")
+    return "", ""
+
+
+def test_litellms_aiohttp_openai_stream_raises_on_its_own(server, monkeypatch):
+    """A known gap that is LiteLLM's (1.110): its aiohttp_openai provider reads an event stream with
+    ``response.json()``, so an async stream raises APIConnectionError ("Attempt to decode JSON with unexpected
+    mimetype: text/event-stream"), bare as under ctxscope: the same type and message. The request reached the
+    server; ctxscope's span for it ends (nothing read: no usage) once the unread response is collected.
+    One event loop for both (LiteLLM keeps its aiohttp session across calls)."""
+    monkeypatch.setenv("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # before the import: no network for prices
+    pytest.importorskip("litellm")
+
+    async def both():
+        bare = await _litellm_aiohttp_openai_stream(server)
+        with instrumented(server, monkeypatch, HTTPInstrumentor) as tel:
+            on = await _litellm_aiohttp_openai_stream(server)
+            served = len(server.requests)
+            gc.collect()
+            span = tel.one_call()
+        return bare, on, served, span
+
+    bare, on, served, span = asyncio.run(both())
+    assert bare[0] == "APIConnectionError" and "unexpected mimetype: text/event-stream" in bare[1]
+    assert on == bare
+    assert served == 1
+    assert attr(span, Attr.ESTIMATED_TOKENS) == 7  # the request was read: system 4 + prompt 3
+    assert attr(span, Attr.REPORTED_TOKENS) is None  # the body was never read, by LiteLLM or ctxscope

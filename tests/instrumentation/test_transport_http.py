@@ -162,19 +162,61 @@ def test_the_annotation_is_the_sdk_instrumentors(tel, server):
 
 
 @pytest.mark.parametrize("stream", [False, True], ids=["json", "streamed"])
-def test_an_oversized_response_passes_unread(tel, server, caplog, monkeypatch, stream):
-    """A response over 32 MB reaches the caller whole; the call has no usage, and that is said (once a process)."""
+def test_an_oversized_response_passes_unread(server, caplog, monkeypatch, stream):
+    """A response over 32 MB reaches the caller whole, byte for byte as with the layer off; the call has no
+    usage, and that is said (once a process)."""
     monkeypatch.setattr(_frames, "_warned", set())
     body = {**CHAT, "stream": True} if stream else CHAT
     reply = Reply.text("x" * OVERSIZED)
-    with caplog.at_level(logging.WARNING, logger="ctxscope.instrumentation"):
-        status, chunks, error = _exchange(httpx, server, reply, body, stream=stream)
+    off = _exchange(httpx, server, reply, body, stream=stream)
+    with instrumented(server, monkeypatch, HTTPInstrumentor) as tel, \
+            caplog.at_level(logging.WARNING, logger="ctxscope.instrumentation"):
+        on = _exchange(httpx, server, reply, body, stream=stream)
+        span = tel.one_call()
+    _same(off, on)
+    status, chunks, error = on
     assert error is None and status == 200
     assert b"x" * OVERSIZED in b"".join(chunks)
-    span = tel.one_call()
     assert attr(span, Attr.REPORTED_TOKENS) is None
     assert attr(span, Attr.ESTIMATED_TOKENS) == 7
     assert any("over 33554432 bytes is not read" in r.getMessage() for r in caplog.records)
+
+
+class _BrokenError(Exception):
+    """The one exception object a transport raises: the caller must get that very object."""
+
+
+@pytest.mark.parametrize("library", LIBRARIES, ids=lambda m: m.__name__)
+@pytest.mark.parametrize("where", ["send", "mid-stream"])
+def test_the_caller_gets_the_very_exception_the_transport_raised(tel, library, where):
+    """Exception identity, not only type and message: a transport that raises on sending, or a body stream
+    that raises after its first piece; the caller catches the same object (``is``), the call fails with its
+    type."""
+    error = _BrokenError("transport down")
+
+    class Body(library.SyncByteStream):
+        def __iter__(self):
+            yield b'data: {"id": "chatcmpl-1", "choices": []}\n\n'
+            raise error
+
+    def answer(request):
+        if where == "send":
+            raise error
+        return library.Response(200, headers={"content-type": "text/event-stream"}, stream=Body())
+
+    caught = None
+    with library.Client(transport=library.MockTransport(answer)) as client:
+        try:
+            with client.stream("POST", "http://127.0.0.1:1/v1/chat/completions",
+                               json={**CHAT, "stream": True}) as response:
+                for _ in response.iter_raw():
+                    pass
+        except _BrokenError as exc:
+            caught = exc
+    assert caught is error
+    span = tel.one_call()
+    assert span.status.status_code is StatusCode.ERROR
+    assert attr(span, "error.type") == "_BrokenError"
 
 
 def test_a_stream_reaches_the_caller_as_it_arrives(tel, server):
