@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import threading
 import time
 
 import httpx
@@ -217,6 +218,44 @@ def test_the_caller_gets_the_very_exception_the_transport_raised(tel, library, w
     span = tel.one_call()
     assert span.status.status_code is StatusCode.ERROR
     assert attr(span, "error.type") == "_BrokenError"
+
+
+def test_the_callers_thread_never_waits_for_the_worker_reading_a_body(tel, server):
+    """The next bodies of a known conversation are only peeked at on the caller's thread: with the measuring
+    worker held (its run lock) and the body cache mid-read (its extend lock), two more calls go out and come
+    back; once released, the worker reads them, and each call's reported input is the server's count."""
+    from ctxscope.instrumentation import _worker
+    from ctxscope.instrumentation.http import _send
+
+    url = server.base_url + "/v1/chat/completions"
+    server.reset()
+    messages = [SYSTEM, HELLO]
+    worker = _worker.worker()
+    with httpx.Client(timeout=30) as client:
+        assert client.post(url, json={"model": "gpt-4o", "messages": messages}).status_code == 200
+        assert len(tel.calls()) == 1  # measured: the cache knows the conversation
+        statuses: list[int] = []
+
+        def two_more_calls() -> None:
+            history = messages
+            for turn in range(2):
+                history = history + [{"role": "assistant", "content": f"ok {turn}"},
+                                     {"role": "user", "content": "and then?"}]
+                statuses.append(client.post(url, json={"model": "gpt-4o", "messages": history}).status_code)
+
+        with worker._running, _send._BODIES._extending:
+            caller = threading.Thread(target=two_more_calls)
+            caller.start()
+            caller.join(30)  # a caller that waited for either lock would still be waiting
+            done = not caller.is_alive()
+            pending = worker.pending
+        caller.join()
+        assert done and statuses == [200, 200]
+        assert pending >= 4  # both calls' request and response jobs waited for the worker
+    spans = tel.calls()
+    served = [reported_input_tokens(r.body, r.api) for r in server.requests]
+    assert [attr(s, Attr.REPORTED_TOKENS) for s in spans] == served and len(served) == 3
+    assert all(attr(s, Attr.ESTIMATED_TOKENS) for s in spans)
 
 
 def test_a_stream_reaches_the_caller_as_it_arrives(tel, server):
