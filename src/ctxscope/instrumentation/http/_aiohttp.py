@@ -21,7 +21,9 @@ each of them takes its bytes from the reader's buffer through one method,
 instance of :class:`TeeReader` (the same slots, ``__class__`` swapped: the
 object the caller holds stays the one aiohttp made), whose
 ``_read_nowait_chunk`` hands the very bytes it returns to the measure, as
-the caller takes them. The call ends when the reader is at its end
+the caller takes them (only those past the reader's position the measure
+has seen: bytes the caller pushes back with ``unread_data`` and reads
+again are counted once). The call ends when the reader is at its end
 (``feed_eof``, or the last bytes taken after it), fails with the exception
 aiohttp sets on the reader (a reset mid-stream: the caller gets that same
 exception), and ends with what was read when the caller closes the response
