@@ -50,6 +50,7 @@ from ctxscope.config import otel, set_default, settings
 from ctxscope.config import read as read_settings
 from ctxscope.telemetry.processor import ContextSpanProcessor, ensure_processor
 from ctxscope.telemetry.store import LocalStore
+from ctxscope.telemetry.views import gauge_views
 
 __all__ = ["CtxscopeConfigurator", "Telemetry", "setup"]
 
@@ -259,7 +260,8 @@ def setup(service_name: str | None = None, *, endpoint: str | None = None, proto
     if metrics_endpoint:
         exporter = _metric_exporter(metrics_protocol, metrics_endpoint, metrics_base, headers, timeout_s)
         readers.append(PeriodicExportingMetricReader(exporter, export_interval_millis=export_interval_millis))
-    meter_provider = MeterProvider(resource=resource, metric_readers=readers)
+    # The gauges collected without the SDK's per-point exemplar work (telemetry/views.py).
+    meter_provider = MeterProvider(resource=resource, metric_readers=readers, views=gauge_views())
     tracer_provider = TracerProvider(resource=resource)
     if traces_endpoint:
         exporter = _span_exporter(traces_protocol, traces_endpoint, traces_base, headers, timeout_s)

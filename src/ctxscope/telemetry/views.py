@@ -1,0 +1,151 @@
+"""Views that make a collection of the per-session gauges cheap (docs/telemetry.md, "Cost of a collection").
+
+With 64 live sessions a collection reports about a thousand gauge points,
+and the Python SDK's own work per point is nearly all of its cost: for
+every point of a last-value aggregation it takes the point's lock, asks the
+point's exemplar reservoir for its exemplars (a reservoir per point, walked
+and reset even when it holds nothing) and builds a ``NumberDataPoint``
+through its frozen dataclass ``__init__``. ctxscope's gauges never carry an
+exemplar: they are set inside the collection, outside any call's context, so
+an exemplar could not lead to a call (the histograms carry them:
+``schema.Metric``). :func:`gauge_views` gives each gauge a last-value
+aggregation that reports the same points without that work; the points, and
+everything else the SDK does (temporality, cardinality limit, forgetting a
+series), are unchanged.
+
+``setup()`` passes these views to the meter provider it creates. An
+application that builds its own ``MeterProvider`` can pass them too
+(``MeterProvider(views=gauge_views(), ...)``); without them the SDK's
+default aggregation reports the same points, at its own cost.
+
+The aggregation subclasses the SDK's private ``_LastValueAggregation`` (the
+SDK's storage makes a gauge of a stream only for that class), so it is
+checked once at import; an SDK where it does not fit gets no views, and the
+default aggregation.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from typing import Any
+
+from opentelemetry.metrics import Synchronous
+from opentelemetry.sdk.metrics.view import LastValueAggregation, View
+
+from ctxscope.schema import INSTRUMENTATION_SCOPE, Metric
+
+_log = logging.getLogger(__name__)
+
+try:  # the SDK's private classes: see the module docstring
+    from opentelemetry.sdk.metrics import ExemplarReservoir
+    from opentelemetry.sdk.metrics._internal.aggregation import AggregationTemporality, _LastValueAggregation
+    from opentelemetry.sdk.metrics._internal.point import NumberDataPoint
+except ImportError:  # pragma: no cover - an SDK without them
+    _LastValueAggregation = None  # type: ignore[assignment,misc]
+
+_new = object.__new__
+
+
+# The fields of the SDK's point, which _LeanLastValue fills directly (a changed point class: its __init__).
+_FIELDS = ("attributes", "start_time_unix_nano", "time_unix_nano", "value", "exemplars")
+
+
+if _LastValueAggregation is not None:
+    _CUMULATIVE = AggregationTemporality.CUMULATIVE
+    _BY_FIELDS = (not hasattr(NumberDataPoint, "__slots__")
+                  and tuple(f.name for f in dataclasses.fields(NumberDataPoint)) == _FIELDS)
+
+    class _NoExemplars(ExemplarReservoir):
+        """Offered nothing worth keeping: the gauges are set outside any call's context."""
+
+        def __init__(self, **kwargs: Any) -> None:  # the SDK may pass its aggregation's parameters
+            super().__init__()
+
+        def offer(self, value: Any, time_unix_nano: int, attributes: Any, context: Any) -> None:
+            return None
+
+        def collect(self, point_attributes: Any) -> list[Any]:
+            return []
+
+    class _LeanLastValue(_LastValueAggregation):
+        """The SDK's last-value aggregation, collected without the exemplar reservoir or a lock.
+
+        Under cumulative temporality (every reader's default for a gauge) the
+        SDK's ``collect`` only reads the value: one attribute read, atomic,
+        needs no lock. Delta temporality resets it, so that stays the SDK's.
+        """
+
+        def collect(self, collection_aggregation_temporality: Any, collection_start_nano: int) -> Any:
+            if collection_aggregation_temporality is not _CUMULATIVE or not self._instrument_is_synchronous:
+                return super().collect(collection_aggregation_temporality, collection_start_nano)
+            value = self._value
+            if value is None:
+                return None
+            if not _BY_FIELDS:
+                return NumberDataPoint(attributes=self._attributes, start_time_unix_nano=None,
+                                       time_unix_nano=collection_start_nano, value=value, exemplars=[])
+            # The frozen dataclass's __init__ sets each field through object.__setattr__;
+            # filling the point's __dict__ is the same point (_fits compares) in about half
+            # the time, inline: about a thousand points a collection.
+            point = _new(NumberDataPoint)
+            fields = point.__dict__
+            fields["attributes"] = self._attributes
+            fields["start_time_unix_nano"] = None
+            fields["time_unix_nano"] = collection_start_nano
+            fields["value"] = value
+            fields["exemplars"] = []
+            return point
+
+    class _LeanLastValueAggregation(LastValueAggregation):
+        """``LastValueAggregation`` whose streams are :class:`_LeanLastValue`."""
+
+        def _create_aggregation(self, instrument: Any, attributes: Any, reservoir_factory: Any,
+                                start_time_unix_nano: int) -> Any:
+            # As the SDK's LastValueAggregation builds its own (a changed signature fails _fits).
+            return _LeanLastValue(attributes, reservoir_builder=_NoExemplars,
+                                  instrument_is_synchronous=isinstance(instrument, Synchronous))
+
+
+def _fits() -> bool:
+    """The lean aggregation builds, sets and collects a point exactly as the SDK's own (checked once)."""
+    if _LastValueAggregation is None:
+        return False
+    try:
+        from opentelemetry.sdk.metrics import MeterProvider
+        from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+
+        points = []
+        for views in ([], [View(instrument_name="g", aggregation=_LeanLastValueAggregation())]):
+            reader = InMemoryMetricReader()
+            provider = MeterProvider(metric_readers=[reader], views=views, shutdown_on_exit=False)
+            provider.get_meter("ctxscope.check").create_gauge("g").set(7, {"k": "v"})
+            data = reader.get_metrics_data()
+            metric = data.resource_metrics[0].scope_metrics[0].metrics[0]
+            (point,) = metric.data.data_points
+            fields = {k: v for k, v in vars(point).items() if k != "time_unix_nano"}
+            points.append((type(metric.data), type(point), fields, point.time_unix_nano > 0))
+            provider.shutdown()
+        return points[0] == points[1]
+    except Exception:  # noqa: BLE001 - an SDK of another shape: its default aggregation
+        _log.debug("ctxscope: the lean gauge aggregation does not fit this SDK", exc_info=True)
+        return False
+
+
+_FITS: bool | None = None
+
+
+def gauge_views() -> list[View]:
+    """One view per ``llm.context.*`` gauge of the ``ctxscope`` meter: the same points, collected cheaply.
+
+    Empty when this SDK's aggregation is not the known one (checked once a
+    process): its default then reports the same points.
+    """
+    global _FITS
+    if _FITS is None:
+        _FITS = _fits()
+    if not _FITS:
+        return []
+    return [View(instrument_name=spec.name, meter_name=INSTRUMENTATION_SCOPE,
+                 aggregation=_LeanLastValueAggregation())
+            for spec in Metric.ALL if spec.kind == "gauge"]
