@@ -26,7 +26,6 @@ default aggregation.
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 from typing import Any
 
@@ -47,26 +46,22 @@ except ImportError:  # pragma: no cover - an SDK without them
 _new = object.__new__
 
 
-# The fields of the SDK's point, which _LeanLastValue fills directly (a changed point class: its __init__).
-_FIELDS = ("attributes", "start_time_unix_nano", "time_unix_nano", "value", "exemplars")
-
-
 if _LastValueAggregation is not None:
     _CUMULATIVE = AggregationTemporality.CUMULATIVE
-    _BY_FIELDS = (not hasattr(NumberDataPoint, "__slots__")
-                  and tuple(f.name for f in dataclasses.fields(NumberDataPoint)) == _FIELDS)
 
     class _NoExemplars(ExemplarReservoir):
-        """Offered nothing worth keeping: the gauges are set outside any call's context."""
-
-        def __init__(self, **kwargs: Any) -> None:  # the SDK may pass its aggregation's parameters
-            super().__init__()
+        """Offered nothing worth keeping: the gauges are set outside any call's context. No state: one for all."""
 
         def offer(self, value: Any, time_unix_nano: int, attributes: Any, context: Any) -> None:
             return None
 
         def collect(self, point_attributes: Any) -> list[Any]:
             return []
+
+    _NO_EXEMPLARS = _NoExemplars()
+
+    def _no_exemplars(*args: Any, **kwargs: Any) -> ExemplarReservoir:
+        return _NO_EXEMPLARS
 
     class _LeanLastValue(_LastValueAggregation):
         """The SDK's last-value aggregation, collected without the exemplar reservoir or a lock.
@@ -77,17 +72,14 @@ if _LastValueAggregation is not None:
         """
 
         def collect(self, collection_aggregation_temporality: Any, collection_start_nano: int) -> Any:
-            if collection_aggregation_temporality is not _CUMULATIVE or not self._instrument_is_synchronous:
+            if collection_aggregation_temporality is not _CUMULATIVE:
                 return super().collect(collection_aggregation_temporality, collection_start_nano)
             value = self._value
             if value is None:
                 return None
-            if not _BY_FIELDS:
-                return NumberDataPoint(attributes=self._attributes, start_time_unix_nano=None,
-                                       time_unix_nano=collection_start_nano, value=value, exemplars=[])
             # The frozen dataclass's __init__ sets each field through object.__setattr__;
-            # filling the point's __dict__ is the same point (_fits compares) in about half
-            # the time, inline: about a thousand points a collection.
+            # filling the point's __dict__ is the same point (_fits compares; a point class
+            # with slots or other fields fails there) in about half the time.
             point = _new(NumberDataPoint)
             fields = point.__dict__
             fields["attributes"] = self._attributes
@@ -102,13 +94,19 @@ if _LastValueAggregation is not None:
 
         def _create_aggregation(self, instrument: Any, attributes: Any, reservoir_factory: Any,
                                 start_time_unix_nano: int) -> Any:
+            if not isinstance(instrument, Synchronous):  # only ctxscope's gauges are meant: the SDK's own
+                return super()._create_aggregation(instrument, attributes, reservoir_factory, start_time_unix_nano)
             # As the SDK's LastValueAggregation builds its own (a changed signature fails _fits).
-            return _LeanLastValue(attributes, reservoir_builder=_NoExemplars,
-                                  instrument_is_synchronous=isinstance(instrument, Synchronous))
+            return _LeanLastValue(attributes, reservoir_builder=_no_exemplars, instrument_is_synchronous=True)
 
 
 def _fits() -> bool:
-    """The lean aggregation builds, sets and collects a point exactly as the SDK's own (checked once)."""
+    """The lean aggregation builds, sets and collects a point exactly as the SDK's own (checked once).
+
+    A gauge set once, collected through the SDK's default aggregation and
+    through the lean one: the same kind of data, the same point class and
+    the same fields (the collection time aside).
+    """
     if _LastValueAggregation is None:
         return False
     try:
@@ -121,6 +119,8 @@ def _fits() -> bool:
             provider = MeterProvider(metric_readers=[reader], views=views, shutdown_on_exit=False)
             provider.get_meter("ctxscope.check").create_gauge("g").set(7, {"k": "v"})
             data = reader.get_metrics_data()
+            if data is None:
+                return False
             metric = data.resource_metrics[0].scope_metrics[0].metrics[0]
             (point,) = metric.data.data_points
             fields = {k: v for k, v in vars(point).items() if k != "time_unix_nano"}
