@@ -7,7 +7,9 @@ waste kinds: 16 series each), between collections one session makes a call,
 as when one agent of many does:
 
 - ``collection_cpu_ms``: CPU of ``InMemoryMetricReader.get_metrics_data()``,
-  the SDK's own work per point included;
+  the SDK's own work per point included, on a meter provider with the views
+  ``setup()`` gives the one it creates (``telemetry/views.py``; none in a tree
+  before them); ``own_provider_*``: the application's own provider, no views;
 - ``callbacks_cpu_ms``: ctxscope's callbacks alone (what the processor does
   per collection), the rest being the SDK's per-measurement work;
 - the same after 1,000 sessions have come and gone (``churn_*``), and whether
@@ -15,12 +17,13 @@ as when one agent of many does:
   limit, 2,000 attribute sets an instrument, reached by ended series);
 - fleet mode (``CTXSCOPE_METRICS_SESSION_KEY=off``): no per-session series;
 - ``sdk_floor_cpu_ms``: one collection of as many synchronous gauge series
-  set once, with no ctxscope at all: what the Python SDK costs for the points
-  alone, the floor of any collection reporting them.
+  set once, with no ctxscope at all: what the Python SDK's default
+  aggregation costs for the points alone (ctxscope's views go below it).
 
 Each figure is measured for this tree and, in the same run, for the base
 revision (``CTXSCOPE_BENCH_BASE``, default ``HEAD``; its ``src`` exported with
-``git archive``), in a subprocess each, so ratios come from one run.
+``git archive``), in a subprocess each, the two interleaved ``REPEATS`` times
+and the median of each figure kept, so ratios come from one run.
 """
 
 from __future__ import annotations
