@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from _paths import ROOT  # noqa: F401 - puts src/ on sys.path
 
+import logging
 from typing import Any
 
 import pytest
@@ -115,8 +116,11 @@ def test_setup_gives_its_meter_provider_the_views():
         telemetry.shutdown()
 
 
-def test_an_sdk_the_lean_aggregation_does_not_fit_gets_no_views(monkeypatch: pytest.MonkeyPatch):
-    """When the check against the SDK's own collection fails, no views: the SDK's default reports the points."""
+def test_an_sdk_the_lean_aggregation_does_not_fit_gets_no_views(monkeypatch: pytest.MonkeyPatch,
+                                                                 caplog: pytest.LogCaptureFixture):
+    """When the check against the SDK's own collection fails, no views (said once): the SDK's default reports."""
     monkeypatch.setattr(views_module, "_FITS", None)
     monkeypatch.setattr(views_module, "_LastValueAggregation", None)  # as when the SDK's class is gone
-    assert gauge_views() == []
+    with caplog.at_level(logging.INFO, logger="ctxscope.telemetry.views"):
+        assert gauge_views() == [] and gauge_views() == []
+    assert [r.getMessage().count("not the known one") for r in caplog.records] == [1]

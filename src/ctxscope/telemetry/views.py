@@ -5,10 +5,12 @@ and the Python SDK's own work per point is nearly all of its cost: for
 every point of a last-value aggregation it takes the point's lock, asks the
 point's exemplar reservoir for its exemplars (a reservoir per point, walked
 and reset even when it holds nothing) and builds a ``NumberDataPoint``
-through its frozen dataclass ``__init__``. ctxscope's gauges never carry an
+through its frozen dataclass ``__init__``. ctxscope's gauges carry no
 exemplar: they are set inside the collection, outside any call's context, so
-an exemplar could not lead to a call (the histograms carry them:
-``schema.Metric``). :func:`gauge_views` gives each gauge a last-value
+the default ``trace_based`` filter never samples one, and one could not lead
+to a call anyway (under ``OTEL_METRICS_EXEMPLAR_FILTER=always_on`` the SDK
+would attach one without a trace to every gauge point; the views drop it).
+The histograms carry exemplars (``schema.Metric``). :func:`gauge_views` gives each gauge a last-value
 aggregation that reports the same points without that work; the points, and
 everything else the SDK does (temporality, cardinality limit, forgetting a
 series), are unchanged.
@@ -144,6 +146,9 @@ def gauge_views() -> list[View]:
     global _FITS
     if _FITS is None:
         _FITS = _fits()
+        if not _FITS:  # said once a process: the data is the same, its cost is not
+            _log.info("ctxscope: this OpenTelemetry SDK's last-value aggregation is not the known one: the "
+                      "gauges are collected by the SDK's default aggregation (the same points, at its cost)")
     if not _FITS:
         return []
     return [View(instrument_name=spec.name, meter_name=INSTRUMENTATION_SCOPE,
