@@ -8,7 +8,7 @@ import logging
 from typing import Any
 
 import pytest
-from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics import AlwaysOnExemplarFilter, MeterProvider
 from opentelemetry.sdk.metrics import _Gauge  # the SDK exports its synchronous gauge under this name
 from opentelemetry.sdk.metrics.export import AggregationTemporality, InMemoryMetricReader
 
@@ -16,7 +16,7 @@ import ctxscope.telemetry.views as views_module
 from ctxscope.schema import INSTRUMENTATION_SCOPE, Annotation, Attr, Category, Coverage, Metric, MetricAttr, Stage
 from ctxscope.telemetry.processor import ContextSpanProcessor
 from ctxscope.telemetry.setup import setup
-from ctxscope.telemetry.views import gauge_views
+from ctxscope.telemetry.views import add_gauge_views, gauge_views
 
 C = Category
 
@@ -124,3 +124,26 @@ def test_an_sdk_the_lean_aggregation_does_not_fit_gets_no_views(monkeypatch: pyt
     with caplog.at_level(logging.INFO, logger="ctxscope.telemetry.views"):
         assert gauge_views() == [] and gauge_views() == []
     assert [r.getMessage().count("not the known one") for r in caplog.records] == [1]
+
+
+def exemplars_under_always_on(add_views: bool) -> list[int]:
+    """Exemplars of each gauge point when the SDK offers every measurement (the views keep none)."""
+    reader = InMemoryMetricReader()
+    provider = MeterProvider(metric_readers=[reader], exemplar_filter=AlwaysOnExemplarFilter(),
+                             shutdown_on_exit=False)
+    if add_views:
+        assert add_gauge_views(provider) and add_gauge_views(provider)  # twice: added once
+    processor = ContextSpanProcessor(provider)
+    call(processor, "a", {C.SYSTEM: 100, C.PROMPTS: 50}, at=1)
+    points = collected(reader)
+    processor.shutdown()
+    provider.shutdown()
+    assert [(dict(a)[MetricAttr.CATEGORY], v) for n, a, v, _ in points if n == Metric.TOKENS.name] == [
+        ("prompts", 50), ("system", 100)]
+    return [exemplars for *_, exemplars in points]
+
+
+def test_views_added_to_a_provider_built_without_them_apply_to_the_gauges():
+    """The SDK configurator's provider (no views): added before the first collection, they apply, once."""
+    assert exemplars_under_always_on(False) == [1] * 4  # tokens x2, limit, utilization: one exemplar each
+    assert exemplars_under_always_on(True) == [0] * 4

@@ -154,3 +154,28 @@ def gauge_views() -> list[View]:
     return [View(instrument_name=spec.name, meter_name=INSTRUMENTATION_SCOPE,
                  aggregation=_LeanLastValueAggregation())
             for spec in Metric.ALL if spec.kind == "gauge"]
+
+
+def add_gauge_views(meter_provider: Any) -> bool:
+    """Give an SDK meter provider built on ctxscope's behalf the gauge views; False where it cannot.
+
+    For the provider the SDK's own configurator builds under
+    ``opentelemetry-instrument`` with ctxscope's configurator (``setup.py``):
+    it takes no views, and no public API adds one later. The SDK reads its
+    configuration's views when an instrument is first measured, so views
+    added before ctxscope's gauges are first set apply to them (ctxscope's
+    processor sets them at the first collection with a live session). Never
+    for a provider the application built: that one keeps its own views.
+    """
+    views = gauge_views()
+    config = getattr(meter_provider, "_sdk_config", None)  # noqa: SLF001 - no public way to add a view
+    current = getattr(config, "views", None)
+    if not views or not isinstance(current, (list, tuple)):
+        return False
+    names = {(v._instrument_name, v._meter_name) for v in current}  # noqa: SLF001
+    try:
+        config.views = (*current, *(v for v in views  # type: ignore[union-attr]
+                                    if (v._instrument_name, v._meter_name) not in names))  # noqa: SLF001
+    except (AttributeError, TypeError):
+        return False
+    return True
