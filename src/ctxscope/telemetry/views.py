@@ -10,20 +10,23 @@ exemplar: they are set inside the collection, outside any call's context, so
 the default ``trace_based`` filter never samples one, and one could not lead
 to a call anyway (under ``OTEL_METRICS_EXEMPLAR_FILTER=always_on`` the SDK
 would attach one without a trace to every gauge point; the views drop it).
-The histograms carry exemplars (``schema.Metric``). :func:`gauge_views` gives each gauge a last-value
-aggregation that reports the same points without that work; the points, and
-everything else the SDK does (temporality, cardinality limit, forgetting a
-series), are unchanged.
+The histograms carry exemplars (``schema.Metric``). :func:`gauge_views`
+gives each gauge a last-value aggregation that reports the same points
+without that work; everything else the SDK does (delta temporality, the
+cardinality limit, forgetting a series) is unchanged.
 
-``setup()`` passes these views to the meter provider it creates. An
+``setup()`` passes these views to the meter provider it creates, and
+:func:`add_gauge_views` adds them to the one the SDK's configurator builds
+under ``opentelemetry-instrument`` with ctxscope's configurator. An
 application that builds its own ``MeterProvider`` can pass them too
 (``MeterProvider(views=gauge_views(), ...)``); without them the SDK's
 default aggregation reports the same points, at its own cost.
 
 The aggregation subclasses the SDK's private ``_LastValueAggregation`` (the
-SDK's storage makes a gauge of a stream only for that class), so it is
-checked once at import; an SDK where it does not fit gets no views, and the
-default aggregation.
+SDK's storage makes a gauge of a stream only for that class), so the first
+:func:`gauge_views` of a process collects a gauge both ways and compares the
+points; an SDK where they differ gets no views (said once), and its default
+aggregation.
 """
 
 from __future__ import annotations
