@@ -7,7 +7,9 @@ waste kinds: 16 series each), between collections one session makes a call,
 as when one agent of many does:
 
 - ``collection_cpu_ms``: CPU of ``InMemoryMetricReader.get_metrics_data()``,
-  the SDK's own work per point included;
+  the SDK's own work per point included, on a meter provider with the views
+  ``setup()`` gives the one it creates (``telemetry/views.py``; none in a tree
+  before them); ``own_provider_*``: the application's own provider, no views;
 - ``callbacks_cpu_ms``: ctxscope's callbacks alone (what the processor does
   per collection), the rest being the SDK's per-measurement work;
 - the same after 1,000 sessions have come and gone (``churn_*``), and whether
@@ -15,12 +17,13 @@ as when one agent of many does:
   limit, 2,000 attribute sets an instrument, reached by ended series);
 - fleet mode (``CTXSCOPE_METRICS_SESSION_KEY=off``): no per-session series;
 - ``sdk_floor_cpu_ms``: one collection of as many synchronous gauge series
-  set once, with no ctxscope at all: what the Python SDK costs for the points
-  alone, the floor of any collection reporting them.
+  set once, with no ctxscope at all: what the Python SDK's default
+  aggregation costs for the points alone (ctxscope's views go below it).
 
 Each figure is measured for this tree and, in the same run, for the base
 revision (``CTXSCOPE_BENCH_BASE``, default ``HEAD``; its ``src`` exported with
-``git archive``), in a subprocess each, so ratios come from one run.
+``git archive``), in a subprocess each, the two interleaved ``REPEATS`` times
+and the median of each figure kept, so ratios come from one run.
 """
 
 from __future__ import annotations
@@ -40,10 +43,25 @@ ROOT = Path(__file__).resolve().parent.parent
 SESSIONS = 64
 ROUNDS = 40
 CHURN = 1000
+REPEATS = 3
 
 
-def _measure(fleet: bool) -> dict[str, float]:
-    """Run in a subprocess whose ``sys.path`` holds the tree under test."""
+def _views(own_provider: bool) -> list[object]:
+    """The views ``setup()`` gives the meter provider it creates; none on the application's own provider."""
+    if own_provider:
+        return []
+    try:
+        from ctxscope.telemetry.views import gauge_views
+    except ImportError:  # a tree before them: setup() created a provider without views
+        return []
+    return list(gauge_views())
+
+
+def _measure(fleet: bool, own_provider: bool = False) -> dict[str, float]:
+    """Run in a subprocess whose ``sys.path`` holds the tree under test.
+
+    ``own_provider``: a ``MeterProvider`` the application built itself, without ctxscope's views.
+    """
     from opentelemetry.metrics import CallbackOptions
     from opentelemetry.sdk.metrics import MeterProvider
     from opentelemetry.sdk.metrics.export import InMemoryMetricReader
@@ -53,9 +71,9 @@ def _measure(fleet: bool) -> dict[str, float]:
 
     reader = InMemoryMetricReader()
     kwargs = {"session_key": False} if fleet else {}
+    provider = MeterProvider(metric_readers=[reader], shutdown_on_exit=False, views=_views(own_provider))
     try:
-        processor = ContextSpanProcessor(MeterProvider(metric_readers=[reader], shutdown_on_exit=False),
-                                         max_sessions=SESSIONS, **kwargs)
+        processor = ContextSpanProcessor(provider, max_sessions=SESSIONS, **kwargs)
     except TypeError:  # a tree without fleet mode
         return {}
     categories = {c: 1000 + 100 * i for i, c in enumerate(list(Category)[:8])}
@@ -161,21 +179,36 @@ def _export(rev: str, into: Path) -> Path:
     return into / "src"
 
 
-def _run(src: Path, fleet: bool) -> dict[str, float]:
+def _run(src: Path, fleet: bool, own_provider: bool = False) -> dict[str, float]:
     code = (f"import sys, json; sys.path[:0] = [{str(src)!r}, {str(Path(__file__).parent)!r}]; "
-            f"import bench_collection as b; print(json.dumps(b._measure({fleet})))")
+            f"import bench_collection as b; print(json.dumps(b._measure({fleet}, {own_provider})))")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                           env={**os.environ, "CTXSCOPE_STORE": "off"})
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
+def _medians(runs: list[dict[str, float]]) -> dict[str, float]:
+    """Per figure, the median over the interleaved runs (a flag or a count: the last run's)."""
+    out = dict(runs[-1])
+    for key, value in out.items():
+        if isinstance(value, float):
+            out[key] = statistics.median(r[key] for r in runs)
+    return out
+
+
 def main() -> dict[str, float]:
     base_rev = os.environ.get("CTXSCOPE_BENCH_BASE", "HEAD")
+    runs: dict[str, list[dict[str, float]]] = {"before": [], "after": [], "own": []}
     with tempfile.TemporaryDirectory() as tmp:
-        before = _run(_export(base_rev, Path(tmp)), False)
-    after = _run(ROOT / "src", False)
+        base = _export(base_rev, Path(tmp))
+        for _ in range(REPEATS):  # interleaved, so that the machine's load weighs on each alike
+            runs["before"].append(_run(base, False))
+            runs["after"].append(_run(ROOT / "src", False))
+            runs["own"].append(_run(ROOT / "src", False, own_provider=True))
+    before, after, own = (_medians(runs[k]) for k in ("before", "after", "own"))
     fleet = _run(ROOT / "src", True)
-    print(f"  {SESSIONS} live sessions, one call between collections ({base_rev} -> this tree)")
+    print(f"  {SESSIONS} live sessions, one call between collections ({base_rev} -> this tree; "
+          f"the provider setup() creates; median of {REPEATS} interleaved runs)")
     for key, label in (("collection_cpu_ms", "one collection, CPU ms"), ("callbacks_cpu_ms", "  ctxscope's callbacks"),
                        ("collection_points", "  points"), ("observe_call_us", "observe_call, CPU us"),
                        ("churn_collection_cpu_ms", f"after {CHURN} ended sessions"),
@@ -185,10 +218,13 @@ def main() -> dict[str, float]:
         b, a = before.get(key), after.get(key)
         ratio = f"  x{a / b:.2f}" if isinstance(a, float) and isinstance(b, float) and b else ""
         print(f"  {label:34} {b!s:>22} {a!s:>22}{ratio}")
+    print(f"  the application's own MeterProvider (no ctxscope views): one collection "
+          f"{own.get('collection_cpu_ms', 0):.2f} ms CPU, {own.get('collection_points')} points")
     print(f"  fleet mode: one collection {fleet.get('collection_cpu_ms', 0):.2f} ms CPU, "
           f"{fleet.get('collection_points')} points; observe_call {fleet.get('observe_call_us', 0):.0f} us")
     figures: dict[str, float] = {f"before_{k}": v for k, v in before.items()}
     figures.update(after)
+    figures.update({f"own_provider_{k}": v for k, v in own.items() if not k.startswith(("churn", "sdk"))})
     figures.update({f"fleet_{k}": v for k, v in fleet.items() if not k.startswith("churn")})
     return figures
 

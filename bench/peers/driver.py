@@ -89,7 +89,12 @@ class Driver:
         self.reader = PeriodicExportingMetricReader(
             OTLPMetricExporter(endpoint=endpoint, insecure=True),
             export_interval_millis=int(os.environ.get("BENCH_METRIC_INTERVAL_MS", "5000")))
-        self.meter_provider = MeterProvider(resource=resource, metric_readers=[self.reader])
+        views: list[Any] = []
+        if peer == "ctxscope":  # the views ctxscope.setup() gives the provider it creates (telemetry/views.py)
+            from ctxscope.telemetry.views import gauge_views
+
+            views = gauge_views()
+        self.meter_provider = MeterProvider(resource=resource, metric_readers=[self.reader], views=views)
         self.inner = [InnerTimer() for _ in WRAP_POINTS]
         self.outer = [InnerTimer() for _ in WRAP_POINTS]
         for (module, name), timer in zip(WRAP_POINTS, self.inner):

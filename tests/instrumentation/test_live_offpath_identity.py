@@ -48,6 +48,7 @@ from ctxscope.instrumentation.anthropic import AnthropicInstrumentor  # noqa: E4
 from ctxscope.instrumentation.http import HTTPInstrumentor  # noqa: E402
 from ctxscope.instrumentation.openai import OpenAIInstrumentor  # noqa: E402
 from ctxscope.telemetry.processor import ContextSpanProcessor  # noqa: E402
+from ctxscope.telemetry.views import gauge_views  # noqa: E402
 from ctxscope.schema import INSTRUMENTATION_SCOPE, Attr, GenAI  # noqa: E402
 from ctxscope.core.conversation import mark_compaction  # noqa: E402
 from ctxscope.testing import ProviderServer, Reply, wait_for_measurements  # noqa: E402
@@ -174,13 +175,16 @@ def _metric_records(reader: InMemoryMetricReader) -> list[list[Any]]:
     return sorted(points, key=lambda p: json.dumps(p, sort_keys=True))
 
 
-def run_agents(sampler: Any) -> dict[str, Any]:
-    """Every span of ctxscope's scope and every metric point after the scripted agents ran."""
+def run_agents(sampler: Any, views: list[Any] | None = None) -> dict[str, Any]:
+    """Every span of ctxscope's scope and every metric point after the scripted agents ran.
+
+    ``views``: the meter provider's (setup() gives its own ctxscope's gauge views).
+    """
     exporter = InMemorySpanExporter()
     provider = TracerProvider(sampler=sampler)
     provider.add_span_processor(SimpleSpanProcessor(exporter))
     reader = InMemoryMetricReader()
-    meters = MeterProvider(metric_readers=[reader], shutdown_on_exit=False)
+    meters = MeterProvider(metric_readers=[reader], shutdown_on_exit=False, views=views or [])
     processor = ContextSpanProcessor(meters)
     provider.add_span_processor(processor)
     tracker = Tracker(tokenizer="chars")  # framing on: the whole annotation, worked by the same rules
@@ -240,3 +244,12 @@ def test_spans_and_metrics_identical_to_the_recorded_path(no_content: None) -> N
     ids = [s["attributes"].get("gen_ai.response.id") for s in chats if s["attributes"].get("gen_ai.response.id")]
     assert len(ids) == len(set(ids)) == 13
     assert expected["sampled_out"]["spans"] == [] and expected["sampled_out"]["metrics"]
+
+
+def test_metrics_identical_through_the_views_setup_gives_its_provider(no_content: None) -> None:
+    """The same spans and metric points when the meter provider has ctxscope's gauge views (telemetry/views.py)."""
+    got = json.loads(json.dumps(run_agents(ALWAYS_ON, gauge_views()), sort_keys=True))
+    expected = _expected()["recorded"]
+    assert got["metrics"] == expected["metrics"]
+    assert got["spans"] == expected["spans"]
+    assert any(name == "llm.context.tokens" for name, *_ in expected["metrics"])

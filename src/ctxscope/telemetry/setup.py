@@ -50,6 +50,7 @@ from ctxscope.config import otel, set_default, settings
 from ctxscope.config import read as read_settings
 from ctxscope.telemetry.processor import ContextSpanProcessor, ensure_processor
 from ctxscope.telemetry.store import LocalStore
+from ctxscope.telemetry.views import add_gauge_views, gauge_views
 
 __all__ = ["CtxscopeConfigurator", "Telemetry", "setup"]
 
@@ -259,7 +260,8 @@ def setup(service_name: str | None = None, *, endpoint: str | None = None, proto
     if metrics_endpoint:
         exporter = _metric_exporter(metrics_protocol, metrics_endpoint, metrics_base, headers, timeout_s)
         readers.append(PeriodicExportingMetricReader(exporter, export_interval_millis=export_interval_millis))
-    meter_provider = MeterProvider(resource=resource, metric_readers=readers)
+    # The gauges collected without the SDK's per-point exemplar work (telemetry/views.py).
+    meter_provider = MeterProvider(resource=resource, metric_readers=readers, views=gauge_views())
     tracer_provider = TracerProvider(resource=resource)
     if traces_endpoint:
         exporter = _span_exporter(traces_protocol, traces_endpoint, traces_base, headers, timeout_s)
@@ -323,6 +325,8 @@ class CtxscopeConfigurator(_BaseConfigurator):
             _OTelSDKConfigurator()._configure(**kwargs)  # noqa: SLF001 - the SDK's standard path
             tracer_provider = otel_trace.get_tracer_provider()
             meter_provider = otel_metrics.get_meter_provider()
+            if isinstance(meter_provider, MeterProvider):  # built for ctxscope's configurator: its views too
+                add_gauge_views(meter_provider)
             processor = ensure_processor(tracer_provider, meter_provider, max_sessions=_max_sessions(env))
             local = _attach_store(None, exporting=_endpoint_configured(env), data_dir=None, environ=env)
             _configured = Telemetry(MODE_OTLP, tracer_provider, meter_provider, processor, local,
