@@ -103,6 +103,23 @@ def proxy_encoding_tokens(model: str | None, counted: Iterable[tuple[Item, int]]
     return round(extra)
 
 
+def proxy_encoding_tokens_of_sums(model: str | None, sums: Mapping[str, int]) -> int:
+    """:func:`proxy_encoding_tokens` from proxy-token sums per kind of content (``PROXY_CODE``, ``PROXY_PROSE``).
+
+    The ratio is linear in the tokens, so the sums give the same correction as
+    the items (up to the rounding of a float sum): the ledger keeps the sums
+    as items come and go and asks here once a call, in O(1).
+    """
+    ratios = _extra_ratios(model)
+    if ratios is None:
+        return 0
+    extra = 0.0
+    for kind, tokens in sums.items():
+        if tokens:
+            extra += tokens * ratios[kind]
+    return round(extra)
+
+
 @lru_cache(maxsize=64)
 def _extra_ratios(model: str | None) -> dict[str, float] | None:
     """What each kind of content adds per proxy token on a model (None: not Claude), asked once a model.
