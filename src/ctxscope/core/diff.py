@@ -158,6 +158,15 @@ def diff_items(old: Sequence[Item], new: Sequence[Item], counted: Mapping[tuple[
     if isinstance(new, ItemRun) and isinstance(old, ItemRun) and old.base is new.base:
         # Two runs of one list (a transcript's consecutive calls): what follows the
         # shared items is a slice of the list and a tail, built without ItemRun's slicing.
+        if old.length <= new.length:
+            appended = new.base[old.length:new.length]
+            tail_ids = {item.id for item in old.tail}
+            if not any(item.id in tail_ids for item in appended):
+                # The items the list grew by cannot match the old tail (no id in common):
+                # they are additions, ahead of whatever the tails' own diff finds.
+                _diff_lists(diff, list(old.tail), list(new.tail), counted)
+                diff.added = appended + diff.added
+                return diff
         shared = min(old.length, new.length)
         old_rest = old.base[shared:old.length]
         old_rest.extend(old.tail)
