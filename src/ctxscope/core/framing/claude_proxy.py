@@ -17,7 +17,7 @@ from functools import lru_cache
 
 from ctxscope.schema import Category, Item
 from ctxscope.core.framing.anthropic_messages import claude_version  # the one parser of model versions
-from ctxscope.core.framing.parts import CountFn, FramingPart, parts_to_items
+from ctxscope.core.framing.parts import CountFn, framing_item
 
 # Claude's tokenizer against o200k_base (the proxy encoding), per kind of content:
 # VentureBeat, 2025-05-01, "Hidden costs in AI deployment: why Claude models may be
@@ -135,7 +135,7 @@ def proxy_encoding_item(tokens: int) -> Item | None:
     """The correction of ``tokens`` as its framing item (:func:`proxy_encoding_items`), None for 0."""
     if not tokens:
         return None
-    return parts_to_items([FramingPart(PROXY_ENCODING_KEY, tokens)])[0]
+    return framing_item(PROXY_ENCODING_KEY, tokens)
 
 
 def proxy_encoding_items(model: str | None, counted: Iterable[tuple[Item, int]]) -> list[Item]:
