@@ -105,8 +105,9 @@ def call_item(call_id: str, tool: str, args: Any) -> tuple[Item, str | None]:
     # (a file read again, the same command) is normalised once. Keyed by the digest the
     # item needs anyway, so the cache holds no argument text.
     key = (tool, digest, len(text), is_text)
-    ref = _references.get(key, _MISSING)
-    if ref is _MISSING:
+    if key in _references:
+        ref = _references[key]
+    else:
         ref = reference(tool, _maybe_json(args))
         if len(_references) >= _REFERENCES_KEPT:
             _references.clear()
@@ -121,7 +122,6 @@ def call_item(call_id: str, tool: str, args: Any) -> tuple[Item, str | None]:
 # (tool, digest and length of the arguments' text, whether they were text) -> reference.
 _references: dict[tuple[str, str, int, bool], str | None] = {}
 _REFERENCES_KEPT = 4096  # then cleared: a bound on memory, not an LRU (a miss only costs the normalising)
-_MISSING = object()
 
 
 class ToolCalls:
