@@ -35,3 +35,29 @@ def test_diff_of_two_runs_equals_the_diff_of_the_lists():
     assert fast.added == full.added == [c]
     assert fast.replaced == full.replaced == [(p, p2)]
     assert fast.removed == full.removed == [x]
+
+
+def test_items_a_run_grew_by_that_share_an_id_with_the_old_tail_take_the_full_diff():
+    """[a] + (p,) then [a, p2, c] + (q,): the grown p2 replaces the old tail's p, as in the lists' diff."""
+    a, c = item("a"), item("c")
+    p, p2, q = item("p", "1"), item("p", "2"), item("q")
+    base = [a]
+    old = ItemRun(base).with_tail(p)
+    base.extend([p2, c])
+    new = ItemRun(base).with_tail(q)
+    fast = diff_items(old, new, {})
+    assert fast.replaced == [(p, p2)]
+    assert fast.added == [c, q] and fast.removed == []
+
+
+def test_a_run_that_only_grew_lists_the_new_items_first_then_the_tails_diff():
+    """[a] + (p, x) then [a, b, c] + (p,): b and c added, p unchanged, x removed, as in the lists' diff."""
+    a, b, c, x = item("a"), item("b"), item("c"), item("x")
+    p = item("p")
+    base = [a]
+    old = ItemRun(base).with_tail(p, x)
+    base.extend([b, c])
+    new = ItemRun(base).with_tail(p)
+    fast = diff_items(old, new, {})
+    assert fast.added == [b, c] and fast.removed == [x] and fast.replaced == []
+    assert fast == diff_items(list(old), list(new), {})

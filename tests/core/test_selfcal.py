@@ -9,7 +9,8 @@ import pytest
 
 from ctxscope.core import fidelity
 from ctxscope.core.framing import API_OPENAI_CHAT
-from ctxscope.core.learned_correction import ANY_TOOLS, MODE_AFFINE, MODE_OFFSET, MODE_RATIO, SelfCalibrator, fit
+from ctxscope.core.learned_correction import (ANY_TOOLS, MODE_AFFINE, MODE_OFFSET, MODE_RATIO, OffsetLearner,
+                                              SelfCalibrator, fit)
 from ctxscope.telemetry.store import LocalStore
 from ctxscope.core.tokens import CharsCounter, counter_for
 
@@ -192,3 +193,17 @@ def test_implausible_slopes_fall_back_to_one_parameter():
     pairs = [(e, 3 * e - 50) for e in (100, 200, 400, 800, 1600)]  # a line of slope 3 fits exactly
     assert fit("m", "-", pairs).mode == MODE_RATIO
     assert fit("m", "-", [(e, round(1.5 * e) - 50) for e in (100, 200, 400, 800, 1600)]).mode == MODE_AFFINE
+
+
+def test_offset_learner_median_of_the_window_kept_sorted():
+    """The offset mode alone: the latest residual before 3 pairs, then the median of the last `window`."""
+    learner = OffsetLearner(window=4)
+    # residuals reported - estimate: 50, 60, 30, 100, then 10 pushes the 50 out of the window
+    assert learner.learn("m", 100, 150) == (50.0, 1)
+    assert learner.learn("m", 100, 160) == (60.0, 2)  # below 3 pairs: the latest
+    assert learner.learn("m", 100, 130) == (50.0, 3)  # median of 30, 50, 60
+    assert learner.learn("m", 100, 200) == (55.0, 4)  # (50 + 60) / 2
+    assert learner.learn("m", 100, 110) == (45.0, 4)  # 10, 30, 60, 100: (30 + 60) / 2
+    assert learner.learn("other", 10, 15) == (5.0, 1)  # keys apart
+    assert learner.learn("m", 0, 15) is None and learner.learn("m", 10, 0) is None
+    assert learner.learn("m", 100, 90) == (20.0, 4)  # -10, 10, 30, 100 (the 60 left): (10 + 30) / 2

@@ -400,6 +400,8 @@ def _value(key: str, value: Any) -> str:
         text = normalise_command(value)
     elif isinstance(value, str):
         text = value
+    elif type(value) is int:
+        text = str(value)  # json.dumps's text of an int (offsets, limits), without building an encoder
     else:
         text = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
     if len(text) > _MAX_VALUE_CHARS:

@@ -155,6 +155,24 @@ def diff_items(old: Sequence[Item], new: Sequence[Item], counted: Mapping[tuple[
     items before are the same objects, which the scan would skip anyway.
     """
     diff = ItemDiff()
+    if isinstance(new, ItemRun) and isinstance(old, ItemRun) and old.base is new.base:
+        # Two runs of one list (a transcript's consecutive calls): what follows the
+        # shared items is a slice of the list and a tail, built without ItemRun's slicing.
+        if old.length <= new.length:
+            appended = new.base[old.length:new.length]
+            tail_ids = {item.id for item in old.tail}
+            if not any(item.id in tail_ids for item in appended):
+                # The items the list grew by cannot match the old tail (no id in common):
+                # they are additions, ahead of whatever the tails' own diff finds.
+                _diff_lists(diff, list(old.tail), list(new.tail), counted)
+                diff.added = appended + diff.added
+                return diff
+        shared = min(old.length, new.length)
+        old_rest = old.base[shared:old.length]
+        old_rest.extend(old.tail)
+        new_rest = new.base[shared:new.length]
+        new_rest.extend(new.tail)
+        return _diff_lists(diff, old_rest, new_rest, counted)
     shared = new.shared_with(old) if isinstance(new, ItemRun) else 0
     return _diff_lists(diff, list(old[shared:]) if shared or not isinstance(old, list) else old,
                        list(new[shared:]) if shared or not isinstance(new, list) else new, counted)

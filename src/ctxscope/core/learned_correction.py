@@ -30,6 +30,7 @@ Pure: no OpenTelemetry, no provider SDK.
 from __future__ import annotations
 
 import threading
+from bisect import bisect_left, insort
 from collections import deque
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping
@@ -105,21 +106,14 @@ def _median_abs_error(pairs: Iterable[tuple[int, int]], fn) -> float:
     return _median(errors) if errors else 0.0
 
 
-def fit(model: str, tools_key: str, pairs: list[tuple[int, int]], *,
-        offset_only: bool = False) -> Correction | None:
-    """The correction that best explains ``(estimate, reported)`` pairs, or None without pairs.
-
-    ``offset_only``: the fixed hidden part alone (a transcript's system prompt
-    and tools, whose size is what is wanted, not the best predictor).
-    """
+def fit(model: str, tools_key: str, pairs: list[tuple[int, int]]) -> Correction | None:
+    """The correction that best explains ``(estimate, reported)`` pairs, or None without pairs."""
     usable = [(e, r) for e, r in pairs if e > 0 and r > 0]
     if not usable:
         return None
     offsets = [r - e for e, r in usable]
-    if len(usable) < MIN_PAIRS or offset_only:
-        # Once a call for every transcript call (transcripts.prefix): written out, not
-        # through _median_abs_error's lambda; the same figures.
-        offset = float(_median(offsets) if offset_only and len(usable) >= MIN_PAIRS else offsets[-1])
+    if len(usable) < MIN_PAIRS:
+        offset = float(offsets[-1])
         errors = [abs(e + offset - r) / r for e, r in usable]
         return Correction(model, tools_key, MODE_OFFSET, offset, 1.0, len(usable), _median(errors))
     offset = float(_median(offsets))
@@ -160,14 +154,57 @@ def _theil_sen(pairs: list[tuple[int, int]]) -> tuple[float, float] | None:
     return slope, _median([r - slope * e for e, r in pairs])
 
 
-class SelfCalibrator:
-    """Per-model, per-tool-set corrections learned from observed (estimate, reported) pairs."""
+class OffsetLearner:
+    """The offset mode alone, kept incrementally: a transcript's hidden system prompt and tools.
 
-    def __init__(self, window: int = WINDOW, *, offset_only: bool = False) -> None:
+    What :func:`fit` does for the offset shape, per key: the median residual
+    ``reported - estimate`` of the last ``window`` pairs from :data:`MIN_PAIRS`
+    pairs on, the latest residual before. The size of the fixed hidden part is
+    what is wanted there (``ctxscope.transcripts.prefix``), not the best
+    predictor, so no other shape is fitted. It is asked once a call of every
+    transcript call: the window is kept sorted (a bisect per pair) rather than
+    sorted again, and no error figure is worked out, so a call costs the same
+    however long the session.
+    """
+
+    __slots__ = ("_window", "_recent", "_sorted")
+
+    def __init__(self, window: int = WINDOW) -> None:
         if window < 1:
             raise ValueError("window must be at least 1")
         self._window = window
-        self._offset_only = offset_only
+        self._recent: dict[str, deque[int]] = {}  # key -> residuals, oldest first
+        self._sorted: dict[str, list[int]] = {}  # key -> the same residuals, in order
+
+    def learn(self, key: str, estimated: int, reported: int) -> tuple[float, int] | None:
+        """Take one pair; the offset learned for ``key`` and the pairs it rests on (None: pair unusable)."""
+        if estimated <= 0 or reported <= 0:
+            return None
+        offset = int(reported) - int(estimated)
+        recent = self._recent.get(key)
+        if recent is None:
+            recent = self._recent[key] = deque()
+            self._sorted[key] = []
+        ordered = self._sorted[key]
+        if len(recent) >= self._window:
+            del ordered[bisect_left(ordered, recent.popleft())]
+        recent.append(offset)
+        insort(ordered, offset)
+        count = len(ordered)
+        if count < MIN_PAIRS:
+            return float(offset), count
+        mid = count // 2
+        # _median's value on a list already sorted.
+        return float(ordered[mid] if count % 2 else (ordered[mid - 1] + ordered[mid]) / 2), count
+
+
+class SelfCalibrator:
+    """Per-model, per-tool-set corrections learned from observed (estimate, reported) pairs."""
+
+    def __init__(self, window: int = WINDOW) -> None:
+        if window < 1:
+            raise ValueError("window must be at least 1")
+        self._window = window
         self._pairs: dict[tuple[str, str], deque[tuple[int, int]]] = {}
         self._fitted: dict[tuple[str, str], Correction] = {}
         self._lock = threading.Lock()
@@ -183,7 +220,7 @@ class SelfCalibrator:
             for key in keys:
                 pairs = self._pairs.setdefault(key, deque(maxlen=self._window))
                 pairs.append((int(estimated), int(reported)))
-                fitted = fit(key[0], key[1], list(pairs), offset_only=self._offset_only)
+                fitted = fit(key[0], key[1], list(pairs))
                 if fitted is not None:
                     self._fitted[key] = fitted
             return self._fitted.get((model, tools_key))

@@ -29,7 +29,7 @@ from dataclasses import dataclass, replace
 from typing import Callable, Final, Iterable, Literal, Sequence, Union
 
 from ctxscope.core import framing as _framing
-from ctxscope.core.framing.claude_proxy import proxy_encoding_item
+from ctxscope.core.framing.claude_proxy import proxy_encoding_item, proxy_encoding_tokens_of_sums
 from ctxscope.core.views import apportion, calibrate, calibration_target, free_tokens
 from ctxscope.core.diff import ItemDiff, ItemRun, diff_items
 from ctxscope.schema import (
@@ -508,7 +508,7 @@ class SessionLedger:
                 sums = self._proxy_sums = _proxy_sums(items)
             else:
                 _proxy_update(sums, diff, self._cache)
-            tokens = _framing.proxy_encoding_tokens(model, [(_PROXY_PROBES[k], v) for k, v in sums.items()])
+            tokens = proxy_encoding_tokens_of_sums(model, sums)
             # The same correction is the same item (its digest is of the tokens): no new one.
             same = old is not None and not rebuilt and old.fixed_tokens == tokens
             new = old if same else proxy_encoding_item(tokens)
@@ -620,18 +620,13 @@ class SessionLedger:
         return changes, len(rows) - len(changes)
 
 
-# One stand-in item per kind of content (framing.proxy_kind): the ratio is linear
-# in the tokens, so proxy_encoding_items over the sums per kind gives the same
-# correction as over every item (up to the rounding of a float sum).
-_PROXY_PROBES: dict[str, Item] = {
-    _framing.PROXY_CODE: Item(id="", category=Category.TOOLS, part="tools", chars=0),
-    _framing.PROXY_PROSE: Item(id="", category=Category.PROMPTS, part="prompts/text", chars=0),
-}
+# The kinds of content framing.proxy_kind tells apart, in the order their sums are kept.
+_PROXY_KINDS = (_framing.PROXY_CODE, _framing.PROXY_PROSE)
 
 
 def _proxy_sums(items: Iterable[Item]) -> dict[str, int]:
     """Tokens per kind of content of the items the proxy ratio applies to (counted, not fixed)."""
-    sums = {kind: 0 for kind in _PROXY_PROBES}
+    sums = {kind: 0 for kind in _PROXY_KINDS}
     kind_of = _framing.proxy_kind
     for item in items:
         if item.fixed_tokens is None and item.tokens:

@@ -39,6 +39,7 @@ class CallRow:
     calibrated: dict[Category, int]
     waste: int
     compaction: str | None  # trigger when a compaction happened just before this call
+    used: int  # the sum of ``calibrated``: summed once, not again by every view that shows it
 
 
 # How many of a session's largest additions are kept (a bounded heap: memory follows counts).
@@ -156,11 +157,11 @@ class SessionResult:
     @property
     def used(self) -> int:
         last = self.last
-        return sum(last.calibrated.values()) if last else 0
+        return last.used if last else 0
 
     @property
     def peak(self) -> int:
-        return max((sum(r.calibrated.values()) for r in self.rows), default=0)
+        return max((r.used for r in self.rows), default=0)
 
     @property
     def waste_ratio(self) -> float:
@@ -255,10 +256,10 @@ def _account(state: _Live, call: TranscriptCall, keep_text: bool) -> None:
         trigger = call.compaction.trigger
         compaction = trigger.value if trigger is not None else "auto"
         result.compactions += 1
+    shown = {c: v for c, v in calibrated.items() if v}
     result.rows.append(CallRow(call.index, call.line, call.timestamp_ns, call.model,
                                ann.estimated_tokens, ann.reported_tokens, inferred,
-                               {c: v for c, v in calibrated.items() if v}, sum(waste.values()),
-                               compaction))
+                               shown, sum(waste.values()), compaction, sum(shown.values())))
     if call.model and call.model != result.model:
         result.model = call.model
         # The window of the model, as replay and the live path know it (limits.limits_for):

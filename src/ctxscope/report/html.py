@@ -35,7 +35,7 @@ def chart_svg(session: SessionResult) -> str:
     step = max(1, -(-len(rows) // _MAX_POINTS))
     sample = [r for i, r in enumerate(rows) if i % step == 0 or i == len(rows) - 1 or r.compaction]
     present = [c for c in CATEGORIES if any(r.calibrated.get(c) for r in sample)]
-    peak = max(1, max(sum(r.calibrated.values()) for r in sample))
+    peak = max(1, max(r.used for r in sample))
     n = len(sample)
     plot_w, plot_h = _W - _PAD_L - 10, _H - _PAD_B - _PAD_T
 

@@ -55,7 +55,7 @@ def session_json(session: SessionResult) -> dict[str, Any]:
         "growth": [
             {"call": r.index, "line": r.line, "timestamp_ns": r.timestamp_ns,
              "estimated_tokens": r.estimated, "inferred_tokens": r.inferred, "reported_tokens": r.reported,
-             "used_tokens": sum(r.calibrated.values()),
+             "used_tokens": r.used,
              "categories": {name: r.calibrated[c] for c, name in _NAMED if r.calibrated.get(c)},
              "waste_tokens": r.waste, "compaction": r.compaction}
             for r in session.rows

@@ -64,7 +64,7 @@ def render_session(session: SessionResult, out: TextIO, *, top: int = 10, growth
         picked = [r for i, r in enumerate(rows) if i % step == 0 or r.compaction or i == len(rows) - 1]
         peak = max(1, session.peak)
         for r in picked:
-            total = sum(r.calibrated.values())
+            total = r.used
             mark = "*" if r.compaction else " "
             out.write(f"   {mark}call {r.index:>5}  line {r.line or 0:>7}  {total:>11,}  "
                       f"{'=' * max(0, round(total / peak * _BAR))}\n")

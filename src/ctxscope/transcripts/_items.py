@@ -98,13 +98,30 @@ def thinking_item(item_id: str, text: str) -> Item:
 
 def call_item(call_id: str, tool: str, args: Any) -> tuple[Item, str | None]:
     """A tool call (its arguments are context) and its reference."""
-    text = args if isinstance(args, str) else dumps(args)
-    ref = reference(tool, _maybe_json(args))
+    is_text = isinstance(args, str)
+    text = args if is_text else dumps(args)
+    digest = content_digest(text)
+    # The reference follows from the tool and the arguments' JSON text: a call made again
+    # (a file read again, the same command) is normalised once. Keyed by the digest the
+    # item needs anyway, so the cache holds no argument text.
+    key = (tool, digest, len(text), is_text)
+    if key in _references:
+        ref = _references[key]
+    else:
+        ref = reference(tool, _maybe_json(args))
+        if len(_references) >= _REFERENCES_KEPT:
+            _references.clear()
+        _references[key] = ref
     name = _name(tool)
     item = Item(id=call_id, category=Category.ASSISTANT, part=f"assistant/calls/{name}",
                 chars=len(text), text=text, label=name, source_kind="tool_call",
-                source_call_id=call_id, reference=ref, digest=content_digest(text))
+                source_call_id=call_id, reference=ref, digest=digest)
     return item, ref
+
+
+# (tool, digest and length of the arguments' text, whether they were text) -> reference.
+_references: dict[tuple[str, str, int, bool], str | None] = {}
+_REFERENCES_KEPT = 4096  # then cleared: a bound on memory, not an LRU (a miss only costs the normalising)
 
 
 class ToolCalls:

@@ -3,8 +3,9 @@
 A transcript never holds the system prompt and the tool definitions, but
 the input the provider reports does, and they are nearly constant from call
 to call. :class:`PrefixLearner` learns their size per session and model
-with the live path's self-calibration (:class:`ctxscope.core.learned_correction.SelfCalibrator`,
-offset mode: the fixed hidden part is what is wanted) from each call's
+with the offset mode of the live path's self-calibration
+(:class:`ctxscope.core.learned_correction.OffsetLearner`: the fixed hidden part
+is what is wanted) from each call's
 ``(counted content, reported input)`` pair, and hands the next call an item
 that stands for them: category ``system``, part
 ``schema.INFERRED_PREFIX_PART``, labelled ``schema.INFERRED_PREFIX_LABEL``.
@@ -39,7 +40,7 @@ import hashlib
 from dataclasses import dataclass
 
 from ctxscope.schema import INFERRED_PREFIX_ID, INFERRED_PREFIX_LABEL, INFERRED_PREFIX_PART, Category, Item
-from ctxscope.core.learned_correction import ANY_TOOLS, MIN_PAIRS, SelfCalibrator
+from ctxscope.core.learned_correction import MIN_PAIRS, OffsetLearner
 
 __all__ = ["INFERENCE", "MOVE_SHARE", "MOVE_TOKENS", "PrefixLearner", "PrefixMove"]
 
@@ -48,8 +49,6 @@ INFERENCE = "system+tools learned per session and model from reported input (sel
 # A learned size this far from the one shown is a move of the prefix.
 MOVE_TOKENS = 2000
 MOVE_SHARE = 0.10
-# A transcript has one tool set per session, unseen: the pooled key, learned once a call.
-_KEY = ANY_TOOLS
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,7 +64,7 @@ class PrefixLearner:
     """One session's hidden prefix: ``item_for(model)`` before a call, ``learn(...)`` after it."""
 
     def __init__(self) -> None:
-        self._calibrator = SelfCalibrator(offset_only=True)
+        self._calibrator = OffsetLearner()
         self._shown: dict[str | None, int] = {}
         self._base: dict[str | None, int] = {}  # learned from the session's first calls
         self._items: dict[str | None, Item] = {}
@@ -85,7 +84,7 @@ class PrefixLearner:
         """
         if compaction:
             # What rode along with the old history may have gone with it: learn anew.
-            self._calibrator = SelfCalibrator(offset_only=True)
+            self._calibrator = OffsetLearner()
             for known in list(self._shown):
                 base = self._base.get(known)
                 if base is None or (pre_tokens and base * 2 >= pre_tokens):
@@ -108,11 +107,12 @@ class PrefixLearner:
         if reported is None or reported <= 0 or content_tokens <= 0:
             return
         key = model or ""
-        correction = self._calibrator.learn(key, _KEY, content_tokens, reported)
-        if correction is None:
+        learned_offset = self._calibrator.learn(key, content_tokens, reported)
+        if learned_offset is None:
             return
-        learned = max(0, round(correction.offset))
-        if correction.pairs == MIN_PAIRS:
+        offset, pairs = learned_offset
+        learned = max(0, round(offset))
+        if pairs == MIN_PAIRS:
             self._base.setdefault(model, learned)  # the first median the session gives
         self._last = learned
         shown = self._shown.get(model)

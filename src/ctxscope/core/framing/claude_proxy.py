@@ -17,7 +17,7 @@ from functools import lru_cache
 
 from ctxscope.schema import Category, Item
 from ctxscope.core.framing.anthropic_messages import claude_version  # the one parser of model versions
-from ctxscope.core.framing.parts import CountFn, FramingPart, parts_to_items
+from ctxscope.core.framing.parts import CountFn, framing_item
 
 # Claude's tokenizer against o200k_base (the proxy encoding), per kind of content:
 # VentureBeat, 2025-05-01, "Hidden costs in AI deployment: why Claude models may be
@@ -103,6 +103,23 @@ def proxy_encoding_tokens(model: str | None, counted: Iterable[tuple[Item, int]]
     return round(extra)
 
 
+def proxy_encoding_tokens_of_sums(model: str | None, sums: Mapping[str, int]) -> int:
+    """:func:`proxy_encoding_tokens` from proxy-token sums per kind of content (``PROXY_CODE``, ``PROXY_PROSE``).
+
+    The ratio is linear in the tokens, so the sums give the same correction as
+    the items (up to the rounding of a float sum): the ledger keeps the sums
+    as items come and go and asks here once a call, in O(1).
+    """
+    ratios = _extra_ratios(model)
+    if ratios is None:
+        return 0
+    extra = 0.0
+    for kind, tokens in sums.items():
+        if tokens:
+            extra += tokens * ratios[kind]
+    return round(extra)
+
+
 @lru_cache(maxsize=64)
 def _extra_ratios(model: str | None) -> dict[str, float] | None:
     """What each kind of content adds per proxy token on a model (None: not Claude), asked once a model.
@@ -118,7 +135,7 @@ def proxy_encoding_item(tokens: int) -> Item | None:
     """The correction of ``tokens`` as its framing item (:func:`proxy_encoding_items`), None for 0."""
     if not tokens:
         return None
-    return parts_to_items([FramingPart(PROXY_ENCODING_KEY, tokens)])[0]
+    return framing_item(PROXY_ENCODING_KEY, tokens)
 
 
 def proxy_encoding_items(model: str | None, counted: Iterable[tuple[Item, int]]) -> list[Item]:

@@ -33,12 +33,13 @@ class FramingPart:
 
 def parts_to_items(pieces: Iterable[FramingPart]) -> list[Item]:
     """Framing parts as items (the incremental cache builds its items here too, so both agree)."""
-    items: list[Item] = []
-    for piece in pieces:
-        category = Category.OVERHEAD if piece.part == OVERHEAD_PART else Category.TOOLS
-        label = piece.key if category is Category.OVERHEAD else piece.part
-        items.append(Item(
-            id="framing:" + piece.key, category=category, part=piece.part, chars=0,
-            fixed_tokens=piece.tokens, label=label, source_kind="framing",
-            digest=hashlib.blake2b(f"{piece.key}:{piece.tokens}".encode(), digest_size=8).hexdigest()))
-    return items
+    return [framing_item(piece.key, piece.tokens, piece.part) for piece in pieces]
+
+
+def framing_item(key: str, tokens: int, part: str = OVERHEAD_PART) -> Item:
+    """One framing part's item, without a :class:`FramingPart` (Claude's proxy correction: one a call)."""
+    category = Category.OVERHEAD if part == OVERHEAD_PART else Category.TOOLS
+    label = key if category is Category.OVERHEAD else part
+    return Item(id="framing:" + key, category=category, part=part, chars=0,
+                fixed_tokens=tokens, label=label, source_kind="framing",
+                digest=hashlib.blake2b(f"{key}:{tokens}".encode(), digest_size=8).hexdigest())
