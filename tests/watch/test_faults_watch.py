@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from _paths import TESTS
 
+import difflib
 import os
 import random
 import signal
@@ -82,10 +83,8 @@ def by_span_id(receiver) -> tuple[Counter, Counter]:
         key = (span.trace_id, span.span_id)
         copies[key] += 1
         if key in first:
-            if span != first[key]:
-                import difflib
-                print("\n".join(difflib.unified_diff(str(first[key]).splitlines(), str(span).splitlines(), lineterm="")))
-            assert span == first[key], "a repeated span id carries another span"
+            assert span == first[key], "a repeated span id carries another span:\n" + "\n".join(
+                difflib.unified_diff(str(first[key]).splitlines(), str(span).splitlines(), lineterm=""))
         first[key] = span
     once = Counter()
     for span in first.values():
