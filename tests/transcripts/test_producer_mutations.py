@@ -30,6 +30,7 @@ from ctxscope.watch import Watcher, WatchState
 CLAUDE = DATA / "transcripts" / "claude_4c2ddfdc.jsonl"
 CODEX = DATA / "transcripts" / "codex_stage0_small_cli0.146.jsonl"
 REPORTED = [35069, 35666, 35757, 35998, 36393, 36423, 36526]
+NEW_TYPE = "record type 'zz_future_record' is new to ctxscope: read as carrying no context (said once a file)"
 SPOTTER = CORPUS / "claude" / "spotter" / "258c7280-ae70-4798-800f-63464d01a85d.jsonl"
 
 
@@ -170,19 +171,20 @@ INFO_FREE = {"bom": bom, "crlf": crlf, "bom_and_crlf": bom_and_crlf, "new_fields
 @pytest.mark.parametrize("change", sorted(INFO_FREE))
 def test_a_change_without_information_gives_the_clean_files_results(tmp_path, capsys, source, change):
     """analyze's document, replay's and watch's chat spans (attributes and change events) are the clean
-    file's; no problem is reported."""
+    file's; no problem is reported, but for records of a new type: said once, at the first (line 5)."""
     lines = lines_of(source)
     clean = write(tmp_path, "clean", b"".join(redump(json.loads(line)) for line in lines))
     changed = write(tmp_path, change, INFO_FREE[change](lines))
+    said = [(5, NEW_TYPE)] if change == "new_record_types" else []
     code, doc, err = analyzed(changed, capsys)
     clean_code, clean_doc, _ = analyzed(clean, capsys)
-    assert (code, err) == (0, []) and clean_code == 0
+    assert (code, err) == (0, [f"ctxscope: {changed}:{n}: {m}" for n, m in said]) and clean_code == 0
     assert same_analysis(doc) == same_analysis(clean_doc)
-    assert doc["files"][0]["problems"] == []
+    assert [(p["line"], p["message"]) for p in doc["files"][0]["problems"]] == said
     calls = sum(s["calls"] for s in doc["files"][0]["sessions"])
     assert calls == {CLAUDE: 7, CODEX: 8}[source]
-    assert replayed(changed) == (replayed(clean)[0], [])
-    assert watched(changed, tmp_path) == (watched(clean, tmp_path)[0], [])
+    assert replayed(changed) == (replayed(clean)[0], said)
+    assert watched(changed, tmp_path) == (watched(clean, tmp_path)[0], said)
 
 
 def test_records_written_again_by_a_resumed_claude_code_session_count_once(tmp_path, capsys):
@@ -323,14 +325,15 @@ def test_a_file_with_no_transcript_is_one_line(tmp_path, capsys, data, message):
 def test_a_long_claude_code_2_1_39_session_with_a_bom_crlf_and_a_line_being_written(tmp_path, capsys):
     """spotter's 258c7280 session (1,863 lines, 152 calls, an auto-compaction): BOM, CRLF, records of an
     unknown type and the last line half written give the clean file without its last line: 152 calls
-    (line 1863 is not a call), and the half line (1864, after the added record) said once."""
+    (line 1863 is not a call); the new type (line 1863) and the half line (1864) said once each."""
     lines = lines_of(SPOTTER)
     changed = write(tmp_path, "spotter", b"\xef\xbb\xbf" + crlf(lines[:-1])
                     + b'{"type":"zz_future_record"}\r\n' + lines[-1][:len(lines[-1]) // 2])
     clean = write(tmp_path, "clean", b"".join(lines[:-1]))
     code, doc, err = analyzed(changed, capsys)
-    assert code == 0 and len(err) == 1 and err[0].startswith(f"ctxscope: {changed}:1864: truncated last line: ")
+    assert code == 0 and len(err) == 2 and err[0] == f"ctxscope: {changed}:1863: {NEW_TYPE}"
+    assert err[1].startswith(f"ctxscope: {changed}:1864: truncated last line: ")
     assert same_analysis(doc) == same_analysis(analyzed(clean, capsys)[1])
     assert sum(s["calls"] for s in doc["files"][0]["sessions"]) == 152
     spans, problems = replayed(changed)
-    assert spans == replayed(clean)[0] and [n for n, _ in problems] == [1864]
+    assert spans == replayed(clean)[0] and [n for n, _ in problems] == [1863, 1864]
