@@ -337,3 +337,40 @@ def test_a_long_claude_code_2_1_39_session_with_a_bom_crlf_and_a_line_being_writ
     assert sum(s["calls"] for s in doc["files"][0]["sessions"]) == 152
     spans, problems = replayed(changed)
     assert spans == replayed(clean)[0] and [n for n, _ in problems] == [1863, 1864]
+
+
+def test_replay_of_a_changed_file_into_a_real_receiver(tmp_path):
+    """``ctxscope replay`` (a subprocess, OTLP/gRPC into the tests' sink) of the Claude Code fixture with a BOM,
+    CRLF, new record types and its last line half written: exit 0, the two lines said (the new type at line
+    5; the half line at 31, after 24 lines and the 6 records added after lines 4, 8, ... 24), no
+    traceback, and the chat spans of the clean file without its last line: 6 calls, REPORTED[:6]."""
+    import os
+    import subprocess
+    import sys
+
+    pytest.importorskip("oteltest.sink")
+    from _otlp_sink import Receiver, attrs
+
+    lines = lines_of(CLAUDE)
+    changed = write(tmp_path, "changed", b"\xef\xbb\xbf" + new_record_types(lines[:-1]).replace(b"\n", b"\r\n")
+                    + lines[-1][:len(lines[-1]) // 2])
+    clean = write(tmp_path, "clean", b"".join(lines[:-1]))
+
+    def replay(path: Path) -> tuple[subprocess.CompletedProcess, list[dict]]:
+        with Receiver() as receiver:
+            env = {**os.environ, "OTEL_EXPORTER_OTLP_ENDPOINT": receiver.endpoint,
+                   "OTEL_EXPORTER_OTLP_PROTOCOL": "grpc", "OTEL_METRICS_EXPORTER": "none",
+                   "CTXSCOPE_DATA_DIR": str(tmp_path / "data")}
+            done = subprocess.run([sys.executable, "-c", "from ctxscope.cli import run; run()", "replay",
+                                   "--tokenizer", "chars", str(path)], env=env, capture_output=True, text=True,
+                                  timeout=120)
+            spans = [attrs(s.attributes) for s in receiver.handler.spans() if s.name.startswith("chat")]
+        return done, spans
+
+    done, spans = replay(changed)
+    assert done.returncode == 0 and "Traceback" not in done.stderr
+    said = [line for line in done.stderr.splitlines() if line.startswith(f"ctxscope: {changed}:")]
+    assert said[0] == f"ctxscope: {changed}:5: {NEW_TYPE}" and len(said) == 2
+    assert said[1].startswith(f"ctxscope: {changed}:31: truncated last line: ")
+    assert [a[Attr.REPORTED_TOKENS] for a in spans] == REPORTED[:6]
+    assert spans == replay(clean)[1]
