@@ -46,6 +46,7 @@ __all__ = [
     "CTXSCOPE_SHUTDOWN_TIMEOUT_MS",
     "CTXSCOPE_STORE",
     "CTXSCOPE_TOKENIZER",
+    "CTXSCOPE_WATCH_KILL_AT",
     "CTXSCOPE_WINDOW_TOKENS",
     "DEFAULT_MAX_SESSIONS",
     "DEFAULT_SHUTDOWN_TIMEOUT_MS",
@@ -61,6 +62,7 @@ __all__ = [
     "settings",
     "tiktoken_cache_dir",
     "cache_dir",
+    "watch_kill_at",
 ]
 
 _log = logging.getLogger(__name__)
@@ -111,6 +113,11 @@ per-session series, per-request histograms instead (docs/dashboards.md, "A fleet
 
 CTXSCOPE_HTTP_EXCLUDE_HOSTS = "CTXSCOPE_HTTP_EXCLUDE_HOSTS"
 """Comma-separated host names whose requests the HTTP transport layer leaves unread (docs/instrumentation.md)."""
+
+CTXSCOPE_WATCH_KILL_AT = "CTXSCOPE_WATCH_KILL_AT"
+"""A fault hook for tests: ``STEP`` or ``STEP:N`` makes ``ctxscope watch`` kill itself with SIGKILL at the
+N-th (default first) commit that released calls, at STEP: ``released`` (spans written, not exported),
+``exported`` (exported, the state not saved) or ``saved``. Unset in normal use."""
 
 CLAUDE_CONFIG_DIR = "CLAUDE_CONFIG_DIR"
 """Claude Code's configuration directory (default ``~/.claude``), as Claude Code reads it: sessions in ``projects/``."""
@@ -222,6 +229,19 @@ def otel(environ: Mapping[str, str] | None, *names: str) -> str | None:
         if value:
             return value
     return None
+
+
+def watch_kill_at(steps: tuple[str, ...], environ: Mapping[str, str] | None = None) -> tuple[str, int] | None:
+    """``CTXSCOPE_WATCH_KILL_AT`` as (step, n), or None (unset, or not one of ``steps``: logged)."""
+    raw = otel(environ, CTXSCOPE_WATCH_KILL_AT)
+    if raw is None:
+        return None
+    step, _, count = raw.partition(":")
+    n = int(count) if count.strip().isdigit() else 1 if not count else 0
+    if step.strip() not in steps or n < 1:
+        _warn(CTXSCOPE_WATCH_KILL_AT, raw, "no fault hook")
+        return None
+    return step.strip(), n
 
 
 def agent_session_dirs(environ: Mapping[str, str] | None = None) -> list[Path]:

@@ -38,7 +38,7 @@ REPORTED = [35069, 35666, 35757, 35998, 36393, 36423, 36526]
 class Sinks:
     """An emitter whose spans land in memory, with the context processor and a metric reader."""
 
-    def __init__(self) -> None:
+    def __init__(self, **emitter: bool) -> None:
         self.reader = InMemoryMetricReader()
         self.meters = MeterProvider(metric_readers=[self.reader])
         self.tracers = TracerProvider()
@@ -46,7 +46,7 @@ class Sinks:
         self.tracers.add_span_processor(self.processor)
         self.exporter = InMemorySpanExporter()
         self.tracers.add_span_processor(SimpleSpanProcessor(self.exporter))
-        self.emitter = CallEmitter.for_provider(self.tracers, tokenizer="chars")
+        self.emitter = CallEmitter.for_provider(self.tracers, tokenizer="chars", **emitter)
 
     def requests(self) -> list:
         return [s for s in self.exporter.get_finished_spans() if s.name.startswith("chat")]
@@ -364,3 +364,64 @@ def test_past_max_active_the_least_recent_file_is_let_go_and_nothing_repeats(tmp
     assert [r for s, r in zip(sinks.requests(), sinks.reported())
             if s.attributes[GenAI.CONVERSATION_ID] == SESSION] == REPORTED
     assert len(sinks.requests()) == 7 + 2
+
+
+def test_a_call_emitted_by_two_watches_is_the_same_span(tmp_path):
+    """With stable ids (watch) a call's trace and span ids come from its session and index: a second
+    emitter writes the same ids for the same calls, every call its own; other spans keep random ids."""
+    (tmp_path / "s.jsonl").write_bytes(b"".join(LINES))
+    runs = []
+    for n in range(2):
+        sinks = Sinks(stable_ids=True)
+        w = watcher(tmp_path, sinks, tmp_path / f"state-{n}.json", from_start=True)
+        w.scan()
+        w.close()
+        live = sinks.tracers.get_tracer("app").start_span("live")
+        live.end()
+        runs.append(sinks.exporter.get_finished_spans())
+    ids = [[(s.name, s.context.trace_id, s.context.span_id) for s in run if s.name != "live"] for run in runs]
+    assert ids[0] == ids[1]
+    names = [name for name, _, _ in ids[0]]
+    # 7 calls (the first with its capture-start child) and the session's end.
+    assert names.count("chat claude-sonnet-4-5-20250929") == 7 and names.count("capture-start") == 1
+    assert len({span_id for _, _, span_id in ids[0]}) == len(ids[0]) == 9
+    assert len({trace_id for name, trace_id, _ in ids[0] if name.startswith("chat")}) == 7
+    (capture,) = [s for s in runs[0] if s.name == "capture-start"]
+    assert capture.context.trace_id == runs[0][1].context.trace_id  # a call's children share its trace
+    live_ids = [s.context.span_id for run in runs for s in run if s.name == "live"]
+    assert live_ids[0] != live_ids[1]
+    plain = [Sinks(), Sinks()]
+    for sinks in plain:
+        sinks.emitter.emit(next(iter_calls(tmp_path / "s.jsonl")))
+    assert plain[0].requests()[0].context.span_id != plain[1].requests()[0].context.span_id
+
+
+def iter_calls(path: Path):
+    from ctxscope.transcripts.follow import FollowedFile
+
+    followed = FollowedFile(str(path))
+    yield from followed.read()
+
+
+def test_held_spans_leave_at_the_commit_and_a_long_round_commits_on_the_way(tmp_path, monkeypatch):
+    """A watch's emitter holds a round's spans: none is written before the commit, all 7 at it; past
+    MAX_HELD held calls (3 here) the round commits before reading on: 6 calls out, the state saved with
+    call 5 (index) as the session's mark, before the round ends."""
+    from ctxscope.watch import watcher as watcher_module
+
+    (tmp_path / "s.jsonl").write_bytes(b"".join(LINES))
+    sinks = Sinks(hold=True)
+    w = watcher(tmp_path, sinks, tmp_path / "state.json", from_start=True)
+    w.scan()
+    assert sinks.reported() == [] and sinks.emitter.held == 7
+    w.commit()
+    assert sinks.reported() == REPORTED and sinks.emitter.held == 0
+
+    monkeypatch.setattr(watcher_module, "MAX_HELD", 3)
+    (tmp_path / "again").mkdir()
+    (tmp_path / "again" / "s.jsonl").write_bytes(b"".join(LINES).replace(SESSION.encode(), b"other-session"))
+    sinks = Sinks(hold=True)
+    w = watcher(tmp_path / "again", sinks, tmp_path / "state-2.json", from_start=True)
+    w.scan()
+    assert len(sinks.requests()) == 6 and sinks.emitter.held == 1
+    assert WatchState.load(tmp_path / "state-2.json").sessions == {"other-session": 5}

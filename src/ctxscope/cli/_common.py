@@ -81,10 +81,13 @@ def export_setup(service_name: str) -> "Telemetry":
         raise UserError(str(exc)) from None
 
 
-def emitter_for(telemetry: "Telemetry", tokenizer: str) -> "CallEmitter":
-    """The call emitter writing to ``telemetry``, and to its local store when there is one."""
+def emitter_for(telemetry: "Telemetry", tokenizer: str, *, stable_ids: bool = False,
+                hold: bool = False) -> "CallEmitter":
+    """The call emitter writing to ``telemetry``, and to its local store when there is one
+    (``stable_ids``, ``hold``: see :class:`~ctxscope.telemetry.replay.CallEmitter`)."""
     from ctxscope.telemetry.replay import CallEmitter
 
     store: Any = telemetry.store
     return CallEmitter.for_provider(telemetry.tracer_provider, tokenizer=tokenizer,
-                                    listener=store.record if store is not None else None)
+                                    listener=store.record if store is not None else None,
+                                    stable_ids=stable_ids, hold=hold)

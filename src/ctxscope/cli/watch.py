@@ -52,7 +52,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from ctxscope.watch import WatchState, Watcher, default_dirs, default_state_path
-    from ctxscope.watch.watcher import install_signal_handlers
+    from ctxscope.config import watch_kill_at
+    from ctxscope.watch.watcher import STEPS, install_signal_handlers, kill_at
 
     for name in ("idle", "poll", "rescan"):
         if getattr(args, name) <= 0:
@@ -70,11 +71,14 @@ def run(args: argparse.Namespace) -> int:
     state_path = args.state or str(default_state_path())
     telemetry = export_setup(SERVICE_NAME)
     try:
-        emitter = emitter_for(telemetry, args.tokenizer)
+        # Held until each round's commit, with ids derived from the call: see watch/watcher.py.
+        emitter = emitter_for(telemetry, args.tokenizer, stable_ids=True, hold=True)
+        fault = watch_kill_at(STEPS)
         watcher = Watcher(dirs, emitter, WatchState.load(state_path),
                           flush=lambda: telemetry.tracer_provider.force_flush(10_000),
                           idle_s=args.idle, poll_s=args.poll, rescan_s=args.rescan, notifier=args.notify,
-                          from_start=args.from_start, max_active=args.max_active, on_problem=print_problem)
+                          from_start=args.from_start, max_active=args.max_active, on_problem=print_problem,
+                          on_step=kill_at(*fault) if fault is not None else None)
         install_signal_handlers(watcher)
         where = (telemetry.traces_endpoint or telemetry.metrics_endpoint) if telemetry.mode == "otlp" \
             else "the local store"

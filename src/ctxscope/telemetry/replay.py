@@ -17,6 +17,9 @@ and live sessions alike:
   reports its series as 0 once and drops them.
 
 Spans carry the transcript's own timestamps (see :mod:`ctxscope.transcripts.follow`).
+For ``watch`` (``stable_ids``, ``hold``) a call's span ids derive from the
+call (:mod:`ctxscope.telemetry.ids`) and its spans are written only when
+the watch releases them, just before it exports and saves its state.
 :func:`replay_files` drives a whole replay: read, emit, optionally pace the
 calls (``speed``), then end the recording.
 """
@@ -25,6 +28,7 @@ from __future__ import annotations
 
 import logging
 import time
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable
 
@@ -36,6 +40,7 @@ from ctxscope.core.ledger import Snapshot
 from ctxscope.core.observation import Observation, Usage
 from ctxscope.core.pipeline import TranscriptAccount
 from ctxscope.schema import INSTRUMENTATION_SCOPE, Annotation, Attr, GenAI, SpanName, Stage
+from ctxscope.telemetry.ids import CallIds, call_seed, session_end_seed
 from ctxscope.telemetry.spans import SpanWriter, usage_attributes
 from ctxscope.transcripts import Problem
 
@@ -48,6 +53,8 @@ _log = logging.getLogger(__name__)
 class _Session:
     account: TranscriptAccount  # the accounting analyze uses too
     emitted: int = 0  # calls emitted in this recording
+    last_index: int = -1  # the index of the last call emitted
+    last_time_ns: int | None = None  # the latest time a call of the session carried (emitted or absorbed)
 
 
 class CallEmitter:
@@ -56,11 +63,27 @@ class CallEmitter:
     ``emit`` writes a call's spans; ``absorb`` feeds a call to the session's
     ledger without any span (to rebuild the context before resuming);
     ``end_session`` ends a session's recording.
+
+    ``stable_ids``: a call's trace and span ids derive from its session id and
+    index, so a call emitted again (a watch killed after exporting it, before
+    saving its state) is the same span. ``hold``: spans are computed at
+    ``emit`` but written (and handed to ``listener``) only by :meth:`release`,
+    so a watch decides when they may leave.
     """
 
     def __init__(self, tracer: Tracer, *, tokenizer: str = "auto",
-                 listener: Callable[[Observation], None] | None = None) -> None:
+                 listener: Callable[[Observation], None] | None = None, stable_ids: bool = False,
+                 hold: bool = False) -> None:
         self.tracer = tracer
+        self._ids: CallIds | None = None
+        fallback = getattr(tracer, "id_generator", None)
+        if stable_ids and fallback is not None:
+            # The SDK tracer asks its own id_generator (a tracer per get_tracer call, this
+            # emitter's alone), so live spans of the same provider keep random ids.
+            self._ids = CallIds(fallback)
+            tracer.id_generator = self._ids  # type: ignore[attr-defined]
+        self.hold = hold
+        self._held: list[Callable[[], None]] = []
         self.writer = SpanWriter(tracer)
         self.tokenizer = tokenizer
         self.listener = listener
@@ -76,6 +99,21 @@ class CallEmitter:
 
     def sessions(self) -> list[str]:
         return list(self._sessions)
+
+    @property
+    def held(self) -> int:
+        """Writes waiting for :meth:`release` (calls and session ends)."""
+        return len(self._held)
+
+    def release(self) -> int:
+        """Write the held spans, in the order they were emitted; how many writes were released."""
+        held, self._held = self._held, []
+        for write in held:
+            try:
+                write()
+            except Exception:  # noqa: BLE001
+                _log.warning("ctxscope: could not write a held span", exc_info=True)
+        return len(held)
 
     # -- calls ---------------------------------------------------------------------
 
@@ -101,16 +139,39 @@ class CallEmitter:
         state = self._sessions.pop(session_id, None)
         if state is None or not state.emitted:
             return
-        try:
-            self.writer.end(self.writer.session_end({GenAI.CONVERSATION_ID: session_id, Attr.SESSION_ENDED: True}))
-        except Exception:  # noqa: BLE001
-            _log.warning("ctxscope: could not end session %s", session_id, exc_info=True)
+        seed = session_end_seed(session_id, state.last_index)
+
+        def write() -> None:
+            try:
+                with self._seeded(seed):
+                    self.writer.end(self.writer.session_end({GenAI.CONVERSATION_ID: session_id,
+                                                             Attr.SESSION_ENDED: True}))
+            except Exception:  # noqa: BLE001
+                _log.warning("ctxscope: could not end session %s", session_id, exc_info=True)
+
+        self._write(write)
 
     def end_all(self) -> None:
         for session_id in list(self._sessions):
             self.end_session(session_id)
 
     # -- internals -------------------------------------------------------------------
+
+    def _write(self, write: Callable[[], None]) -> None:
+        if self.hold:
+            self._held.append(write)
+        else:
+            write()
+
+    def _untimed_start(self, state: _Session) -> int:
+        """The start of a call whose transcript gives it no time: now; with stable ids, the session's
+        latest known time (a call emitted again must be the same span, not one stamped later)."""
+        if self._ids is not None and state.last_time_ns is not None:
+            return state.last_time_ns
+        return time.time_ns()
+
+    def _seeded(self, seed: str) -> Any:
+        return self._ids.seeded(seed) if self._ids is not None else nullcontext()
 
     def _state(self, session_id: str) -> _Session:
         state = self._sessions.get(session_id)
@@ -122,12 +183,15 @@ class CallEmitter:
     def _observe(self, timed: TimedCall) -> tuple[_Session, Snapshot]:
         state = self._state(timed.call.session_id)
         snapshot, _ = state.account.observe(timed.call, timestamp_ns=timed.start_ns, sample_offset_ns=0)
+        for known in (timed.start_ns, timed.end_ns):
+            if known is not None and (state.last_time_ns is None or known > state.last_time_ns):
+                state.last_time_ns = known
         return state, snapshot
 
     def _emit(self, timed: TimedCall) -> Snapshot:
         call = timed.call
         state, snapshot = self._observe(timed)
-        start = timed.start_ns if timed.start_ns is not None else time.time_ns()
+        start = timed.start_ns if timed.start_ns is not None else self._untimed_start(state)
         end = timed.end_ns if timed.end_ns is not None and timed.end_ns >= start else start
         base: dict[str, Any] = {GenAI.OPERATION_NAME: SpanName.OPERATION_CHAT, GenAI.PROVIDER_NAME: call.provider,
                                 GenAI.CONVERSATION_ID: call.session_id}
@@ -145,16 +209,25 @@ class CallEmitter:
             post = snapshot.compaction.annotation
             post.sample_offset_ns = 0
             markers.append((SpanName.POST_COMPACTION, post))
-        self.writer.write_call(call.model, attributes, snapshot.annotation, markers, base, start, end)
         state.emitted += 1
-        if self.listener is not None:
-            try:
-                self.listener(Observation(session_id=call.session_id, provider=call.provider,
-                                          request_model=call.model, response_model=None, snapshot=snapshot,
-                                          usage=call.usage or Usage(), timestamp_ns=start,
-                                          duration_ns=end - start))
-            except Exception:  # noqa: BLE001
-                _log.warning("ctxscope: observation listener failed", exc_info=True)
+        state.last_index = call.index
+        seed = call_seed(call.session_id, call.index)
+
+        # A held write runs later: everything it uses is final here (a snapshot is
+        # not changed once observe returned it).
+        def write() -> None:
+            with self._seeded(seed):
+                self.writer.write_call(call.model, attributes, snapshot.annotation, markers, base, start, end)
+            if self.listener is not None:
+                try:
+                    self.listener(Observation(session_id=call.session_id, provider=call.provider,
+                                              request_model=call.model, response_model=None, snapshot=snapshot,
+                                              usage=call.usage or Usage(), timestamp_ns=start,
+                                              duration_ns=end - start))
+                except Exception:  # noqa: BLE001
+                    _log.warning("ctxscope: observation listener failed", exc_info=True)
+
+        self._write(write)
         return snapshot
 
 

@@ -36,9 +36,17 @@ from ctxscope.core.diff import ItemRun
 from ctxscope.schema import Category, CompactionTrigger, Item
 from ctxscope.transcripts import _items
 from ctxscope.transcripts.model import (FORMAT_CLAUDE_CODE, Compaction, Problem, TranscriptCall, anthropic_usage,
-                                        as_int, dumps, parse_timestamp_ns, record_type)
+                                        as_int, dumps, note_new_type, parse_timestamp_ns, record_type)
 
 PROVIDER = "anthropic"
+# Record types this reader knows: the ones that carry context and those seen (../shared/corpus, versions
+# 1.0 to 2.1.80) that do not. Others come with new versions: read as links of the parentUuid chain when
+# they have a uuid, else as no context; said once a file.
+KNOWN_TYPES = frozenset({
+    "user", "assistant", "system", "progress", "attachment", "summary", "file-history-snapshot",
+    "queue-operation", "permission-mode", "last-prompt", "started", "result", "worktree-state", "mode",
+    "agent-name", "custom-title", "ai-title", "frame-link", "pr-link", "relocated", "bridge-session",
+    "atis-latch"})
 # A microcompaction (2.1.9+) clears old tool results in what is sent, keeping the messages:
 # ``microcompactMetadata.compactedToolIds`` names them; their content becomes this stand-in.
 MICROCOMPACT_SUBTYPE = "microcompact_boundary"
@@ -84,6 +92,7 @@ class ClaudeCodeReader:
         self._sessions: dict[str, _Session] = {}
         self._seen_calls: set[tuple[str, str]] = set()
         self._tools = _items.ToolCalls()
+        self._new_types: set[str] = set()
 
     # -- public -------------------------------------------------------------
 
@@ -92,6 +101,8 @@ class ClaudeCodeReader:
         if kind is None:
             return []
         self.records += 1
+        if kind not in KNOWN_TYPES:
+            note_new_type(kind, line, self._new_types, self.problems)
         uuid = record.get("uuid")
         if not isinstance(uuid, str):
             return []  # not a link of the chain (snapshots, queue operations, titles): not context

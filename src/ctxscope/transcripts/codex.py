@@ -24,13 +24,17 @@ from ctxscope.core.observation import Usage
 from ctxscope.schema import CompactionTrigger, Item
 from ctxscope.transcripts import _items
 from ctxscope.transcripts.model import (FORMAT_CODEX, Compaction, Problem, TranscriptCall, as_int, dumps,
-                    parse_timestamp_ns, record_type)
+                    note_new_type, parse_timestamp_ns, record_type)
 
 PROVIDER = "openai"
 _OUTPUT_TYPES = {"reasoning", "function_call", "custom_tool_call", "local_shell_call",
                  "web_search_call", "tool_search_call", "image_generation_call"}
 _RESULT_TYPES = {"function_call_output", "custom_tool_call_output", "tool_search_output",
                  "local_shell_call_output"}
+# Top-level record types this reader knows: those it reads, the older rollouts' items, and those seen
+# (../shared/corpus) that carry no context. Others come with new versions: skipped, said once a file.
+KNOWN_TYPES = frozenset({"session_meta", "turn_context", "response_item", "event_msg", "compacted", "message",
+                         "world_state", "inter_agent_communication_metadata"} | _OUTPUT_TYPES | _RESULT_TYPES)
 
 
 class CodexReader:
@@ -56,12 +60,15 @@ class CodexReader:
         self._tools = _items.ToolCalls()
         self._calls = 0
         self._counter = 0
+        self._new_types: set[str] = set()
 
     def feed(self, record: Mapping[str, Any], line: int) -> list[TranscriptCall]:
         kind = record_type(record, line, self.problems)
         if kind is None:
             return []
         self.records += 1
+        if kind not in KNOWN_TYPES:
+            note_new_type(kind, line, self._new_types, self.problems)
         payload = record.get("payload")
         if payload is None and kind in _OUTPUT_TYPES | _RESULT_TYPES | {"message"}:
             payload, kind = record, "response_item"  # the older rollout: items at top level
@@ -83,7 +90,7 @@ class CodexReader:
             return []
         if kind == "compacted":
             return self._compacted(payload, line)
-        return []  # unknown record types come with new versions: skipped
+        return []
 
     @property
     def held_line(self) -> int | None:

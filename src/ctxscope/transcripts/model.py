@@ -104,6 +104,19 @@ def record_type(record: Any, line: int, problems: list[Problem]) -> str | None:
     return kind
 
 
+def note_new_type(kind: str, line: int, said: set[str], problems: list[Problem]) -> None:
+    """Say once a file that a record type this version does not know was read as carrying no context.
+
+    Agents add record types with new versions (Claude Code's titles, modes, links...): they are read,
+    never an error, but not in silence, since one of them may one day carry context.
+    """
+    if kind in said:
+        return
+    said.add(kind)
+    problems.append(Problem(line, f"record type {kind!r} is new to ctxscope: read as carrying no context "
+                                  "(said once a file)"))
+
+
 def content_digest(text: str) -> str:
     """A short digest of content, to tell equal bodies apart from different ones."""
     return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=8).hexdigest()

@@ -20,8 +20,15 @@ Rules (docs/replay-watch.md):
 - After a restart, files are re-read silently up to their marks; only the
   last silent call of a session is counted (its ledger baseline), so the
   cost is parsing the file, not counting every past call.
-- The state is saved after the round's spans are exported (force flush): a
-  kill between the two would repeat that round's calls, never lose them.
+- Export, then save (:meth:`Watcher.commit`): the round's spans are held by
+  the emitter while the round reads, written when it ends, exported (force
+  flush), and only then is the state saved. A kill before the export loses
+  nothing and repeats nothing (the restart emits those calls); a kill after
+  the export and before the save (the export's reply and one state write)
+  repeats them, as the same spans: their ids derive from the call
+  (:mod:`ctxscope.telemetry.ids`), so a backend keeping one span per id holds
+  each call once. No exporter can tell a killed process whether its last
+  batch arrived, so no order of the two steps is exactly-once on the wire.
 """
 
 from __future__ import annotations
@@ -53,6 +60,11 @@ DEFAULT_RESCAN_S = 300.0
 # sessions write at the same time.
 DEFAULT_MAX_ACTIVE = 64
 _SUFFIX = ".jsonl"
+# Calls held for export at most: past it the round commits before it reads on
+# (a first --from-start watch over a large folder must not hold every call).
+MAX_HELD = 512
+# The steps of a commit that released calls, in order (a fault hook can stop the process at each).
+STEPS = ("released", "exported", "saved")
 
 
 @dataclass
@@ -73,7 +85,8 @@ class Watcher:
                  flush: Callable[[], Any] = lambda: None, idle_s: float = DEFAULT_IDLE_S,
                  poll_s: float = DEFAULT_POLL_S, rescan_s: float = DEFAULT_RESCAN_S,
                  notifier: str = "auto", from_start: bool = False, max_active: int = DEFAULT_MAX_ACTIVE,
-                 on_problem: Callable[[str, Problem], None] | None = None) -> None:
+                 on_problem: Callable[[str, Problem], None] | None = None,
+                 on_step: Callable[[str], None] | None = None) -> None:
         if idle_s <= 0 or poll_s <= 0 or rescan_s <= 0:
             raise ValueError("idle, poll and rescan intervals must be positive")
         if max_active < 1:
@@ -88,6 +101,7 @@ class Watcher:
         self.rescan_s = rescan_s
         self.from_start = from_start
         self.on_problem = on_problem
+        self.on_step = on_step  # called at each of STEPS (tests stop the process there)
         self.notifier: Inotify | Polling = make_notifier(notifier)
         self.emitted = 0
         self._files: dict[str, _Tracked] = {}
@@ -202,15 +216,24 @@ class Watcher:
                 self._deactivate(tracked)
 
     def commit(self, force: bool = False) -> None:
-        """Export what was emitted, then save the state (in that order: never lose a call)."""
+        """Write the held spans, export them, then save the state (in that order: never lose a call)."""
         if not (self._dirty or force):
             return
+        release = getattr(self.emitter, "release", None)
+        released = release() if release is not None else 0
+        self._step("released", released)
         try:
             self.flush()
         except Exception:  # noqa: BLE001
             _log.warning("ctxscope: export flush failed", exc_info=True)
+        self._step("exported", released)
         self.state.save()
         self._dirty = False
+        self._step("saved", released)
+
+    def _step(self, name: str, released: int) -> None:
+        if released and self.on_step is not None:
+            self.on_step(name)
 
     def active_files(self) -> int:
         return sum(1 for t in self._files.values() if t.followed is not None)
@@ -285,6 +308,8 @@ class Watcher:
             self.emitted += 1
             self.state.mark(session_id, call.index)
             self._dirty = True
+            if getattr(self.emitter, "held", 0) >= MAX_HELD:
+                self.commit()
 
     def _make_room(self) -> None:
         active = [t for t in self._files.values() if t.followed is not None]
@@ -310,6 +335,21 @@ class Watcher:
             self._deactivate(tracked)
         if self.state.files.pop(path, None) is not None:
             self._dirty = True
+
+
+def kill_at(step: str, n: int) -> Callable[[str], None]:
+    """An ``on_step`` hook that kills the process with SIGKILL the n-th time it reaches ``step``
+    (``CTXSCOPE_WATCH_KILL_AT``: the tests' kill points, exact where a timed kill is luck)."""
+    reached = 0
+
+    def hook(name: str) -> None:
+        nonlocal reached
+        if name == step:
+            reached += 1
+            if reached == n:
+                os.kill(os.getpid(), signal.SIGKILL)
+
+    return hook
 
 
 def install_signal_handlers(watcher: Watcher) -> None:
