@@ -57,6 +57,7 @@ import threading
 from typing import Callable, Iterable, Iterator, Protocol, Sequence
 
 from ctxscope.config import tiktoken_cache_dir
+from ctxscope.core.encoding_load import constructor_kwargs, release_freed_memory
 from ctxscope.errors import UserError
 from ctxscope.schema import BASIS_BYTES, BASIS_CHARS, tiktoken_basis
 
@@ -173,16 +174,19 @@ _BLOB_NAMES = {"o200k_base": "o200k_base", "o200k_harmony": "o200k_base", "cl100
                "p50k_base": "p50k_base", "p50k_edit": "p50k_base", "r50k_base": "r50k_base"}
 
 
+def _rank_file(name: str) -> str | None:
+    """Where tiktoken keeps (or would keep) its copy of ``name``'s rank file; None: unknown, or caching off."""
+    blob = _BLOB_NAMES.get(name)
+    folder = tiktoken_cache_dir()
+    if blob is None or not folder:
+        return None  # caching off: every load downloads
+    return os.path.join(folder, hashlib.sha1(_BLOB.format(blob).encode()).hexdigest())
+
+
 def encoding_cached(name: str) -> bool:
     """Whether tiktoken holds a local copy of encoding ``name`` (its own cache rule, tiktoken/load.py)."""
-    blob = _BLOB_NAMES.get(name)
-    if blob is None:
-        return False
-    folder = tiktoken_cache_dir()
-    if not folder:
-        return False  # caching off: every load downloads
-    key = hashlib.sha1(_BLOB.format(blob).encode()).hexdigest()
-    return os.path.exists(os.path.join(folder, key))  # as tiktoken checks it
+    path = _rank_file(name)
+    return path is not None and os.path.exists(path)  # as tiktoken checks it
 
 
 class _Load:
@@ -239,10 +243,12 @@ def _counting_encoding(name: str) -> object:
     constructor = ENCODING_CONSTRUCTORS.get(name)
     if constructor is None:
         return tiktoken.get_encoding(name)
-    encoding = tiktoken.Encoding(**constructor())
+    rank_file = _rank_file(name)
+    encoding = tiktoken.Encoding(**constructor_kwargs(name, constructor, rank_file))
     # The Rust core holds its own copy of the ranks; the Python one (about 28 MB for
     # o200k) is read only by __getstate__, and this encoding is never pickled.
     encoding._mergeable_ranks = {}  # noqa: SLF001
+    release_freed_memory()  # the table and the build's temporaries: back to the system (encoding_load)
     return encoding
 
 
