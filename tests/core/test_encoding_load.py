@@ -92,3 +92,16 @@ def test_no_rank_file_no_cache(o200k: Any, tmp_path: Path) -> None:
 def test_release_freed_memory_on_glibc() -> None:
     """On glibc the heap's free pages are handed back (malloc_trim is there)."""
     assert release_freed_memory() is True
+
+
+def test_output_marshal_cannot_hold_is_used_uncached(o200k: Any, tmp_path: Path) -> None:
+    """A constructor returning a value marshal cannot write (another tiktoken's): used as is, nothing cached."""
+    constructor, runs = o200k
+
+    def odd() -> Any:
+        kwargs = dict(constructor())
+        kwargs["extra"] = object()
+        return kwargs
+
+    kwargs = constructor_kwargs("o200k_base", odd, _rank_file("o200k_base"))
+    assert len(kwargs["mergeable_ranks"]) == 199998 and not _cached(tmp_path)

@@ -63,7 +63,10 @@ def _cache_path(name: str, rank_file: str) -> str | None:
     for part in (name, getattr(tiktoken, "__version__", "?"), str(marshal.version), sys.version):
         key.update(part.encode() + b"\0")
     key.update(ranks)
-    return os.path.join(str(cache_dir()), "tiktoken", f"{name}-{key.hexdigest()[:32]}.marshal")
+    folder = str(cache_dir())
+    if not os.path.isabs(folder):
+        return None  # no home to expand "~" in: no cache rather than one under the working directory
+    return os.path.join(folder, "tiktoken", f"{name}-{key.hexdigest()[:32]}.marshal")
 
 
 def _read(path: str) -> dict[str, Any] | None:
@@ -88,7 +91,11 @@ def _read(path: str) -> dict[str, Any] | None:
 
 
 def _write(path: str, kwargs: dict[str, Any]) -> None:
-    payload = marshal.dumps(kwargs)
+    try:
+        payload = marshal.dumps(kwargs)
+    except ValueError as exc:  # a constructor of another tiktoken with a value marshal cannot hold
+        _log.debug("ctxscope: the %s encoding cannot be cached: %r", kwargs.get("name"), exc)
+        return
     folder = os.path.dirname(path)
     try:
         os.makedirs(folder, mode=0o700, exist_ok=True)
