@@ -60,6 +60,7 @@ SHARED_TIKTOKEN = ROOT.parent / "shared" / "tiktoken"
 SIZES = (20, 200, 2000)
 ROUNDS = int(os.environ.get("BENCH_PEERS_ROUNDS", "30"))
 MEMORY_CALLS = int(os.environ.get("BENCH_PEERS_MEMORY_CALLS", "2000"))
+RSS_EVERY = 250  # calls of the 2,000-item session between two RSS readings
 LIVE_SESSIONS = 64
 COLLECTIONS = 7
 METRIC_INTERVAL_MS = 5000
@@ -231,11 +232,20 @@ class Peer:
         return json.loads(line)
 
     def ask(self, op: str, **args: Any) -> dict[str, Any]:
-        if self.error:
+        if not self.send(op, **args):
             return {"error": self.error}
+        return self.receive(op)
+
+    def send(self, op: str, **args: Any) -> bool:
+        """Send one command without waiting for its answer (``receive``); False if the driver failed."""
+        if self.error:
+            return False
         assert self.process.stdin is not None
         self.process.stdin.write(json.dumps({"op": op, **args}) + "\n")
         self.process.stdin.flush()
+        return True
+
+    def receive(self, op: str) -> dict[str, Any]:
         answer = self._answer()
         if "error" in answer:
             self.error = f"{op}: {answer['error']}"
@@ -259,6 +269,12 @@ def _rotated(peers: list[Peer], r: int) -> list[Peer]:
 
 
 def run(peers: list[Peer]) -> None:
+    timed(peers)
+    collections(peers)
+
+
+def timed(peers: list[Peer]) -> None:
+    """Every size: a fresh session's first call, then ``ROUNDS`` paired rounds, peers taking turns."""
     for size in SIZES:
         print(f"  {size} items: first call, then {ROUNDS} rounds", flush=True)
         for peer in peers:
@@ -267,17 +283,41 @@ def run(peers: list[Peer]) -> None:
             answer = peer.ask("call")
             if "wrapper_ms" in answer:
                 peer.first[size] = answer["wrapper_ms"]
-        calls = max(ROUNDS, MEMORY_CALLS - 1) if size == SIZES[-1] else ROUNDS
-        for r in range(calls):
+        for r in range(ROUNDS):
             for peer in _rotated(peers, r):
                 answer = peer.ask("call")
-                if r < ROUNDS and "wrapper_ms" in answer:
+                if "wrapper_ms" in answer:
                     peer.wrapper[size].append(answer["wrapper_ms"])
                     peer.total[size].append(answer["total_ms"])
-            if size == SIZES[-1] and (r + 1) % 250 == 0:
-                print(f"    {r + 1} calls", flush=True)
+    memory_calls(peers, done=ROUNDS + 1)
+
+
+def memory_calls(peers: list[Peer], done: int) -> None:
+    """The 2,000-item session's calls up to ``MEMORY_CALLS``, every peer at once, RSS along the way.
+
+    Nothing is timed here, so the drivers need not take turns: each call goes
+    to every driver before any answer is read, and the drivers (one process
+    each) run side by side. RSS is read at every :data:`RSS_EVERY` calls and
+    at the end (``rss_by_calls``), so a run cut short still shows the trend.
+    """
+    for calls in range(done + 1, MEMORY_CALLS + 1):
+        sent = [peer for peer in peers if peer.send("call")]
+        for peer in sent:
+            peer.receive("call")
+        if calls % RSS_EVERY == 0 and calls != MEMORY_CALLS:
+            print(f"    {calls} calls: RSS " + ", ".join(f"{p.row.name} {_fmt(_rss(p, calls), 0)}" for p in peers),
+                  flush=True)
     for peer in peers:
-        peer.figures["rss_mb"] = peer.ask("rss").get("rss_mb")
+        peer.figures["rss_mb"] = _rss(peer, max(MEMORY_CALLS, done))
+
+
+def _rss(peer: Peer, calls: int) -> float | None:
+    rss = peer.ask("rss").get("rss_mb")
+    peer.figures.setdefault("rss_by_calls", {})[calls] = rss
+    return rss
+
+
+def collections(peers: list[Peer]) -> None:
     print(f"  {LIVE_SESSIONS} live sessions: {COLLECTIONS} collections", flush=True)
     for peer in peers:
         peer.ask("sessions", n=LIVE_SESSIONS, items=20)
@@ -385,6 +425,7 @@ def report(peers: list[Peer], skipped: dict[str, str], counts: Any, openai_versi
         row = {"label": label, "wrapper_median_ms": medians, "first_call_ms": first,
                "total_median_ms": {s: statistics.median(v) if v else None for s, v in peer.total.items()},
                "rss_start_mb": peer.hello.get("rss_mb"), "rss_mb": peer.figures.get("rss_mb"),
+               "rss_by_calls": peer.figures.get("rss_by_calls"),
                "collection_cpu_ms": peer.figures.get("collection_cpu_ms"),
                "spans": counts.spans.get(name, 0), "context_spans": counts.context_spans.get(name, 0),
                "points": counts.points.get(name, 0), "versions": peer.hello.get("versions"),

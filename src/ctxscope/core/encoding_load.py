@@ -1,0 +1,159 @@
+"""Building a tiktoken encoding for counting: fast, and leaving no memory behind (used by ``core/tokens.py``).
+
+tiktoken builds an encoding in two steps: its plugin's constructor parses the
+rank file (``o200k_base``: 200,000 lines of base64, about 0.3 s of Python, a
+dict of 28 MB plus as much again in temporaries), then ``CoreBPE`` copies the
+ranks into Rust (about 0.25 s, 46 MB: encoder and decoder tables, the sorted
+token bytes, the regexes). Two things here make the first step cheap:
+
+- **A copy of the constructor's output in ctxscope's cache** (``marshal``,
+  ``cache_dir()/tiktoken``), keyed by the rank file's own bytes, tiktoken's
+  version and the interpreter's: read back in about 0.04 s instead of the
+  parse, written atomically once, checked by its own digest before it is
+  read; anything wrong with it (missing, stale, cut short, unwritable folder)
+  is the constructor's parse, as without it. The rank file is the one
+  tiktoken checked against its pinned hash when it first cached it; a changed
+  file is another key.
+- **No garbage spread over the heap**: ``marshal.loads`` builds the whole
+  table inside one C call, so no other thread's objects land between its
+  200,000 keys, and the arenas it filled are empty again, returned to the
+  system, once the table is let go. glibc keeps freed memory of its own heaps
+  (the parse's temporaries, Rust's build) until ``malloc_trim`` asks for it
+  back: :func:`release_freed_memory`, after a load. Not glibc (musl, macOS):
+  nothing to call, said once in a debug log.
+
+Pure: no OpenTelemetry, no provider SDK.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import ctypes.util
+import hashlib
+import logging
+import marshal
+import os
+import sys
+import tempfile
+import threading
+from typing import Any, Callable
+
+from ctxscope.config import cache_dir
+
+_log = logging.getLogger(__name__)
+
+_MAGIC = b"ctxscope-tiktoken-1\n"
+_DIGEST_HEX = 64  # sha256 of the payload, in hex, then a newline, then the payload
+# The constructor's keywords (tiktoken_ext.openai_public): what a cached copy must hold, and of which types.
+_FIELDS: dict[str, type | tuple[type, ...]] = {
+    "name": str, "pat_str": str, "mergeable_ranks": dict, "special_tokens": dict}
+
+
+def _cache_path(name: str, rank_file: str) -> str | None:
+    """Where the copy of ``name`` built from ``rank_file`` lives, or None when the rank file cannot be read."""
+    try:
+        with open(rank_file, "rb") as handle:
+            ranks = handle.read()
+    except OSError:
+        return None
+    import tiktoken
+
+    key = hashlib.sha256()
+    for part in (name, getattr(tiktoken, "__version__", "?"), str(marshal.version), sys.version):
+        key.update(part.encode() + b"\0")
+    key.update(ranks)
+    folder = str(cache_dir())
+    if not os.path.isabs(folder):
+        return None  # no home to expand "~" in: no cache rather than one under the working directory
+    return os.path.join(folder, "tiktoken", f"{name}-{key.hexdigest()[:32]}.marshal")
+
+
+def _read(path: str) -> dict[str, Any] | None:
+    try:
+        with open(path, "rb") as handle:
+            data = handle.read()
+    except OSError:
+        return None
+    head = len(_MAGIC) + _DIGEST_HEX + 1
+    if not data.startswith(_MAGIC) or len(data) < head:
+        return None
+    payload = memoryview(data)[head:]
+    if hashlib.sha256(payload).hexdigest().encode() != data[len(_MAGIC):head - 1]:
+        return None  # cut short or altered: marshal is only ever given what this module wrote
+    try:
+        kwargs = marshal.loads(payload)
+    except (ValueError, EOFError, TypeError):
+        return None
+    if not isinstance(kwargs, dict) or not all(isinstance(kwargs.get(k), t) for k, t in _FIELDS.items()):
+        return None
+    return kwargs
+
+
+def _write(path: str, kwargs: dict[str, Any]) -> None:
+    try:
+        payload = marshal.dumps(kwargs)
+    except ValueError as exc:  # a constructor of another tiktoken with a value marshal cannot hold
+        _log.debug("ctxscope: the %s encoding cannot be cached: %r", kwargs.get("name"), exc)
+        return
+    folder = os.path.dirname(path)
+    try:
+        os.makedirs(folder, mode=0o700, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=".encoding-", dir=folder)
+        try:
+            with os.fdopen(fd, "wb") as handle:
+                handle.write(_MAGIC + hashlib.sha256(payload).hexdigest().encode() + b"\n" + payload)
+            os.replace(tmp, path)  # whole or not at all: a process loading in parallel reads a complete file
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            raise
+    except OSError as exc:
+        _log.debug("ctxscope: cannot cache the %s encoding at %s: %r", kwargs.get("name"), path, exc)
+
+
+def constructor_kwargs(name: str, constructor: Callable[[], dict[str, Any]],
+                       rank_file: str | None) -> dict[str, Any]:
+    """``constructor()``'s keywords for ``tiktoken.Encoding``, from ctxscope's cached copy when it holds them.
+
+    ``rank_file`` is tiktoken's cached copy of the encoding's rank file (None:
+    tiktoken caches nothing, so neither does this). A miss runs the
+    constructor (tiktoken's own download, hash check and parse) and caches its
+    output for the next process.
+    """
+    path = _cache_path(name, rank_file) if rank_file else None
+    if path is not None:
+        kwargs = _read(path)
+        if kwargs is not None and kwargs.get("name") == name:
+            return kwargs
+    kwargs = constructor()
+    if path is None and rank_file:
+        path = _cache_path(name, rank_file)  # the constructor has just downloaded it
+    if path is not None:
+        _write(path, kwargs)
+    return kwargs
+
+
+_trim: Callable[[int], int] | None = None
+_trim_lock = threading.Lock()
+_trim_looked = False
+
+
+def release_freed_memory() -> bool:
+    """Hand the heap's free pages back to the system (glibc ``malloc_trim(0)``); False where there is none."""
+    global _trim, _trim_looked
+    with _trim_lock:
+        if not _trim_looked:
+            _trim_looked = True
+            try:
+                libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+                _trim = libc.malloc_trim
+                _trim.argtypes = [ctypes.c_size_t]
+                _trim.restype = ctypes.c_int
+            except (OSError, AttributeError) as exc:  # not glibc: its allocator keeps or returns memory itself
+                _log.debug("ctxscope: no malloc_trim here (%r); freed memory stays with the allocator", exc)
+        trim = _trim
+    if trim is None:
+        return False
+    trim(0)
+    return True
