@@ -261,7 +261,11 @@ def verdict(result: dict[str, object]) -> dict[str, bool]:
         out["flat_memory"] = result["rss_200_over_50"] <= TARGET_FLAT  # type: ignore[operator]
     replayed = result.get("replay")
     if isinstance(replayed, dict):
-        out["replay"] = replayed["speedup_cpu"] >= TARGET_REPLAY
+        # A faster replay that delivers fewer spans is not faster: every span must arrive.
+        spans = replayed.get("spans", {})
+        out["replay"] = (replayed["speedup_cpu"] >= TARGET_REPLAY
+                         and spans.get("after") == spans.get("before"))
+        out["replay_every_span"] = spans.get("after") == spans.get("before")
     return out
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from _paths import TESTS
 
 import datetime as dt
+import json
 
 import pytest
 
@@ -173,3 +174,44 @@ def test_spans_carry_counts_and_identities_not_content():
     for sentinel in ("create hello.py, md and js", "update py with one liner comment", "Hello, World!",
                      "hello.py"):  # a prompt, a prompt, a file body, a path in a tool argument
         assert sentinel not in text
+
+
+def test_a_replay_faster_than_the_exporter_loses_no_span(otlp_env, tmp_path, monkeypatch):
+    """300 calls replayed through a batch span processor whose queue holds 8 spans, on a schedule that
+    never fires: without the replay's flushes the SDK drops whatever finds the queue full. Every call
+    arrives: 300 chat spans, plus the one capture-start marker at the session's first call."""
+    from ctxscope.telemetry.replay import span_flush_interval
+
+    monkeypatch.setenv("OTEL_BSP_MAX_QUEUE_SIZE", "8")
+    monkeypatch.setenv("OTEL_BSP_MAX_EXPORT_BATCH_SIZE", "8")
+    monkeypatch.setenv("OTEL_BSP_SCHEDULE_DELAY", "600000")
+    assert span_flush_interval() == 2  # a quarter of the queue, in calls: at most 3 spans a call
+    lines, parent = [], None
+    for n in range(300):
+        stamp = f"2026-02-11T10:{n // 60:02d}:{n % 60:02d}.000Z"
+        user = {"type": "user", "uuid": f"u{n}", "parentUuid": parent, "sessionId": "fast-session",
+                "timestamp": stamp, "message": {"role": "user", "content": f"question {n}"}}
+        answer = {"type": "assistant", "uuid": f"a{n}", "parentUuid": f"u{n}", "sessionId": "fast-session",
+                  "timestamp": stamp, "requestId": f"req{n}",
+                  "message": {"id": f"msg{n}", "role": "assistant", "model": "claude-sonnet-4-5",
+                              "content": [{"type": "text", "text": f"answer {n}"}],
+                              "usage": {"input_tokens": 100 + n, "output_tokens": 1}}}
+        lines += [json.dumps(user), json.dumps(answer)]
+        parent = f"a{n}"
+    path = tmp_path / "fast-session.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    assert main(["replay", "--tokenizer", "chars", str(path)]) == 0
+    names = [s.name for s in otlp_env.handler.spans()]
+    assert names.count("chat claude-sonnet-4-5") == 300
+    assert len({attrs(s.attributes)[GenAI.USAGE_INPUT_TOKENS] for s in otlp_env.handler.spans()
+                if s.name.startswith("chat")}) == 300  # each call once: 100 .. 399
+    assert sum(1 for name in names if "capture" in name) == 1
+
+
+def test_the_flush_interval_follows_the_queue_size():
+    from ctxscope.telemetry.replay import span_flush_interval
+
+    assert span_flush_interval({}) == 512  # the SDK's default queue, 2048
+    assert span_flush_interval({"OTEL_BSP_MAX_QUEUE_SIZE": "100"}) == 25
+    assert span_flush_interval({"OTEL_BSP_MAX_QUEUE_SIZE": "3"}) == 1
+    assert span_flush_interval({"OTEL_BSP_MAX_QUEUE_SIZE": "lots"}) == 512

@@ -45,7 +45,8 @@ def run(args: argparse.Namespace) -> int:
     telemetry = export_setup(SERVICE_NAME)
     try:
         emitter = emitter_for(telemetry, args.tokenizer)
-        result = replay_files(paths, emitter, format=args.format, speed=args.speed or None)
+        result = replay_files(paths, emitter, format=args.format, speed=args.speed or None,
+                              flush_spans=telemetry.tracer_provider.force_flush)
         telemetry.force_flush()  # the last values go out before the recording ends
         emitter.end_all()
     finally:

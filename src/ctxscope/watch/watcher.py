@@ -42,6 +42,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable
 
+from ctxscope.telemetry.replay import span_flush_interval
 from ctxscope.transcripts.follow import FollowedFile, TimedCall, file_identity
 from ctxscope.transcripts import Problem
 from ctxscope.watch.notify import Changes, Inotify, Polling, make_notifier
@@ -62,7 +63,9 @@ DEFAULT_MAX_ACTIVE = 64
 _SUFFIX = ".jsonl"
 # Calls held for export at most: past it the round commits before it reads on
 # (a first --from-start watch over a large folder must not hold every call).
-MAX_HELD = 512
+# None: replay's flush interval, a quarter of the batch span processor's queue in
+# calls, so that releasing them never fills the queue (the SDK drops what finds it full).
+MAX_HELD: int | None = None
 # The steps of a commit that released calls, in order (a fault hook can stop the process at each).
 STEPS = ("released", "exported", "saved")
 
@@ -102,6 +105,7 @@ class Watcher:
         self.from_start = from_start
         self.on_problem = on_problem
         self.on_step = on_step  # called at each of STEPS (tests stop the process there)
+        self.max_held = MAX_HELD if MAX_HELD is not None else span_flush_interval()
         self.notifier: Inotify | Polling = make_notifier(notifier)
         self.emitted = 0
         self._files: dict[str, _Tracked] = {}
@@ -308,7 +312,7 @@ class Watcher:
             self.emitted += 1
             self.state.mark(session_id, call.index)
             self._dirty = True
-            if getattr(self.emitter, "held", 0) >= MAX_HELD:
+            if getattr(self.emitter, "held", 0) >= self.max_held:
                 self.commit()
 
     def _make_room(self) -> None:
