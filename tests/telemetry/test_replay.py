@@ -215,3 +215,30 @@ def test_the_flush_interval_follows_the_queue_size():
     assert span_flush_interval({"OTEL_BSP_MAX_QUEUE_SIZE": "100"}) == 25
     assert span_flush_interval({"OTEL_BSP_MAX_QUEUE_SIZE": "3"}) == 1
     assert span_flush_interval({"OTEL_BSP_MAX_QUEUE_SIZE": "lots"}) == 512
+
+
+def test_ending_many_sessions_at_once_loses_no_marker(otlp_env, tmp_path, monkeypatch):
+    """30 one-call sessions through an 8-span queue: the 30 session-end markers written when the
+    recording ends all arrive, as do the 30 calls."""
+    monkeypatch.setenv("OTEL_BSP_MAX_QUEUE_SIZE", "8")
+    monkeypatch.setenv("OTEL_BSP_MAX_EXPORT_BATCH_SIZE", "8")
+    monkeypatch.setenv("OTEL_BSP_SCHEDULE_DELAY", "600000")
+    paths = []
+    for n in range(30):
+        session = f"many-{n}"
+        user = {"type": "user", "uuid": f"u{n}", "parentUuid": None, "sessionId": session,
+                "timestamp": "2026-02-11T10:00:00.000Z", "message": {"role": "user", "content": "hello"}}
+        answer = {"type": "assistant", "uuid": f"a{n}", "parentUuid": f"u{n}", "sessionId": session,
+                  "timestamp": "2026-02-11T10:00:01.000Z", "requestId": f"req{n}",
+                  "message": {"id": f"msg{n}", "role": "assistant", "model": "claude-sonnet-4-5",
+                              "content": [{"type": "text", "text": "hi"}],
+                              "usage": {"input_tokens": 100, "output_tokens": 1}}}
+        path = tmp_path / f"{session}.jsonl"
+        path.write_text(json.dumps(user) + "\n" + json.dumps(answer) + "\n")
+        paths.append(str(path))
+    assert main(["replay", "--tokenizer", "chars", *paths]) == 0
+    spans = otlp_env.handler.spans()
+    assert sum(1 for s in spans if s.name == "chat claude-sonnet-4-5") == 30
+    ended = {attrs(s.attributes)[GenAI.CONVERSATION_ID] for s in spans
+             if attrs(s.attributes).get(Attr.SESSION_ENDED)}
+    assert ended == {f"many-{n}" for n in range(30)}

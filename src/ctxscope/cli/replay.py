@@ -48,7 +48,7 @@ def run(args: argparse.Namespace) -> int:
         result = replay_files(paths, emitter, format=args.format, speed=args.speed or None,
                               flush_spans=telemetry.tracer_provider.force_flush)
         telemetry.force_flush()  # the last values go out before the recording ends
-        emitter.end_all()
+        emitter.end_all(flush_spans=telemetry.tracer_provider.force_flush)
     finally:
         telemetry.shutdown()  # final zeros, then the providers' own shutdown
     for path, problem in result.problems[:MAX_PROBLEMS_SHOWN]:

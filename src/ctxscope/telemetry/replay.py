@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Mapping
 
 from opentelemetry import trace
+from opentelemetry.sdk.environment_variables import OTEL_BSP_MAX_QUEUE_SIZE
 from opentelemetry.trace import Tracer
 
 from ctxscope.transcripts.follow import FollowedFile, TimedCall
@@ -154,9 +155,14 @@ class CallEmitter:
 
         self._write(write)
 
-    def end_all(self) -> None:
-        for session_id in list(self._sessions):
+    def end_all(self, flush_spans: Callable[[], Any] | None = None) -> None:
+        """End every session; ``flush_spans`` as in :func:`replay_files` (a replay of thousands of
+        sessions writes as many session-end markers here)."""
+        every = span_flush_interval()
+        for n, session_id in enumerate(list(self._sessions), 1):
             self.end_session(session_id)
+            if flush_spans is not None and n % every == 0:
+                flush_spans()
 
     # -- internals -------------------------------------------------------------------
 
@@ -251,12 +257,12 @@ def span_flush_interval(environ: Mapping[str, str] | None = None) -> int:
     A replay writes spans faster than a ``BatchSpanProcessor`` exports them,
     and the SDK drops the spans that find its queue full (a quiet machine
     lost 2,512 of dense50's 5,585). A call writes at most three spans (the
-    call, a capture-start and a post-compaction marker), so flushing every
-    quarter of the queue's size in calls never fills it.
+    call, a capture-start and a post-compaction marker), a session's end one,
+    so flushing every quarter of the queue's size in calls (or ends) never fills it.
     """
     env = os.environ if environ is None else environ
     try:
-        queue = int(env.get("OTEL_BSP_MAX_QUEUE_SIZE") or _DEFAULT_BSP_QUEUE)
+        queue = int(env.get(OTEL_BSP_MAX_QUEUE_SIZE) or _DEFAULT_BSP_QUEUE)
     except ValueError:
         queue = _DEFAULT_BSP_QUEUE  # the SDK warns about the bad value and uses its default too
     return max(1, queue // 4)
