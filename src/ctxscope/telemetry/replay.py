@@ -27,7 +27,6 @@ calls (``speed``), then end the recording.
 from __future__ import annotations
 
 import logging
-import os
 import time
 from contextlib import nullcontext
 from dataclasses import dataclass, field
@@ -37,6 +36,7 @@ from opentelemetry import trace
 from opentelemetry.sdk.environment_variables import OTEL_BSP_MAX_QUEUE_SIZE
 from opentelemetry.trace import Tracer
 
+from ctxscope import config
 from ctxscope.transcripts.follow import FollowedFile, TimedCall
 from ctxscope.core.ledger import Snapshot
 from ctxscope.core.observation import Observation, Usage
@@ -260,9 +260,8 @@ def span_flush_interval(environ: Mapping[str, str] | None = None) -> int:
     call, a capture-start and a post-compaction marker), a session's end one,
     so flushing every quarter of the queue's size in calls (or ends) never fills it.
     """
-    env = os.environ if environ is None else environ
     try:
-        queue = int(env.get(OTEL_BSP_MAX_QUEUE_SIZE) or _DEFAULT_BSP_QUEUE)
+        queue = int(config.otel(environ, OTEL_BSP_MAX_QUEUE_SIZE) or _DEFAULT_BSP_QUEUE)
     except ValueError:
         queue = _DEFAULT_BSP_QUEUE  # the SDK warns about the bad value and uses its default too
     return max(1, queue // 4)
