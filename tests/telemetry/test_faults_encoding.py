@@ -7,6 +7,7 @@ it (from ``../shared/tiktoken``), as long as the test wants.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
@@ -29,17 +30,44 @@ needs_cache = pytest.mark.skipif(not (TIKTOKEN_CACHE / O200K_KEY).is_file(),
 
 
 def slow_cache(tmp_path: Path) -> Path:
-    """A tiktoken cache dir whose o200k_base file is a FIFO: a load blocks until feed() writes it."""
+    """A tiktoken cache dir whose o200k_base file is a FIFO: a load blocks until a Feeder writes it."""
     folder = tmp_path / "tiktoken"
     folder.mkdir()
     os.mkfifo(folder / O200K_KEY)
     return folder
 
 
-def feed(folder: Path) -> None:
-    """Write the real encoding into the FIFO (blocks until the loader opened it)."""
-    with open(folder / O200K_KEY, "wb") as fifo:
-        fifo.write((TIKTOKEN_CACHE / O200K_KEY).read_bytes())
+class Feeder(threading.Thread):
+    """Writes the real encoding into the FIFO each time a reader opens it, until stopped.
+
+    A load may read the rank file more than once (ctxscope's cache key is its
+    content; tiktoken's constructor reads it again when that cache misses).
+    """
+
+    def __init__(self, folder: Path) -> None:
+        super().__init__(daemon=True)
+        self.path, self.stopped = folder / O200K_KEY, threading.Event()
+
+    def run(self) -> None:
+        content = (TIKTOKEN_CACHE / O200K_KEY).read_bytes()
+        while not self.stopped.is_set():
+            try:  # non-blocking: no reader yet is ENXIO, and the loop can stop
+                fd = os.open(self.path, os.O_WRONLY | os.O_NONBLOCK)
+            except OSError:
+                time.sleep(0.01)
+                continue
+            os.set_blocking(fd, True)
+            with os.fdopen(fd, "wb") as fifo:
+                with contextlib.suppress(BrokenPipeError):
+                    fifo.write(content)
+            # The reader drains the pipe's last 64 KiB and closes; a write end opened before that would
+            # run on into the same read (one file twice over): give it time to see the end of this one.
+            self.stopped.wait(1.0)
+
+    def stop(self) -> None:
+        self.stopped.set()
+        if self.is_alive():
+            self.join(30)
 
 
 def offline_env(cache: Path) -> dict[str, str]:
@@ -71,7 +99,7 @@ LIVE = textwrap.dedent("""
         provider.force_flush()  # the first call measured now, off the call path, the load still blocked
         print("first call done", flush=True)
         sys.stdin.readline()  # the encoding is being fed now
-        load = tokens._loads["o200k_base"]
+        load = tokens._loads["o200k_base", tokens.ENGINE_COMPACT]
         load.done.wait(60)
         messages.append({"role": "assistant", "content": "Paris."})
         messages.append({"role": "user", "content": "And of Italy?"})
@@ -91,7 +119,7 @@ def run_live(cache: Path, wait_s: str, feed_first: bool) -> tuple[dict, str]:
     proc = subprocess.Popen([sys.executable, "-c", LIVE, wait_s], env=offline_env(cache), stdin=subprocess.PIPE,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     assert proc.stdout is not None and proc.stdin is not None
-    feeder = threading.Thread(target=feed, args=(cache,), daemon=True)
+    feeder = Feeder(cache)
     try:
         if feed_first:
             feeder.start()  # the encoding arrives while the worker measures the first call
@@ -104,6 +132,8 @@ def run_live(cache: Path, wait_s: str, feed_first: bool) -> tuple[dict, str]:
         out, err = proc.communicate(timeout=90)
     finally:
         proc.kill()
+        if feeder.is_alive():
+            feeder.stop()
     assert proc.returncode == 0, err
     return json.loads(out.strip().splitlines()[-1]), err
 
@@ -169,12 +199,14 @@ def test_tiktoken_with_a_slow_cached_load_waits_for_it_instead_of_falling_back(t
     """A local copy that takes 3 s to read (past the old 2 s bound): `--tokenizer tiktoken` gives the same JSON
     as with a ready cache. On main it fell back to chars/4 silently and the JSON changed."""
     cache = slow_cache(tmp_path)
-    timer = threading.Timer(3.0, feed, args=(cache,))
+    feeder = Feeder(cache)
+    timer = threading.Timer(3.0, feeder.start)
     timer.start()
     try:
         slow = analyze(cache, "--tokenizer", "tiktoken")
     finally:
         timer.join(30)
+        feeder.stop()
     assert slow.stdout == idle.stdout
     assert slow.returncode == idle.returncode and "unavailable" not in slow.stderr
 
@@ -236,7 +268,7 @@ WHICH_LOADS = textwrap.dedent("""
     provider = TracerProvider()
     provider.add_span_processor(SimpleSpanProcessor(exporter))
     OpenAIInstrumentor().instrument(tracer_provider=provider)
-    seen = {"instrumented": sorted(tokens._loads)}
+    seen = {"instrumented": sorted(name for name, _ in tokens._loads)}
     with ProviderServer() as server:
         client = server.openai_client()
         for n, model in enumerate(sys.argv[1:], 1):
@@ -245,7 +277,7 @@ WHICH_LOADS = textwrap.dedent("""
             while len([s for s in exporter.get_finished_spans() if s.name.startswith("chat")]) < n:
                 assert time.monotonic() < deadline, "no span"
                 time.sleep(0.01)
-            seen[model] = sorted(tokens._loads)  # the call's span has ended: its counting is done
+            seen[model] = sorted(name for name, _ in tokens._loads)  # the call's span has ended: its counting is done
     print(json.dumps(seen))
 """)
 

@@ -50,26 +50,42 @@ _FIELDS: dict[str, type | tuple[type, ...]] = {
     "name": str, "pat_str": str, "mergeable_ranks": dict, "special_tokens": dict}
 
 
-def _cache_path(name: str, rank_file: str) -> str | None:
-    """Where the copy of ``name`` built from ``rank_file`` lives, or None when the rank file cannot be read."""
+def cache_path(name: str, rank_file: str, kind: str) -> str | None:
+    """Where ctxscope's ``kind`` copy of ``name`` built from ``rank_file`` lives; None when it cannot be read.
+
+    The key is the rank file's own bytes, tiktoken's version (its plugin's
+    pattern and special tokens come with it) and the interpreter's (marshal's
+    format, the array layout): any of them changed is another file. ``kind``
+    names what is kept: ``marshal`` (here), ``compact`` (``core/bpe.py``).
+    """
     try:
         with open(rank_file, "rb") as handle:
             ranks = handle.read()
     except OSError:
         return None
-    import tiktoken
-
     key = hashlib.sha256()
-    for part in (name, getattr(tiktoken, "__version__", "?"), str(marshal.version), sys.version):
+    for part in (name, _tiktoken_version(), str(marshal.version), sys.version, sys.byteorder):
         key.update(part.encode() + b"\0")
     key.update(ranks)
     folder = str(cache_dir())
     if not os.path.isabs(folder):
         return None  # no home to expand "~" in: no cache rather than one under the working directory
-    return os.path.join(folder, "tiktoken", f"{name}-{key.hexdigest()[:32]}.marshal")
+    return os.path.join(folder, "tiktoken", f"{name}-{key.hexdigest()[:32]}.{kind}")
 
 
-def _read(path: str) -> dict[str, Any] | None:
+def _tiktoken_version() -> str:
+    """tiktoken's version from its metadata: reading it imports nothing (its Rust library stays unloaded)."""
+    from importlib import metadata
+
+    try:
+        return metadata.version("tiktoken")
+    except metadata.PackageNotFoundError:
+        return "?"
+
+
+def read_cached(path: str) -> memoryview | None:
+    """The payload ``write_cached`` wrote at ``path`` (a view of the file's bytes: no copy), or None: missing,
+    cut short, altered."""
     try:
         with open(path, "rb") as handle:
             data = handle.read()
@@ -80,7 +96,14 @@ def _read(path: str) -> dict[str, Any] | None:
         return None
     payload = memoryview(data)[head:]
     if hashlib.sha256(payload).hexdigest().encode() != data[len(_MAGIC):head - 1]:
-        return None  # cut short or altered: marshal is only ever given what this module wrote
+        return None  # cut short or altered: only what this module wrote is ever read back
+    return payload
+
+
+def _read(path: str) -> dict[str, Any] | None:
+    payload = read_cached(path)
+    if payload is None:
+        return None
     try:
         kwargs = marshal.loads(payload)
     except (ValueError, EOFError, TypeError):
@@ -96,6 +119,11 @@ def _write(path: str, kwargs: dict[str, Any]) -> None:
     except ValueError as exc:  # a constructor of another tiktoken with a value marshal cannot hold
         _log.debug("ctxscope: the %s encoding cannot be cached: %r", kwargs.get("name"), exc)
         return
+    write_cached(path, payload)
+
+
+def write_cached(path: str, payload: bytes) -> None:
+    """Keep ``payload`` at ``path`` behind its digest, atomically; a folder that cannot be written: a debug line."""
     folder = os.path.dirname(path)
     try:
         os.makedirs(folder, mode=0o700, exist_ok=True)
@@ -109,7 +137,7 @@ def _write(path: str, kwargs: dict[str, Any]) -> None:
                 os.unlink(tmp)
             raise
     except OSError as exc:
-        _log.debug("ctxscope: cannot cache the %s encoding at %s: %r", kwargs.get("name"), path, exc)
+        _log.debug("ctxscope: cannot cache %s: %r", path, exc)
 
 
 def constructor_kwargs(name: str, constructor: Callable[[], dict[str, Any]],
@@ -121,14 +149,14 @@ def constructor_kwargs(name: str, constructor: Callable[[], dict[str, Any]],
     constructor (tiktoken's own download, hash check and parse) and caches its
     output for the next process.
     """
-    path = _cache_path(name, rank_file) if rank_file else None
+    path = cache_path(name, rank_file, "marshal") if rank_file else None
     if path is not None:
         kwargs = _read(path)
         if kwargs is not None and kwargs.get("name") == name:
             return kwargs
     kwargs = constructor()
     if path is None and rank_file:
-        path = _cache_path(name, rank_file)  # the constructor has just downloaded it
+        path = cache_path(name, rank_file, "marshal")  # the constructor has just downloaded it
     if path is not None:
         _write(path, kwargs)
     return kwargs

@@ -24,7 +24,21 @@ picks the basis for a model. Loading a tiktoken encoding (``load_encoding``):
   the next calls use the encoding. :func:`preload` starts a load ahead of the first
   call, for a process that knows its models and prefers the memory spent early.
 
-What an encoding costs (``bench/bench_peers.py``, docs/instrumentation.md
+Two encoders give the same counts (``tests/core/test_bpe.py``), chosen by
+who counts:
+
+- **The live path** (an instrumented application, ``wait=False``) counts on
+  ctxscope's compact table (:mod:`ctxscope.core.bpe`): about 4 MB for
+  o200k_base, read back from ctxscope's cache in a few milliseconds, where
+  tiktoken's encoder holds 41 MB. It is pure Python, 3 to 6 times tiktoken's
+  CPU a character, a cost a live process pays only for what each call adds.
+  An encoding already in tiktoken's registry (the application or a library
+  loaded it) is used as it is instead: one copy a process, shared.
+- **The batch commands** (``analyze``, ``replay``, ``watch``, ``inspect``:
+  ``wait=True``) count whole files, where speed matters more than 40 MB, on
+  tiktoken's own encoder (:func:`_counting_encoding`).
+
+What tiktoken's encoder costs (``bench/bench_peers.py``, docs/instrumentation.md
 "What it costs"): ``tiktoken.get_encoding("o200k_base")`` adds about 76 MB
 of RSS (``cl100k_base`` 39 MB): the Rust encoder's tables (about 40 MB: its
 encoder and decoder maps and sorted token bytes, each a copy of the 199,998
@@ -32,20 +46,15 @@ tokens; 2 MB of regexes; 2.4 MB of its library) and the Python rank table it
 was built from (``Encoding._mergeable_ranks``, about 28 MB of bytes and int
 objects, plus the loading temporaries). tiktoken reads that table again only
 to pickle an encoding that is not in its registry (``Encoding.__getstate__``,
-tiktoken/core.py): counting never does. So (:func:`_counting_encoding`):
-
-- an encoding already in tiktoken's registry (the application or another
-  library loaded it) is used as it is: one copy a process, shared;
-- otherwise ctxscope builds its own, unregistered ``tiktoken.Encoding`` from
-  the plugin's constructor and lets go of its Python rank table: about 48 MB
-  for o200k instead of 76, 27 instead of 39 for cl100k. It is never pickled and never handed out of the
-  process' counting. An application that later loads the same encoding
-  through ``tiktoken.get_encoding`` gets tiktoken's own copy beside ours.
-  The constructor's output comes from ctxscope's cache after the first
-  process (:mod:`ctxscope.core.encoding_load`: 0.04 s instead of the 0.3 s
-  parse, and no parse garbage left in the heap), and the heap is trimmed
-  after the build. What stays, the Rust tables, is tiktoken's layout: no
-  option of ours makes it smaller.
+tiktoken/core.py): counting never does. So :func:`_counting_encoding` uses an
+encoding already in tiktoken's registry as it is, and otherwise builds its
+own, unregistered ``tiktoken.Encoding`` from the plugin's constructor and
+lets go of its Python rank table: about 48 MB for o200k instead of 76, 27
+instead of 39 for cl100k. It is never pickled and never handed out of the
+process' counting. The constructor's output comes from ctxscope's cache
+after the first process (:mod:`ctxscope.core.encoding_load`: 0.04 s instead
+of the 0.3 s parse, and no parse garbage left in the heap), and the heap is
+trimmed after the build.
 
 A process that must stay smaller counts with ``CTXSCOPE_TOKENIZER=chars`` or
 ``bytes``, which load nothing.
@@ -60,10 +69,12 @@ import hashlib
 import logging
 import math
 import os
+import sys
 import threading
 from typing import Callable, Iterable, Iterator, Protocol, Sequence
 
 from ctxscope.config import tiktoken_cache_dir
+from ctxscope.core import bpe
 from ctxscope.core.encoding_load import constructor_kwargs, release_freed_memory
 from ctxscope.errors import UserError
 from ctxscope.schema import BASIS_BYTES, BASIS_CHARS, tiktoken_basis
@@ -146,6 +157,18 @@ class TiktokenCounter:
             return len(self._encode(text))
 
 
+class CompactCounter:
+    """Exact BPE count on ctxscope's compact table (:mod:`ctxscope.core.bpe`): TiktokenCounter's counts."""
+
+    def __init__(self, encoding: bpe.CompactEncoding, name: str) -> None:
+        self.encoding = encoding
+        self._count = encoding.count
+        self.basis = tiktoken_basis(name)
+
+    def count(self, text: str) -> int:
+        return self._count(text)
+
+
 # ---------------------------------------------------------------------------
 # Encoding choice
 # ---------------------------------------------------------------------------
@@ -196,11 +219,16 @@ def encoding_cached(name: str) -> bool:
     return path is not None and os.path.exists(path)  # as tiktoken checks it
 
 
-class _Load:
-    """One encoding's load, in a daemon thread: done, with the encoding or the error."""
+# Which encoder counts (module docstring): tiktoken's own, the batch commands'; the compact table, the live path's.
+ENGINE_TIKTOKEN = "tiktoken"
+ENGINE_COMPACT = "compact"
 
-    def __init__(self, name: str) -> None:
-        self.name = name
+
+class _Load:
+    """One encoding's load for one engine, in a daemon thread: done, with the encoding or the error."""
+
+    def __init__(self, name: str, engine: str) -> None:
+        self.name, self.engine = name, engine
         self.done = threading.Event()
         self.encoding: object | None = None
         self.error: BaseException | None = None
@@ -211,7 +239,7 @@ class _Load:
 
     def _run(self) -> None:
         try:
-            self.encoding = _counting_encoding(self.name)
+            self.encoding = (_live_encoding if self.engine == ENGINE_COMPACT else _counting_encoding)(self.name)
         except BaseException as exc:  # noqa: BLE001 - any failure means the encoding is unavailable
             self.error = exc
         finally:
@@ -228,6 +256,45 @@ class _Load:
         return None if self.given_up or not self.done.is_set() else self.encoding
 
 
+def _registered(name: str) -> object | None:
+    """tiktoken's own encoding ``name`` when the application (or a library) has loaded it; it imports nothing."""
+    registry = sys.modules.get("tiktoken.registry")
+    encodings = getattr(registry, "ENCODINGS", None)
+    return encodings.get(name) if isinstance(encodings, dict) else None
+
+
+def _live_encoding(name: str) -> object:
+    """The live path's encoding ``name``: tiktoken's registered one if loaded, else ctxscope's compact table.
+
+    The compact table (:mod:`ctxscope.core.bpe`, about 4 MB for o200k) comes
+    from ctxscope's cache without importing tiktoken, or is built once from
+    the same constructor :func:`_counting_encoding` uses. An encoding it
+    cannot hold is counted by tiktoken's own encoder, and an info line says so.
+    """
+    shared = _registered(name)
+    if shared is not None:
+        return shared
+    rank_file = _rank_file(name)
+
+    def kwargs() -> dict[str, object]:
+        try:
+            from tiktoken_ext.openai_public import ENCODING_CONSTRUCTORS
+        except ImportError as exc:
+            raise bpe.NotCompactableError(f"tiktoken has no public plugin here ({exc})") from exc
+        constructor = ENCODING_CONSTRUCTORS.get(name)
+        if constructor is None:
+            raise bpe.NotCompactableError(f"{name} is not one of tiktoken's public encodings")
+        return constructor_kwargs(name, constructor, rank_file)
+
+    try:
+        encoding = bpe.load(name, rank_file, kwargs)
+    except bpe.NotCompactableError as exc:
+        _log.info("ctxscope: counting %s with tiktoken's own encoder (about 41 MB for o200k_base): %s", name, exc)
+        return _counting_encoding(name)
+    release_freed_memory()  # a build's rank table and temporaries (none when read from the cache)
+    return encoding
+
+
 def _counting_encoding(name: str) -> object:
     """The encoding ``name`` for counting: tiktoken's registered one if loaded, else a lean one of ours.
 
@@ -238,9 +305,9 @@ def _counting_encoding(name: str) -> object:
     tiktoken's own, whole.
     """
     import tiktoken
-    import tiktoken.registry
+    import tiktoken.registry  # noqa: F401 - what _registered reads
 
-    shared = tiktoken.registry.ENCODINGS.get(name)
+    shared = _registered(name)
     if shared is not None:
         return shared
     try:
@@ -259,16 +326,16 @@ def _counting_encoding(name: str) -> object:
     return encoding
 
 
-_loads: dict[str, _Load] = {}
+_loads: dict[tuple[str, str], _Load] = {}
 _encodings_lock = threading.Lock()
 _warned: set[str] = set()
 
 
-def _load(name: str) -> _Load:
+def _load(name: str, engine: str = ENGINE_TIKTOKEN) -> _Load:
     with _encodings_lock:
-        load = _loads.get(name)
+        load = _loads.get((name, engine))
         if load is None:
-            load = _loads[name] = _Load(name)
+            load = _loads[name, engine] = _Load(name, engine)
         return load
 
 
@@ -290,7 +357,7 @@ def preload(names: Sequence[str] = ()) -> None:
     that its first call is counted on tiktoken, not on the ``loading`` fallback.
     """
     for name in names:
-        _load(name)
+        _load(name, ENGINE_COMPACT)
 
 
 def load_encoding(name: str, timeout_s: float | None = None, *, warn: bool = True) -> object | None:
@@ -328,7 +395,7 @@ _CHARS = CharsCounter()
 _BYTES = BytesCounter()
 _LOADING = FallbackCounter(FALLBACK_LOADING)
 _UNAVAILABLE = FallbackCounter(FALLBACK_UNAVAILABLE)
-_tiktoken_counters: dict[str, TiktokenCounter] = {}
+_tiktoken_counters: dict[tuple[str, str], Counter] = {}
 
 
 # Off the call path (the measuring worker, a drain), a live count waits this long for an encoding that is
@@ -371,11 +438,12 @@ def counter_for(model: str | None = None, tokenizer: str = "auto", *, wait: bool
     if tokenizer not in ("auto", "tiktoken"):
         raise ValueError(f"unknown tokenizer {tokenizer!r}: choose one of {', '.join(TOKENIZERS)}")
     name = encoding_for_model(model)
-    counter = _tiktoken_counters.get(name)
+    engine = ENGINE_TIKTOKEN if wait else ENGINE_COMPACT
+    counter = _tiktoken_counters.get((name, engine))
     if counter is not None:
         return counter
     if not wait:
-        load = _load(name)
+        load = _load(name, engine)
         if not load.done.is_set() and not (_may_wait() and load.done.wait(MEASURING_LOAD_WAIT_S)):
             return _LOADING
         encoding = load.available()
@@ -391,8 +459,9 @@ def counter_for(model: str | None = None, tokenizer: str = "auto", *, wait: bool
                     f"--tokenizer tiktoken: the {name} encoding cannot be loaded ({load.reason()}); point "
                     "TIKTOKEN_CACHE_DIR at a folder holding it, or use --tokenizer auto to count chars/4")
             return _UNAVAILABLE
-    counter = TiktokenCounter(encoding, name)
-    _tiktoken_counters[name] = counter
+    counter = (CompactCounter(encoding, name) if isinstance(encoding, bpe.CompactEncoding)
+               else TiktokenCounter(encoding, name))
+    _tiktoken_counters[name, engine] = counter
     return counter
 
 

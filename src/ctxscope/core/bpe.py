@@ -1,0 +1,233 @@
+"""tiktoken's exact count in a few megabytes: the live path's counter (chosen in ``core/tokens.py``).
+
+tiktoken's Rust encoder keeps three copies of an encoding's tokens (its
+encoder and decoder maps and the sorted token bytes, each entry its own heap
+allocation): 41 MB for o200k_base's 199,998, most of a live application's
+cost of counting. Counting needs one table: which byte strings are tokens,
+and their ranks. :class:`CompactEncoding` keeps it in three flat arrays:
+
+- the tokens' bytes end to end, in rank order (1.4 MB for o200k_base),
+- where each token starts (4 bytes a token),
+- an open-addressing hash table, CRC-32 of a token's bytes to its rank
+  (``2 ** k`` slots of 4 bytes, at most 40% full: 2 MB for o200k_base),
+
+about 4 MB in all, built once from tiktoken's own rank file (its download,
+cache and hash check, the same as ``get_encoding``) and kept in ctxscope's
+cache (:mod:`ctxscope.core.encoding_load`), so that later processes read it
+back in a few milliseconds without building anything. It counts by
+tiktoken's own algorithm (``src/lib.rs``): the encoding's pattern splits the
+text into pieces; a piece that is a token counts one; any other is merged
+pair by pair, the lowest-ranked pair first and the leftmost of equal ones
+(``_byte_pair_merge``), and counts the parts left. The pattern runs on the
+``regex`` module (a dependency of tiktoken's own), and an ASCII text on
+o200k_base's pattern rewritten for the standard library's ``re`` (the same
+pieces for ASCII input, at about 2.5 times the speed). Pieces' counts are
+remembered in a bounded table (:data:`PIECE_MEMORY`), cleared when full.
+
+The counts are tiktoken's ``encode_ordinary`` lengths, special tokens'
+text counted as text and lone surrogates replaced as tiktoken replaces
+them: ``tests/core/test_bpe.py`` compares them on generated text and on
+every text of the corpus. The cost is speed: pure Python, 3 to 6 times
+tiktoken's CPU per character and holding the GIL, which is why the batch
+commands (``analyze``, ``replay``, ``watch``) keep tiktoken's encoder and a
+live process, which counts only what each call adds, uses this one.
+
+Pure: no OpenTelemetry, no provider SDK.
+"""
+
+from __future__ import annotations
+
+import array
+import json
+import re
+import zlib
+from typing import Any, Callable, Mapping
+
+from ctxscope.core.encoding_load import cache_path, read_cached, write_cached
+
+# Pieces whose counts are remembered (a dict of str -> int, about 6 MB when full, then cleared): the
+# words and spacings a conversation repeats count at a dict lookup rather than a table probe.
+PIECE_MEMORY = 1 << 16
+_FORMAT = "ctxscope-bpe-1"
+
+# o200k_base's pattern (tiktoken_ext.openai_public) and what it matches in ASCII text, for ``re``:
+# \p{L} is [A-Za-z] there, \p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M} [A-Z], \p{Ll}\p{Lm}\p{Lo}\p{M} [a-z], \p{N}
+# [0-9], and \s Unicode's White_Space, [\t\n\v\f\r ] (not ``re``'s \s, which also takes \x1c-\x1f).
+_O200K = ("[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]*[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]+"
+          "(?i:'s|'t|'re|'ve|'m|'ll|'d)?|[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]+"
+          "[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+"
+          "[\\r\\n/]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+")
+_S = "\\t\\n\\x0b\\x0c\\r "
+_O200K_ASCII = (f"[^\\r\\nA-Za-z0-9]?[A-Z]*[a-z]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?"
+                f"|[^\\r\\nA-Za-z0-9]?[A-Z]+[a-z]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?|[0-9]{{1,3}}"
+                f"| ?[^{_S}A-Za-z0-9]+[\\r\\n/]*|[{_S}]*[\\r\\n]+|[{_S}]+(?![^{_S}])|[{_S}]+")
+_ASCII_PATTERNS = {_O200K: _O200K_ASCII}
+
+
+class NotCompactableError(Exception):
+    """This encoding cannot be kept compact (its ranks are not 0..n-1, or ``regex`` cannot run its pattern)."""
+
+
+class CompactEncoding:
+    """One encoding's token table in flat arrays, counting as tiktoken's ``encode_ordinary`` does."""
+
+    def __init__(self, name: str, pattern: str, tokens: bytes, starts: array.array[int],
+                 slots: array.array[int]) -> None:
+        try:
+            import regex  # tiktoken's own dependency
+        except ImportError as exc:
+            raise NotCompactableError(f"the regex module is missing ({exc})") from exc
+        try:
+            self._split: Callable[[str], list[str]] = regex.compile(pattern).findall
+        except regex.error as exc:
+            raise NotCompactableError(f"the regex module cannot compile {name}'s pattern ({exc})") from exc
+        ascii_pattern = _ASCII_PATTERNS.get(pattern)
+        self._split_ascii = re.compile(ascii_pattern).findall if ascii_pattern else self._split
+        self.name, self.pattern = name, pattern
+        self.n_tokens = len(starts) - 1
+        self._tokens, self._starts, self._slots = tokens, starts, slots
+        self._mask = len(slots) - 1
+        self._pieces: dict[str, int] = {}
+
+    def nbytes(self) -> int:
+        """What the table holds (its three arrays), in bytes."""
+        return (len(self._tokens) + self._starts.itemsize * len(self._starts)
+                + self._slots.itemsize * len(self._slots))
+
+    def count(self, text: str) -> int:
+        """How many tokens ``len(tiktoken_encoding.encode_ordinary(text))`` is."""
+        if not text:
+            return 0
+        try:
+            return self._count(text)
+        except UnicodeEncodeError:
+            # A lone surrogate: tiktoken's Encoding.encode replaces it the same way and encodes again.
+            return self._count(text.encode("utf-16", "surrogatepass").decode("utf-16", "replace"))
+
+    def _count(self, text: str) -> int:
+        pieces = self._split_ascii(text) if text.isascii() else self._split(text)
+        known = list(map(self._pieces.get, pieces))
+        if None not in known:
+            return sum(known)  # type: ignore[arg-type]
+        remembered = self._pieces
+        if len(remembered) > PIECE_MEMORY:
+            remembered.clear()  # bounded; what the next texts repeat comes back at once
+        total = 0
+        for piece, tokens in zip(pieces, known):
+            if tokens is None:
+                tokens = remembered[piece] = self._piece_tokens(piece.encode("utf-8"))
+            total += tokens
+        return total
+
+    def rank(self, piece: bytes) -> int:
+        """The token's rank, or -1 when ``piece`` is no token."""
+        slot = zlib.crc32(piece) & self._mask
+        slots, starts, tokens = self._slots, self._starts, self._tokens
+        while True:
+            rank = slots[slot]
+            if rank < 0 or tokens[starts[rank]:starts[rank + 1]] == piece:
+                return rank
+            slot = (slot + 1) & self._mask
+
+    def _piece_tokens(self, piece: bytes) -> int:
+        """tiktoken's ``byte_pair_encode`` of one piece, counted: the piece itself, else its merged parts."""
+        if self.rank(piece) >= 0:
+            return 1
+        # tiktoken's _byte_pair_merge: parts start at each byte; ranks[i] is the rank of parts i and i + 1
+        # joined (no token: past every rank); the lowest joins first, the leftmost of equal ones.
+        none = self.n_tokens
+        starts = list(range(len(piece) + 1))
+        ranks = [self._rank_or(piece[i:i + 2], none) for i in range(len(piece) - 1)]
+        while ranks:
+            lowest = min(ranks)
+            if lowest == none:
+                break
+            i = ranks.index(lowest)
+            del starts[i + 1]
+            del ranks[i]
+            if i < len(ranks):
+                ranks[i] = self._rank_or(piece[starts[i]:starts[i + 2]], none)
+            if i > 0:
+                ranks[i - 1] = self._rank_or(piece[starts[i - 1]:starts[i + 1]], none)
+        return len(starts) - 1
+
+    def _rank_or(self, piece: bytes, none: int) -> int:
+        rank = self.rank(piece)
+        return none if rank < 0 else rank
+
+    # -- building and keeping -------------------------------------------------------------------------
+
+    @classmethod
+    def build(cls, name: str, pattern: str, ranks: Mapping[bytes, int]) -> "CompactEncoding":
+        """The table of tiktoken's ``mergeable_ranks`` (ranks 0..n-1, as every public encoding's are)."""
+        by_rank: list[bytes | None] = [None] * len(ranks)
+        for token, rank in ranks.items():
+            if not 0 <= rank < len(by_rank) or by_rank[rank] is not None:
+                raise NotCompactableError(f"{name}'s ranks are not 0..{len(ranks) - 1}")
+            by_rank[rank] = token
+        tokens = b"".join(by_rank)  # type: ignore[arg-type]
+        starts = array.array("i", [0])
+        size = 1 << max(4, (len(by_rank) * 5 // 2).bit_length())  # at most 40% full: short probe runs
+        slots = array.array("i", [-1]) * size
+        mask = size - 1
+        offset = 0
+        for rank, token in enumerate(by_rank):
+            offset += len(token)  # type: ignore[arg-type]
+            starts.append(offset)
+            slot = zlib.crc32(token) & mask  # type: ignore[arg-type]
+            while slots[slot] >= 0:
+                slot = (slot + 1) & mask
+            slots[slot] = rank
+        return cls(name, pattern, tokens, starts, slots)
+
+    def to_bytes(self) -> bytes:
+        head = json.dumps({"format": _FORMAT, "name": self.name, "pattern": self.pattern,
+                           "tokens": len(self._tokens), "starts": len(self._starts),
+                           "slots": len(self._slots)}).encode()
+        return b"".join((head, b"\n", self._tokens, self._starts.tobytes(), self._slots.tobytes()))
+
+    @classmethod
+    def from_bytes(cls, data: memoryview) -> "CompactEncoding | None":
+        """What :meth:`to_bytes` wrote, or None when it is not that (another format, a wrong size)."""
+        end = bytes(data[:4096]).find(b"\n")
+        if end < 0:
+            return None
+        try:
+            head: dict[str, Any] = json.loads(bytes(data[:end]))
+            if head.get("format") != _FORMAT:
+                return None
+            n_tokens, n_starts, n_slots = int(head["tokens"]), int(head["starts"]), int(head["slots"])
+            name, pattern = str(head["name"]), str(head["pattern"])
+        except (ValueError, KeyError, TypeError):
+            return None
+        starts, slots = array.array("i"), array.array("i")
+        body = end + 1
+        if len(data) != body + n_tokens + starts.itemsize * (n_starts + n_slots) or n_slots & (n_slots - 1):
+            return None
+        tokens = bytes(data[body:body + n_tokens])
+        body += n_tokens
+        starts.frombytes(data[body:body + starts.itemsize * n_starts])
+        slots.frombytes(data[body + starts.itemsize * n_starts:])
+        return cls(name, pattern, tokens, starts, slots)
+
+
+def load(name: str, rank_file: str | None, constructor_kwargs: Callable[[], Mapping[str, Any]]) -> CompactEncoding:
+    """``name``'s compact table: read back from ctxscope's cache, else built from ``constructor_kwargs()``.
+
+    ``rank_file`` is tiktoken's cached copy of the encoding's ranks (None:
+    tiktoken caches nothing, so neither does this): the cache key. Raises
+    :class:`NotCompactableError` for an encoding this cannot hold.
+    """
+    path = cache_path(name, rank_file, "compact") if rank_file else None
+    if path is not None:
+        data = read_cached(path)
+        kept = CompactEncoding.from_bytes(data) if data is not None else None
+        if kept is not None and kept.name == name:
+            return kept
+    kwargs = constructor_kwargs()
+    encoding = CompactEncoding.build(name, kwargs["pat_str"], kwargs["mergeable_ranks"])
+    if path is None and rank_file:
+        path = cache_path(name, rank_file, "compact")  # the constructor has just downloaded it
+    if path is not None:
+        write_cached(path, encoding.to_bytes())
+    return encoding

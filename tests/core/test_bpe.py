@@ -1,0 +1,169 @@
+"""The compact table (core/bpe.py): tiktoken's counts, in a few megabytes, kept in ctxscope's cache."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from conftest import CORPUS, requires_corpus
+from ctxscope.core import bpe
+from ctxscope.core.encoding_load import constructor_kwargs
+from ctxscope.core.tokens import _rank_file
+
+# A toy vocabulary whose merges can be followed by hand: single letters, then ab, bc, abc, and a space.
+TOY = {b"a": 0, b"b": 1, b"c": 2, b"ab": 3, b"bc": 4, b"abc": 5, b" ": 6}
+
+
+def toy() -> bpe.CompactEncoding:
+    return bpe.CompactEncoding.build("toy", r"\S+|\s+", TOY)
+
+
+def test_a_piece_that_is_a_token_counts_one_and_others_merge_lowest_rank_first() -> None:
+    """abc is a token (1). abcb: a|b|c|b, ab (3) joins first, then abc (5): abc|b = 2. bcab: ab (3) before
+    bc (4): bc|ab = 2. cbc: c|bc = 2. "abcb bcab" is abcb, space, bcab: 2 + 1 + 2."""
+    encoding = toy()
+    assert [encoding.count(t) for t in ("abc", "abcb", "bcab", "cbc", "abcb bcab", "")] == [1, 2, 2, 2, 5, 0]
+    assert [encoding.rank(t) for t in (b"abc", b"ab", b"cb", b"")] == [5, 3, -1, -1]
+
+
+def test_ranks_must_be_0_to_n_minus_1() -> None:
+    with pytest.raises(bpe.NotCompactableError, match="not 0..1"):
+        bpe.CompactEncoding.build("gappy", r"\S+", {b"a": 0, b"b": 2})
+
+
+def test_the_table_round_trips_through_its_bytes() -> None:
+    encoding = toy()
+    again = bpe.CompactEncoding.from_bytes(memoryview(encoding.to_bytes()))
+    assert again is not None
+    assert (again.name, again.pattern, again.n_tokens) == ("toy", r"\S+|\s+", 7)
+    assert again.count("abcb bcab") == 5
+    assert bpe.CompactEncoding.from_bytes(memoryview(encoding.to_bytes()[:-4])) is None  # cut short
+    assert bpe.CompactEncoding.from_bytes(memoryview(b'{"format": "other"}\n')) is None
+
+
+# -- against tiktoken ---------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def encodings(tiktoken_ready: None, tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[Any, Any]]:
+    """Each public encoding as tiktoken's get_encoding and as the compact table (built in a fresh cache)."""
+    import tiktoken
+    from tiktoken_ext.openai_public import ENCODING_CONSTRUCTORS
+
+    folder = tmp_path_factory.mktemp("cache")
+    pairs = {}
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("XDG_CACHE_HOME", str(folder))
+        for name in ("o200k_base", "cl100k_base"):
+            rank_file = _rank_file(name)
+            compact = bpe.load(name, rank_file,
+                               lambda n=name, r=rank_file: constructor_kwargs(n, ENCODING_CONSTRUCTORS[n], r))
+            pairs[name] = (tiktoken.get_encoding(name), compact)
+    return pairs
+
+
+def test_o200k_counts_as_tiktoken_on_hand_picked_text(encodings: dict[str, tuple[Any, Any]]) -> None:
+    """Hello|,| world|! is 4; 日本語 2 in o200k_base and 4 in cl100k_base; special tokens' text is text;
+    a lone surrogate is replaced (U+FFFD) as tiktoken replaces it: a|\\ufffd|b, 3."""
+    o200k, cl100k = encodings["o200k_base"][1], encodings["cl100k_base"][1]
+    assert o200k.count("Hello, world!") == 4 == cl100k.count("Hello, world!")
+    assert (o200k.count("日本語"), cl100k.count("日本語")) == (2, 4)
+    assert o200k.count("a\ud800b") == 3 == o200k.count("a\ufffdb")
+    tiktoken_o200k = encodings["o200k_base"][0]
+    for text in ("<|endoftext|> and <|endofprompt|>", "def f(x):\n    return x ** 2\n", " " * 300 + "x",
+                 "I'M HERE, they'll see 12345678 ſ", "\x1c\x1f\x85\xa0\u3000x\r\n\r\n  y"):
+        assert o200k.count(text) == len(tiktoken_o200k.encode_ordinary(text)), text
+
+
+# Every class the patterns tell apart: cases, marks, digits, the contractions, spaces Unicode's and
+# ASCII's (\x1c-\x1f are re's \s but not Unicode's White_Space), punctuation, CJK, emoji, surrogates.
+ALPHABET = list("aZz09 \t\n\r\x0b\x0c\x1c\x1f\x85\xa0\u2028\u3000.,;'/\\-_éÉ日本語😀ſİ\u0301\u200dsSlLtTdDmM")
+ALPHABET += ["'s", "'LL", "'re", "\ud800", "\udc00", "  \n", "123456"]
+
+
+@given(st.lists(st.sampled_from(ALPHABET), max_size=40).map("".join))
+@settings(max_examples=600, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+def test_counts_as_tiktoken_on_generated_text(encodings: dict[str, tuple[Any, Any]], text: str) -> None:
+    for name, (theirs, ours) in encodings.items():
+        assert ours.count(text) == len(theirs.encode_ordinary(text)), name
+
+
+@given(st.text(st.characters(codec="ascii"), max_size=60))
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+def test_ascii_text_splits_on_re_as_on_regex(encodings: dict[str, tuple[Any, Any]], text: str) -> None:
+    """o200k_base's pattern rewritten for ``re`` gives the pieces of the original on ``regex``, ASCII text."""
+    ours = encodings["o200k_base"][1]
+    assert ours._split_ascii(text) == ours._split(text)  # noqa: SLF001
+
+
+def _corpus_texts() -> Iterator[str]:
+    def strings(value: Any) -> Iterator[str]:
+        if isinstance(value, str):
+            yield value
+        elif isinstance(value, dict):
+            for item in value.values():
+                yield from strings(item)
+        elif isinstance(value, list):
+            for item in value:
+                yield from strings(item)
+
+    for path in sorted(CORPUS.rglob("*.json*")):
+        for line in path.read_text(errors="replace").splitlines():
+            try:
+                yield from strings(json.loads(line))
+            except ValueError:
+                continue
+
+
+@requires_corpus
+def test_counts_as_tiktoken_on_every_text_of_the_corpus(encodings: dict[str, tuple[Any, Any]]) -> None:
+    theirs, ours = encodings["o200k_base"]
+    seen: set[str] = set()
+    differ = []
+    for text in _corpus_texts():
+        if text in seen:
+            continue
+        seen.add(text)
+        if ours.count(text) != len(theirs.encode_ordinary(text)):
+            differ.append(text[:80])
+    assert len(seen) > 30_000  # the whole corpus was read
+    assert differ == []
+
+
+# -- ctxscope's cache ---------------------------------------------------------------------------------
+
+@pytest.fixture
+def o200k_constructor(tiktoken_ready: None, tmp_path: Path,
+                      monkeypatch: pytest.MonkeyPatch) -> tuple[Callable[[], Any], list[int]]:
+    """tiktoken's o200k constructor, counting its runs; ctxscope's cache in a fresh folder."""
+    from tiktoken_ext.openai_public import ENCODING_CONSTRUCTORS
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    runs: list[int] = []
+
+    def constructor() -> Any:
+        runs.append(1)
+        return ENCODING_CONSTRUCTORS["o200k_base"]()
+
+    return constructor, runs
+
+
+def test_the_second_load_reads_the_table_back_without_building(o200k_constructor: Any, tmp_path: Path) -> None:
+    constructor, runs = o200k_constructor
+    rank_file = _rank_file("o200k_base")
+    first = bpe.load("o200k_base", rank_file, constructor)
+    kept = sorted((tmp_path / "ctxscope" / "tiktoken").glob("o200k_base-*.compact"))
+    assert len(runs) == 1 and len(kept) == 1
+    second = bpe.load("o200k_base", rank_file, constructor)
+    assert len(runs) == 1  # read back
+    assert second.n_tokens == first.n_tokens == 199_998
+    assert 3_000_000 < second.nbytes() < 5_000_000  # the three arrays: tokens, starts, slots
+    assert second.count("Hello, world!") == 4
+    kept[0].write_bytes(kept[0].read_bytes()[:-100])  # cut short: built again and rewritten
+    assert bpe.load("o200k_base", rank_file, constructor).count("Hello, world!") == 4
+    assert len(runs) == 2
+    assert bpe.load("o200k_base", rank_file, constructor).n_tokens == 199_998 and len(runs) == 2
