@@ -41,7 +41,7 @@ import array
 import json
 import re
 import zlib
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, cast
 
 from ctxscope.core.encoding_load import cache_path, read_cached, write_cached
 
@@ -165,16 +165,17 @@ class CompactEncoding:
             if not 0 <= rank < len(by_rank) or by_rank[rank] is not None:
                 raise NotCompactableError(f"{name}'s ranks are not 0..{len(ranks) - 1}")
             by_rank[rank] = token
-        tokens = b"".join(by_rank)  # type: ignore[arg-type]
+        ordered = cast("list[bytes]", by_rank)  # n distinct ranks in 0..n-1: every place is filled
+        tokens = b"".join(ordered)
         starts = array.array("i", [0])
-        size = 1 << max(4, (len(by_rank) * 5 // 2).bit_length())  # at most 40% full: short probe runs
+        size = 1 << max(4, (len(ordered) * 5 // 2).bit_length())  # at most 40% full: short probe runs
         slots = array.array("i", [-1]) * size
         mask = size - 1
         offset = 0
-        for rank, token in enumerate(by_rank):
-            offset += len(token)  # type: ignore[arg-type]
+        for rank, piece in enumerate(ordered):
+            offset += len(piece)
             starts.append(offset)
-            slot = zlib.crc32(token) & mask  # type: ignore[arg-type]
+            slot = zlib.crc32(piece) & mask
             while slots[slot] >= 0:
                 slot = (slot + 1) & mask
             slots[slot] = rank
