@@ -193,8 +193,10 @@ def _span_flags(parent: Any) -> bytes:
 class SpanEncoder:
     """Writes ``ExportTraceServiceRequest`` bytes for a batch of SDK spans (``ReadableSpan``).
 
-    One per exporter: the cache of encoded attributes is its own (an exporter
-    encodes on one thread at a time, under its batch processor's export lock).
+    One per exporter, with its own cache of encoded attributes. Two threads
+    may encode at once (a simple span processor exports on the thread that
+    ends the span): the caches are dicts of immutable bytes, whose single
+    get, set and clear need no lock, and a lost entry is encoded again.
     """
 
     def __init__(self, cache_limit: int = _CACHE_LIMIT) -> None:
