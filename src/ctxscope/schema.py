@@ -399,11 +399,15 @@ class Change:
             ChangeAttr.DELTA_TOKENS: self.delta_tokens,
             ChangeAttr.CHANGE_TYPE: self.change_type.value,
         }
-        for key, value in ((ChangeAttr.CHARS, self.chars), (ChangeAttr.LABEL, self.label),
-                           (ChangeAttr.SOURCE_KIND, self.source_kind),
-                           (ChangeAttr.SOURCE_CALL_ID, self.source_call_id)):
-            if value is not None:
-                attrs[key] = value
+        # Written out rather than looped: every change event of every span is built here.
+        if self.chars is not None:
+            attrs[ChangeAttr.CHARS] = self.chars
+        if self.label is not None:
+            attrs[ChangeAttr.LABEL] = self.label
+        if self.source_kind is not None:
+            attrs[ChangeAttr.SOURCE_KIND] = self.source_kind
+        if self.source_call_id is not None:
+            attrs[ChangeAttr.SOURCE_CALL_ID] = self.source_call_id
         return attrs
 
     @classmethod
@@ -442,6 +446,10 @@ _OPTIONAL_FIELDS: tuple[tuple[str, str, type], ...] = (
     ("learned_correction_tokens", Attr.LEARNED_CORRECTION_TOKENS, int),
     ("basis_fallback", Attr.BASIS_FALLBACK, str),
 )
+
+# The category and waste attribute keys in SPEC order, built once: every span ctxscope writes asks for them.
+_CATEGORY_ATTRS: tuple[tuple[Category, str], ...] = tuple((c, Attr.category(c)) for c in CATEGORIES)
+_WASTE_ATTRS: tuple[tuple[WasteKind, str], ...] = tuple((k, Attr.waste(k)) for k in WasteKind)
 
 
 @dataclass(slots=True)
@@ -495,18 +503,21 @@ class Annotation:
             Attr.COVERAGE: self.coverage.value,
             Attr.BASELINE: self.baseline,
         }
-        for category in CATEGORIES:
-            if category in self.categories:
-                attrs[Attr.category(category)] = int(self.categories[category])
+        categories = self.categories
+        for category, key in _CATEGORY_ATTRS:
+            if category in categories:
+                attrs[key] = int(categories[category])
         attrs[Attr.ESTIMATED_TOKENS] = self.estimated_tokens
         for name, key, convert in _OPTIONAL_FIELDS:
             value = getattr(self, name)
             if value is not None:
                 attrs[key] = value.value if isinstance(value, Enum) else convert(value)
         attrs[Attr.OMITTED_CHANGES] = self.omitted_changes
-        for waste_kind in WasteKind:
-            if waste_kind in self.waste:
-                attrs[Attr.waste(waste_kind)] = int(self.waste[waste_kind])
+        waste = self.waste
+        if waste:
+            for waste_kind, key in _WASTE_ATTRS:
+                if waste_kind in waste:
+                    attrs[key] = int(waste[waste_kind])
         if self.compaction_trigger is not None:
             attrs[Attr.COMPACTION_TRIGGER] = self.compaction_trigger.value
         return attrs
