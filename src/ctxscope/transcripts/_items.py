@@ -130,12 +130,14 @@ class ToolCalls:
     __slots__ = ("_seen",)
 
     def __init__(self) -> None:
-        self._seen: dict[str, tuple[str, str | None]] = {}
+        # call id -> (the call id as the call's item holds it, tool, reference): a result's
+        # source_call_id is then the call's string, not a second copy for the session's length.
+        self._seen: dict[str, tuple[str, str, str | None]] = {}
 
     def call_item(self, call_id: str, tool: str, args: Any) -> Item:
         """A tool call's item (:func:`call_item`), remembered for its result."""
         item, ref = call_item(call_id, tool, args)
-        self._seen[call_id] = (tool, ref)
+        self._seen[call_id] = (call_id, tool, ref)
         return item
 
     def result_items(self, call_id: Any, text: str, fallback_id: Callable[[], str]) -> list[Item]:
@@ -145,7 +147,7 @@ class ToolCalls:
         """
         if not isinstance(call_id, str):
             return result_items(fallback_id(), "unknown", text, None, None)
-        name, ref = self._seen.get(call_id, ("unknown", None))
+        call_id, name, ref = self._seen.get(call_id, (call_id, "unknown", None))
         return result_items(f"result:{call_id}", name, text, call_id, ref)
 
 
