@@ -244,7 +244,7 @@ def _write(path: str, text: str) -> None:
     _write_with(path, lambda write: write(text))
 
 
-def _write_with(path: str, produce: Callable[[Callable[[str], object]], None]) -> None:
+def _write_with(path: str, produce: Callable[[Callable[[str], object]], object]) -> None:
     """Call ``produce`` with the write method of ``path``, opened for the owner only."""
     try:
         # Owner-only: reports are local files about someone's sessions (SPEC section 7).

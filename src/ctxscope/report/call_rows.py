@@ -122,7 +122,8 @@ class CallRows:
             return len(self) == len(other) and all(a == b for a, b in zip(self, other))
         return NotImplemented
 
-    __hash__ = None  # type: ignore[assignment] - mutable, like the list it stands for
+    # Mutable, like the list it stands for: unhashable.
+    __hash__ = None  # type: ignore[assignment]
 
     def __repr__(self) -> str:
         return f"CallRows({len(self)} rows)"
