@@ -186,13 +186,13 @@ def run(args: argparse.Namespace) -> int:
 
         _write(args.output, html_report.render(results))
     if args.json:
-        from ctxscope.report.json_report import dumps, files_json
+        from ctxscope.report.json_report import write_json
 
-        text = dumps(files_json(results))
+        # Written in pieces: a long session's growth rows are never one string (write_json).
         if args.output and not args.html:
-            _write(args.output, text + "\n")
+            _write_with(args.output, lambda write: write_json(results, write))
         else:
-            sys.stdout.write(text + "\n")
+            write_json(results, sys.stdout.write)
     elif not args.html:
         from ctxscope.report import terminal
 
@@ -241,10 +241,15 @@ def redact_part(part: str) -> str:
 
 
 def _write(path: str, text: str) -> None:
+    _write_with(path, lambda write: write(text))
+
+
+def _write_with(path: str, produce: Callable[[Callable[[str], object]], object]) -> None:
+    """Call ``produce`` with the write method of ``path``, opened for the owner only."""
     try:
         # Owner-only: reports are local files about someone's sessions (SPEC section 7).
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
+            produce(handle.write)
     except OSError as exc:
         raise UserError(f"{path}: cannot write: {exc.strerror or exc}") from None

@@ -61,6 +61,11 @@ __all__ = [
 # in the apportioned view), so a session never shows more than 256 parts.
 NAMED_PARTS_CAP = MAX_PARTS_PER_SESSION - len(CATEGORIES)
 
+# Texts whose counts the ledger keeps for a body seen again under another id, at most: a cache
+# only (a miss counts the text again). Without a bound it held every text of a context that
+# never shrinks, for the whole session (issue 14: memory flat in the session's size).
+TEXT_COUNTS_KEPT = 8192
+
 # What :meth:`SessionLedger._history_change` finds: a compaction's trigger, a
 # restart (a new conversation from the same opening), or nothing.
 RESTART: Final = "restart"
@@ -402,9 +407,12 @@ class SessionLedger:
 
     def _count_text(self, item: Item, count_text: Callable[[str], int]) -> int:
         text_key = (item.digest, len(item.text))
-        tokens = self._text_counts.get(text_key)
+        text_counts = self._text_counts
+        tokens = text_counts.get(text_key)
         if tokens is None:
-            tokens = self._text_counts[text_key] = count_text(item.text)
+            if len(text_counts) >= TEXT_COUNTS_KEPT:
+                text_counts.clear()  # a bound on memory, not an LRU: a miss only costs a count
+            tokens = text_counts[text_key] = count_text(item.text)
         return tokens
 
     def _part(self, item: Item) -> str:

@@ -26,6 +26,7 @@ and extractors (``Item.reference``), never from call ids.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any, Iterable, Sequence
 
 from ctxscope.core.diff import ItemRun, shared_prefix
@@ -270,7 +271,7 @@ class WasteTracker:
                 entry = self._texts.get(item.digest)
                 if entry is None:
                     # Named by the call's reference for repeated tool calls, else by its part.
-                    name = f"repeated call {item.reference}" if item.reference else f"identical {item.part} text"
+                    name = f"repeated call {item.reference}" if item.reference else _identical_text(item.part)
                     self._texts[item.digest] = [1, item.tokens, name, self.calls]
                 else:
                     self._charge(_DUPLICATE, entry[2], (entry[0] - 1) * entry[1], entry[3])
@@ -469,3 +470,9 @@ def _findings(tracker: WasteTracker, total: int) -> Report:
     plan.drop.sort(key=lambda f: -f.tokens_saved)
     plan.summarise.sort(key=lambda f: -f.tokens_saved)
     return Report(waste=totals, total=total, findings=findings, plan=plan)
+
+
+@lru_cache(maxsize=1024)
+def _identical_text(part: str) -> str:
+    """A repeated text's name: one string per part, not one per text kept (they last the session)."""
+    return f"identical {part} text"

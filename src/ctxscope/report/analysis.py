@@ -5,7 +5,8 @@ Each :class:`~ctxscope.transcripts.TranscriptCall` goes through the session's
 ``watch`` use too: inferred prefix, ledger, limits, waste; a
 ``transcript-observed`` snapshot with ``partial`` coverage, its reported input
 attached). Only one row of numbers per call is
-kept, never the snapshots, so memory follows the live context, not the file.
+kept, packed (:class:`~ctxscope.report.call_rows.CallRows`), never the
+snapshots, so memory follows the live context, not the file.
 Item texts are released once counted (their count is kept as
 ``fixed_tokens``) unless ``keep_text``.
 """
@@ -22,24 +23,10 @@ from typing import Callable
 from ctxscope.schema import Category, ChangeType, Coverage
 from ctxscope.core.tokens import counter_for
 from ctxscope.core.pipeline import TranscriptAccount
+from ctxscope.report.call_rows import CallRow, CallRows
 from ctxscope.transcripts import Problem, TranscriptCall, TranscriptFile
 from ctxscope.transcripts.prefix import INFERENCE, PrefixMove
 from ctxscope.core.waste import Report, WasteOptions, WasteTracker
-
-
-@dataclass(slots=True)
-class CallRow:
-    index: int
-    line: int | None
-    timestamp_ns: int | None
-    model: str | None
-    estimated: int  # counted content plus the inferred prefix
-    reported: int | None
-    inferred: int  # the inferred prefix's share of ``estimated``
-    calibrated: dict[Category, int]
-    waste: int
-    compaction: str | None  # trigger when a compaction happened just before this call
-    used: int  # the sum of ``calibrated``: summed once, not again by every view that shows it
 
 
 # How many of a session's largest additions are kept (a bounded heap: memory follows counts).
@@ -109,7 +96,7 @@ class SessionResult:
     format: str
     provider: str
     parent_session_id: str | None = None
-    rows: list[CallRow] = field(default_factory=list)
+    rows: CallRows = field(default_factory=CallRows)  # one packed row per call (call_rows)
     parts: dict[str, int] = field(default_factory=dict)  # apportioned parts of the last call
     basis: str = ""
     model: str | None = None
@@ -161,7 +148,8 @@ class SessionResult:
 
     @property
     def peak(self) -> int:
-        return max((r.used for r in self.rows), default=0)
+        rows = self.rows
+        return rows.max_used() if isinstance(rows, CallRows) else max((r.used for r in rows), default=0)
 
     @property
     def waste_ratio(self) -> float:

@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
-from typing import Any
+import secrets
+from typing import Any, Callable, Iterable
 
 from ctxscope.schema import CATEGORIES, SPEC_VERSION
 from ctxscope.report.analysis import FileResult, SessionResult
+from ctxscope.report.call_rows import CallRow, CallRows
 
 # 2: estimated_tokens includes the inferred system+tools prefix (inferred_tokens says how much);
 # counting, inference, prefix_moves, session_waste and rollup added.
 SCHEMA_VERSION = 2
 # Categories in SPEC order with their names: a growth row per call, an enum .value each is slow.
 _NAMED = tuple((c, c.value) for c in CATEGORIES)
+# Growth rows encoded at a time by write_json: its working set, whatever the session's length.
+GROWTH_CHUNK_ROWS = 1024
 
 
 def dumps(doc: Any) -> str:
@@ -21,7 +25,8 @@ def dumps(doc: Any) -> str:
     return dumps_indented(doc)
 
 
-def session_json(session: SessionResult) -> dict[str, Any]:
+def session_json(session: SessionResult, growth: Callable[[SessionResult], Any] | None = None) -> dict[str, Any]:
+    """One session's object; ``growth`` puts something else in place of its growth rows (write_json)."""
     waste = session.waste
     return {
         "session_id": session.session_id,
@@ -52,15 +57,20 @@ def session_json(session: SessionResult) -> dict[str, Any]:
             "plan": waste.plan.to_json() if waste else {"saving": 0, "drop": [], "summarise": []},
         },
         "session_waste": session_waste_json(session),
-        "growth": [
-            {"call": r.index, "line": r.line, "timestamp_ns": r.timestamp_ns,
-             "estimated_tokens": r.estimated, "inferred_tokens": r.inferred, "reported_tokens": r.reported,
-             "used_tokens": r.used,
-             "categories": {name: r.calibrated[c] for c, name in _NAMED if r.calibrated.get(c)},
-             "waste_tokens": r.waste, "compaction": r.compaction}
-            for r in session.rows
-        ],
+        "growth": growth_json(session.rows) if growth is None else growth(session),
     }
+
+
+def growth_json(rows: Iterable[CallRow]) -> list[dict[str, Any]]:
+    """The growth table's rows: one object per call."""
+    return [
+        {"call": r.index, "line": r.line, "timestamp_ns": r.timestamp_ns,
+         "estimated_tokens": r.estimated, "inferred_tokens": r.inferred, "reported_tokens": r.reported,
+         "used_tokens": r.used,
+         "categories": {name: r.calibrated[c] for c, name in _NAMED if r.calibrated.get(c)},
+         "waste_tokens": r.waste, "compaction": r.compaction}
+        for r in rows
+    ]
 
 
 def _money(value) -> str | None:
@@ -109,7 +119,7 @@ def rollup_json(files: list[FileResult]) -> dict[str, Any]:
     }
 
 
-def files_json(files: list[FileResult]) -> dict[str, Any]:
+def files_json(files: list[FileResult], growth: Callable[[SessionResult], Any] | None = None) -> dict[str, Any]:
     return {
         "schema_version": SCHEMA_VERSION,
         "spec_version": SPEC_VERSION,
@@ -117,7 +127,63 @@ def files_json(files: list[FileResult]) -> dict[str, Any]:
         "files": [
             {"path": f.path, "format": f.format, "records": f.records,
              "problems": [{"line": p.line, "message": p.message} for p in f.problems],
-             "sessions": [session_json(s) for s in f.sessions]}
+             "sessions": [session_json(s, growth) for s in f.sessions]}
             for f in files
         ],
     }
+
+
+def write_json(files: list[FileResult], write: Callable[[str], object]) -> None:
+    """``dumps(files_json(files))`` and a newline, the same text, handed to ``write`` in pieces.
+
+    The growth rows grow with the session (a row per call: about 20 MB of
+    text, and more of objects, for 200 MB of transcript); built whole they
+    were the peak of a long analysis. Here the rest of the document is
+    encoded with a placeholder string where each session's rows go, and the
+    rows are encoded ``GROWTH_CHUNK_ROWS`` at a time into its place, indented
+    as the whole document would have them. Rows hold ints, null and ASCII
+    words, which both encoders of :func:`ctxscope.jsonio.dumps_indented` write
+    alike; a session whose ints do not all hold in 64 bits (orjson refuses
+    those: the whole document then goes to :mod:`json`) is written the one way.
+    """
+    sessions = [s for f in files for s in f.sessions]
+    if not all(isinstance(s.rows, CallRows) and s.rows.int64 for s in sessions):
+        write(dumps(files_json(files)) + "\n")
+        return
+    token = secrets.token_hex(8)
+    places: dict[str, SessionResult] = {}
+
+    def place(session: SessionResult) -> str:
+        mark = f"ctxscope-growth-{token}-{len(places)}"
+        places[mark] = session
+        return mark
+
+    text = dumps(files_json(files, place))
+    at = 0
+    for mark, session in places.items():
+        quoted = text.index(f'"{mark}"', at)
+        write(text[at:quoted])
+        indent = line_start = text.rfind("\n", 0, quoted) + 1
+        while text[indent] == " ":
+            indent += 1
+        indent -= line_start  # the spaces before ``"growth":``
+        _write_growth(session.rows, indent, write)
+        at = quoted + len(mark) + 2
+    write(text[at:])
+    write("\n")
+
+
+def _write_growth(rows: CallRows, indent: int, write: Callable[[str], object]) -> None:
+    """The rows as the list ``dumps`` writes under a key indented by ``indent`` spaces."""
+    if not len(rows):
+        write("[]")
+        return
+    pad = " " * indent
+    write("[\n")
+    for start in range(0, len(rows), GROWTH_CHUNK_ROWS):
+        if start:
+            write(",\n")
+        # The chunk as a list of its own: items at 2 spaces; every line moved in by ``indent``.
+        piece = dumps(growth_json(rows[start:start + GROWTH_CHUNK_ROWS]))
+        write(pad + piece[2:-2].replace("\n", "\n" + pad))
+    write("\n" + pad + "]")

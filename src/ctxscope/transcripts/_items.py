@@ -113,7 +113,7 @@ def call_item(call_id: str, tool: str, args: Any) -> tuple[Item, str | None]:
             _references.clear()
         _references[key] = ref
     name = _name(tool)
-    item = Item(id=call_id, category=Category.ASSISTANT, part=f"assistant/calls/{name}",
+    item = Item(id=call_id, category=Category.ASSISTANT, part=_call_part(name),
                 chars=len(text), text=text, label=name, source_kind="tool_call",
                 source_call_id=call_id, reference=ref, digest=digest)
     return item, ref
@@ -130,12 +130,14 @@ class ToolCalls:
     __slots__ = ("_seen",)
 
     def __init__(self) -> None:
-        self._seen: dict[str, tuple[str, str | None]] = {}
+        # call id -> (the call id as the call's item holds it, tool, reference): a result's
+        # source_call_id is then the call's string, not a second copy for the session's length.
+        self._seen: dict[str, tuple[str, str, str | None]] = {}
 
     def call_item(self, call_id: str, tool: str, args: Any) -> Item:
         """A tool call's item (:func:`call_item`), remembered for its result."""
         item, ref = call_item(call_id, tool, args)
-        self._seen[call_id] = (tool, ref)
+        self._seen[call_id] = (call_id, tool, ref)
         return item
 
     def result_items(self, call_id: Any, text: str, fallback_id: Callable[[], str]) -> list[Item]:
@@ -145,14 +147,14 @@ class ToolCalls:
         """
         if not isinstance(call_id, str):
             return result_items(fallback_id(), "unknown", text, None, None)
-        name, ref = self._seen.get(call_id, ("unknown", None))
+        call_id, name, ref = self._seen.get(call_id, (call_id, "unknown", None))
         return result_items(f"result:{call_id}", name, text, call_id, ref)
 
 
 def result_item(item_id: str, tool: str | None, text: str, call_id: str | None,
                 ref: str | None) -> Item:
     name = _name(tool or "unknown")
-    return Item(id=item_id, category=Category.RESULTS, part=f"results/{name}", chars=len(text),
+    return Item(id=item_id, category=Category.RESULTS, part=_result_part(name), chars=len(text),
                 text=text, label=name, source_kind="tool_result", source_call_id=call_id,
                 reference=ref, digest=content_digest(text))
 
@@ -236,3 +238,15 @@ def _maybe_json(args: Any) -> Any:
 # A tool's part-path segment, asked for every call and result (two regular expressions
 # each): a session uses a few dozen tool names.
 _name = lru_cache(maxsize=1024)(_classify.tool_segment)
+
+
+# The part paths of a tool's calls and results: one string per tool, not one per item (an item
+# stays in context, and so in memory, as long as the session's chain holds it: issue 14).
+@lru_cache(maxsize=1024)
+def _call_part(name: str) -> str:
+    return f"assistant/calls/{name}"
+
+
+@lru_cache(maxsize=1024)
+def _result_part(name: str) -> str:
+    return f"results/{name}"

@@ -28,6 +28,7 @@ The facts this reader follows (``shared/corpus/README.md``):
 
 from __future__ import annotations
 
+from array import array
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Iterator, Mapping
@@ -67,12 +68,24 @@ class _Node:
 
 @dataclass(slots=True)
 class _Session:
+    """One session's links and live chain.
+
+    ``nodes`` holds the links a later call may still walk: those off the live
+    chain (not reached yet, or on a branch a rewind left) and the chain's
+    links a cut could not rebuild. A plain link on the chain (no compaction, no
+    microcompaction, its parent the link before it) lives in the chain alone:
+    its parent is the link before it and its items are its slice of
+    ``items``, so a rewind that cuts it off makes its node again
+    (``ClaudeCodeReader._advance``). In a session without rewinds the chain
+    is the whole file, and this keeps no second copy of it (issue 14).
+    """
+
     session_id: str
     parent_session_id: str | None
     nodes: dict[str, _Node] = field(default_factory=dict)
     chain: list[str] = field(default_factory=list)  # uuids from the root to the tip
     position: dict[str, int] = field(default_factory=dict)  # uuid -> index in chain
-    counts: list[int] = field(default_factory=list)  # items before chain[i] (cumulative)
+    counts: array[int] = field(default_factory=lambda: array("q"))  # items before chain[i] (cumulative)
     items: list[Item] = field(default_factory=list)  # the live context along the chain
     calls: int = 0
     last_root_compaction: Compaction | None = None
@@ -90,7 +103,8 @@ class ClaudeCodeReader:
         self.records = 0
         self.problems: list[Problem] = []
         self._sessions: dict[str, _Session] = {}
-        self._seen_calls: set[tuple[str, str]] = set()
+        # One string a call (_call_key): a tuple of two strings cost twice as much, for every call of the file.
+        self._seen_calls: set[str] = set()
         self._tools = _items.ToolCalls()
         self._new_types: set[str] = set()
 
@@ -150,9 +164,10 @@ class ClaudeCodeReader:
             return None
         message_id = message.get("id")
         request_id = record.get("requestId")
-        key = (str(message_id), str(request_id))
         if message_id is None and request_id is None:
-            key = ("uuid", str(record.get("uuid")))
+            key = _call_key("uuid", str(record.get("uuid")))
+        else:
+            key = _call_key(str(message_id), str(request_id))
         if key in self._seen_calls:
             return None
         self._seen_calls.add(key)
@@ -189,6 +204,11 @@ class ClaudeCodeReader:
             keep = 0
         if keep < len(session.chain):
             reset = True  # a rewind or a new root: items after the fork leave the context
+            chain, counts = session.chain, session.counts
+            for i in range(keep, len(chain)):
+                if chain[i] not in nodes:  # a plain link (see _Session): its node again, a later call may walk it
+                    end = counts[i + 1] if i + 1 < len(counts) else len(session.items)
+                    nodes[chain[i]] = _Node(chain[i - 1], tuple(session.items[counts[i]:end]))
             if session.cleared:
                 session.cleared = [(p, ids) for p, ids in session.cleared if p < keep]
             for uuid in session.chain[keep:]:
@@ -202,7 +222,12 @@ class ClaudeCodeReader:
         compaction = None
         for uuid in reversed(walked):
             node = nodes[uuid]
-            position[uuid] = len(session.chain)
+            at = len(session.chain)
+            # A plain link lives in the chain alone from now on (_Session); the first one keeps its
+            # node, its parent may be a link this file never had.
+            if at and node.compaction is None and not node.cleared and node.parent == session.chain[-1]:
+                del nodes[uuid]
+            position[uuid] = at
             session.chain.append(uuid)
             session.counts.append(len(session.items))
             if node.compaction is not None:
@@ -314,6 +339,11 @@ class ClaudeCodeReader:
         item.category = Category(category)
         item.part = category
         return (item,)
+
+
+def _call_key(first: str, second: str) -> str:
+    """The two ids that make a call one call, as one string (the length keeps it one-to-one)."""
+    return f"{len(first)}:{first}{second}"
 
 
 def _cleared_ids(record: Mapping[str, Any]) -> frozenset[str]:

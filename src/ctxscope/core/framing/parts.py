@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from functools import lru_cache
 
 from ctxscope.schema import Category, Item
 
@@ -40,6 +41,12 @@ def framing_item(key: str, tokens: int, part: str = OVERHEAD_PART) -> Item:
     """One framing part's item, without a :class:`FramingPart` (Claude's proxy correction: one a call)."""
     category = Category.OVERHEAD if part == OVERHEAD_PART else Category.TOOLS
     label = key if category is Category.OVERHEAD else part
-    return Item(id="framing:" + key, category=category, part=part, chars=0,
+    return Item(id=_framing_id(key), category=category, part=part, chars=0,
                 fixed_tokens=tokens, label=label, source_kind="framing",
                 digest=hashlib.blake2b(f"{key}:{tokens}".encode(), digest_size=8).hexdigest())
+
+
+@lru_cache(maxsize=256)
+def _framing_id(key: str) -> str:
+    """``framing:<key>``, one string per key: Claude's proxy item is made anew on every call."""
+    return "framing:" + key

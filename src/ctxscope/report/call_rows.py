@@ -1,0 +1,182 @@
+"""A session's per-call rows, packed: the report's one structure that grows with every call.
+
+``analyze`` keeps one row of numbers per call for the growth table (issue 14:
+memory flat in the session's size). As objects a row cost about 550 bytes (a
+slotted :class:`CallRow`, its category dict, its ints); :class:`CallRows`
+keeps the same values in typed arrays, one per field, about 130 bytes a row,
+and builds a :class:`CallRow` only when one is asked for. It reads like the
+list it replaces (``len``, index, iterate, ``append``), so renderers and tests
+see :class:`CallRow` objects as before.
+
+Exact whatever the input says: a value an ``int64`` cannot hold (a corrupt
+count, a line number beyond it) turns its column into a plain list, never
+raises and never rounds; :attr:`CallRows.int64` says whether every value fits
+(the streamed JSON report relies on it).
+"""
+
+from __future__ import annotations
+
+from array import array
+from collections.abc import Iterator, MutableSequence
+from dataclasses import dataclass
+from typing import Any, overload
+
+from ctxscope.schema import Category
+
+__all__ = ["CallRow", "CallRows"]
+
+
+@dataclass(slots=True)
+class CallRow:
+    index: int
+    line: int | None
+    timestamp_ns: int | None
+    model: str | None
+    estimated: int  # counted content plus the inferred prefix
+    reported: int | None
+    inferred: int  # the inferred prefix's share of ``estimated``
+    calibrated: dict[Category, int]
+    waste: int
+    compaction: str | None  # trigger when a compaction happened just before this call
+    used: int  # the sum of ``calibrated``: summed once, not again by every view that shows it
+
+
+# The integer fields of a row, in CallRow's order: one column each.
+_INT_FIELDS = ("index", "line", "timestamp_ns", "estimated", "reported", "inferred", "waste", "used")
+# None in an int column (line, timestamp_ns, reported): the one int64 no count or time takes.
+# A value equal to it is stored exactly all the same: its column becomes a list.
+_NONE = -(1 << 63)
+_INT64_MAX = (1 << 63) - 1
+_NO_NAME = -1  # None in a name column (model, compaction)
+
+Column = MutableSequence[Any]  # array('q'), or a list once a value does not fit
+
+
+class CallRows:
+    """The rows of one session's calls, in order, packed into arrays (see the module's docstring)."""
+
+    __slots__ = ("_ints", "_model", "_compaction", "_names", "_name_codes",
+                 "_cat_codes", "_cat_values", "_cat_ends", "_categories", "_category_codes")
+
+    def __init__(self, rows: list[CallRow] | None = None) -> None:
+        self._ints: list[Column] = [array("q") for _ in _INT_FIELDS]
+        # model and compaction trigger: codes into ``_names`` (a session has a few distinct ones).
+        self._model: Column = array("l")
+        self._compaction: Column = array("l")
+        self._names: list[str] = []
+        self._name_codes: dict[str, int] = {}
+        # calibrated: (category code, tokens) pairs of every row, one after another, in the
+        # row's own order; row i's pairs end at _cat_ends[i].
+        self._cat_codes: Column = array("B")
+        self._cat_values: Column = array("q")
+        self._cat_ends: Column = array("q")
+        self._categories: list[Category] = []
+        self._category_codes: dict[Category, int] = {}
+        for row in rows or ():
+            self.append(row)
+
+    # -- the list's surface ------------------------------------------------
+
+    def append(self, row: CallRow) -> None:
+        ints = self._ints
+        for column, value in enumerate((row.index, row.line, row.timestamp_ns, row.estimated, row.reported,
+                                        row.inferred, row.waste, row.used)):
+            _push(ints, column, _NONE if value is None else value, value is None)
+        self._model.append(self._name_code(row.model))
+        self._compaction.append(self._name_code(row.compaction))
+        codes, values = self._cat_codes, self._cat_values
+        for category, tokens in row.calibrated.items():
+            code = self._category_codes.get(category)
+            if code is None:
+                code = self._category_codes[category] = len(self._categories)
+                self._categories.append(category)
+            codes.append(code)
+            if isinstance(values, array) and (type(tokens) is not int or not -_INT64_MAX <= tokens <= _INT64_MAX):
+                values = self._cat_values = list(values)
+            values.append(tokens)
+        self._cat_ends.append(len(codes))
+
+    def __len__(self) -> int:
+        return len(self._cat_ends)
+
+    @overload
+    def __getitem__(self, i: int) -> CallRow: ...
+
+    @overload
+    def __getitem__(self, i: slice) -> list[CallRow]: ...
+
+    def __getitem__(self, i: int | slice) -> CallRow | list[CallRow]:
+        if isinstance(i, slice):
+            return [self._row(k) for k in range(*i.indices(len(self)))]
+        n = len(self)
+        k = i + n if i < 0 else i
+        if not 0 <= k < n:
+            raise IndexError("call row index out of range")
+        return self._row(k)
+
+    def __iter__(self) -> Iterator[CallRow]:
+        return (self._row(k) for k in range(len(self)))
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, (CallRows, list)):
+            return len(self) == len(other) and all(a == b for a, b in zip(self, other))
+        return NotImplemented
+
+    # Mutable, like the list it stands for: unhashable.
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"CallRows({len(self)} rows)"
+
+    # -- columns without building rows ----------------------------------------
+
+    @property
+    def int64(self) -> bool:
+        """Whether every integer holds in a signed 64-bit int (every column still an array)."""
+        return all(isinstance(c, array) for c in (*self._ints, self._cat_values))
+
+    def max_used(self) -> int:
+        """The largest ``used`` of the rows, 0 without rows (the session's peak)."""
+        return max(self._ints[7], default=0)
+
+    # -- internals ------------------------------------------------------------
+
+    def _name_code(self, name: str | None) -> int:
+        if name is None:
+            return _NO_NAME
+        code = self._name_codes.get(name)
+        if code is None:
+            code = self._name_codes[name] = len(self._names)
+            self._names.append(name)
+        return code
+
+    def _row(self, k: int) -> CallRow:
+        index, line, timestamp_ns, estimated, reported, inferred, waste, used = (c[k] for c in self._ints)
+        start = self._cat_ends[k - 1] if k else 0
+        categories = self._categories
+        calibrated = {categories[code]: tokens for code, tokens in
+                      zip(self._cat_codes[start:self._cat_ends[k]], self._cat_values[start:self._cat_ends[k]])}
+        model, compaction = self._model[k], self._compaction[k]
+        return CallRow(index, _value(self._ints[1], line), _value(self._ints[2], timestamp_ns),
+                       None if model == _NO_NAME else self._names[model], estimated,
+                       _value(self._ints[4], reported), inferred, calibrated, waste,
+                       None if compaction == _NO_NAME else self._names[compaction], used)
+
+
+def _push(ints: list[Column], column: int, value: Any, none: bool) -> None:
+    """Append to an int column; a value an array cannot hold exactly turns the column into a list."""
+    target = ints[column]
+    if isinstance(target, array):
+        # The sentinel itself, stored for a real value, would read back as None.
+        # bool is an int an array would read back as 1 or 0: a list keeps it as it came.
+        if not none and (type(value) is not int or not -_INT64_MAX <= value <= _INT64_MAX):
+            target = ints[column] = [None if v == _NONE else v for v in target]
+        else:
+            target.append(value)
+            return
+    target.append(None if none else value)
+
+
+def _value(column: Column, stored: Any) -> Any:
+    """A stored int back as the row's value: the sentinel is None while the column is an array."""
+    return None if isinstance(column, array) and stored == _NONE else stored

@@ -1,0 +1,46 @@
+"""CallRows: analyze's per-call rows packed into arrays read back exactly as they were appended."""
+
+from __future__ import annotations
+
+import pytest
+
+from ctxscope.report.call_rows import CallRow, CallRows
+from ctxscope.schema import Category
+
+
+def _row(index: int, **over) -> CallRow:
+    values = dict(index=index, line=10 + index, timestamp_ns=1_700_000_000_000_000_000 + index, model="m1",
+                  estimated=100 + index, reported=None, inferred=7, calibrated={Category.PROMPTS: 60 + index,
+                                                                                Category.RESULTS: 40},
+                  waste=3, compaction=None, used=100 + index)
+    values.update(over)
+    return CallRow(**values)
+
+
+def test_rows_read_back_field_for_field_with_none_and_the_category_order_kept():
+    """None in line/reported/model/compaction and each row's own category order survive the packing."""
+    given = [_row(0), _row(1, line=None, reported=250, model=None, compaction="manual",
+                             calibrated={Category.RESULTS: 5, Category.UNATTRIBUTED: 9, Category.PROMPTS: 1}),
+             _row(2, calibrated={}, used=0, estimated=0)]
+    rows = CallRows(given)
+    assert len(rows) == 3 and rows == given
+    assert rows[1].line is None and rows[1].reported == 250 and rows[1].model is None
+    assert rows[1].compaction == "manual" and rows[-1].calibrated == {}
+    assert list(rows[1].calibrated) == [Category.RESULTS, Category.UNATTRIBUTED, Category.PROMPTS]
+    assert [r.index for r in rows[1:]] == [1, 2]
+    assert rows.max_used() == 101 and rows.int64
+    with pytest.raises(IndexError):
+        rows[3]
+
+
+def test_a_value_no_int64_holds_is_kept_exact_and_said():
+    """2**70, the int64 minimum (the None mark) and a bool come back as given; int64 says False."""
+    rows = CallRows([_row(0)])
+    rows.append(_row(1, reported=2 ** 70, line=-(2 ** 63), waste=True,
+                     calibrated={Category.PROMPTS: 2 ** 64}))
+    rows.append(_row(2))
+    assert rows[1].reported == 2 ** 70 and rows[1].line == -(2 ** 63)
+    assert rows[1].waste is True and rows[1].calibrated == {Category.PROMPTS: 2 ** 64}
+    assert rows[0].reported is None and rows[2].reported is None and rows[2].line == 12
+    assert not rows.int64
+    assert CallRows().max_used() == 0 and not CallRows()
