@@ -7,7 +7,6 @@ so code that patches ``ctxscope.tracker.X`` patches ``ctxscope.telemetry.tracker
 from __future__ import annotations
 
 import importlib
-import importlib.abc
 import importlib.machinery
 import sys
 import warnings
@@ -46,7 +45,9 @@ MOVED: dict[str, str] = {
 }
 
 
-class _Alias(importlib.abc.Loader):
+# Plain classes, not importlib.abc's: the import system only calls these methods, and
+# importlib.abc (with importlib.resources) was a tenth of every command's start-up.
+class _Alias:
     def __init__(self, target: str) -> None:
         self.target = target
 
@@ -59,7 +60,7 @@ class _Alias(importlib.abc.Loader):
         pass  # the target module is already executed
 
 
-class MovedModules(importlib.abc.MetaPathFinder):
+class MovedModules:
     """Finds ``ctxscope.<old>`` (and what is below an old package) as the module it moved to."""
 
     def find_spec(self, fullname: str, path: Sequence[str] | None = None,

@@ -28,14 +28,11 @@ Pure: no OpenTelemetry, no provider SDK.
 from __future__ import annotations
 
 import contextlib
-import ctypes
-import ctypes.util
 import hashlib
 import logging
 import marshal
 import os
 import sys
-import tempfile
 import threading
 from typing import Any, Callable
 
@@ -98,6 +95,8 @@ def _write(path: str, kwargs: dict[str, Any]) -> None:
         return
     folder = os.path.dirname(path)
     try:
+        import tempfile  # here: only a first load writes the cache (analyze's start-up skips the import)
+
         os.makedirs(folder, mode=0o700, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=".encoding-", dir=folder)
         try:
@@ -146,6 +145,11 @@ def release_freed_memory() -> bool:
         if not _trim_looked:
             _trim_looked = True
             try:
+                # Imported on the first trim: ctypes (and the subprocess ctypes.util brings) is
+                # a tenth of a short command's start-up, and most commands never trim.
+                import ctypes
+                import ctypes.util
+
                 libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
                 _trim = libc.malloc_trim
                 _trim.argtypes = [ctypes.c_size_t]
