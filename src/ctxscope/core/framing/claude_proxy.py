@@ -69,6 +69,8 @@ def _looks_like_json(text: str) -> bool:
     head, tail = text[:1], text[-1:]
     if head in ("{", "[") and tail in ("}", "]"):
         return True
+    if not (head.isspace() or tail.isspace()):
+        return False  # strip() would change nothing, and so the answer (and copy the whole text)
     stripped = text.strip()
     return stripped[:1] in ("{", "[") and stripped[-1:] in ("}", "]")
 
