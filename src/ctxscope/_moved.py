@@ -11,7 +11,10 @@ import importlib.machinery
 import sys
 import warnings
 from types import ModuleType
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence, cast
+
+if TYPE_CHECKING:  # pragma: no cover
+    from importlib.abc import Loader
 
 MOVED: dict[str, str] = {
     "ctxscope.apis": "ctxscope.core.apis",
@@ -67,7 +70,7 @@ class MovedModules:
                   target: ModuleType | None = None) -> importlib.machinery.ModuleSpec | None:
         for old, new in MOVED.items():
             if fullname == old or fullname.startswith(old + "."):
-                return importlib.machinery.ModuleSpec(fullname, _Alias(new + fullname[len(old):]))
+                return importlib.machinery.ModuleSpec(fullname, cast("Loader", _Alias(new + fullname[len(old):])))
         return None
 
 

@@ -99,7 +99,8 @@ def _estimates(categories: Mapping[Category, int]) -> tuple[dict[Category, int],
             total = None
         if type(total) is int and min(categories.values(), default=0) >= 0:
             return dict(categories), total
-    estimates = {c: max(0, int(v)) for c, v in categories.items() if c is not Category.UNATTRIBUTED}
+    estimates: dict[Category, int] = {
+        c: max(0, int(v)) for c, v in categories.items() if c is not Category.UNATTRIBUTED}
     return estimates, sum(estimates.values())
 
 
