@@ -7,12 +7,14 @@ so code that patches ``ctxscope.tracker.X`` patches ``ctxscope.telemetry.tracker
 from __future__ import annotations
 
 import importlib
-import importlib.abc
 import importlib.machinery
 import sys
 import warnings
 from types import ModuleType
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence, cast
+
+if TYPE_CHECKING:  # pragma: no cover
+    from importlib.abc import Loader
 
 MOVED: dict[str, str] = {
     "ctxscope.apis": "ctxscope.core.apis",
@@ -46,7 +48,9 @@ MOVED: dict[str, str] = {
 }
 
 
-class _Alias(importlib.abc.Loader):
+# Plain classes, not importlib.abc's: the import system only calls these methods, and
+# importlib.abc (with importlib.resources) was a tenth of every command's start-up.
+class _Alias:
     def __init__(self, target: str) -> None:
         self.target = target
 
@@ -59,14 +63,14 @@ class _Alias(importlib.abc.Loader):
         pass  # the target module is already executed
 
 
-class MovedModules(importlib.abc.MetaPathFinder):
+class MovedModules:
     """Finds ``ctxscope.<old>`` (and what is below an old package) as the module it moved to."""
 
     def find_spec(self, fullname: str, path: Sequence[str] | None = None,
                   target: ModuleType | None = None) -> importlib.machinery.ModuleSpec | None:
         for old, new in MOVED.items():
             if fullname == old or fullname.startswith(old + "."):
-                return importlib.machinery.ModuleSpec(fullname, _Alias(new + fullname[len(old):]))
+                return importlib.machinery.ModuleSpec(fullname, cast("Loader", _Alias(new + fullname[len(old):])))
         return None
 
 

@@ -23,7 +23,6 @@ import fnmatch
 import hashlib
 import logging
 import os
-import tempfile
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -261,6 +260,8 @@ def tiktoken_cache_dir() -> str:
     for name in ("TIKTOKEN_CACHE_DIR", "DATA_GYM_CACHE_DIR"):
         if name in os.environ:
             return os.environ[name]
+    import tempfile  # only without either variable: tempfile is a costly import for a start-up
+
     return os.path.join(tempfile.gettempdir(), "data-gym-cache")
 
 

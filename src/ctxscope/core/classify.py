@@ -265,6 +265,10 @@ def _fill_spans(start: int, end: int, spans: list[tuple[int, int, str, str | Non
     return out
 
 
+# A character str.strip() keeps (re's \S for str patterns is the negation of the same whitespace test).
+_NON_BLANK = re.compile(r"\S")
+
+
 def _fill(text: str, spans: list[tuple[int, int, str, str | None]]) -> list[Segment]:
     """Segments covering ``text``: the spans, default text between them, whitespace merged."""
     if not spans:
@@ -281,7 +285,8 @@ def _fill(text: str, spans: list[tuple[int, int, str, str | None]]) -> list[Segm
     merged: list[list[Any]] = []
     carry = None  # leading blank text, joined to the first real piece
     for piece in pieces:
-        blank = piece[2] is None and not text[piece[0]:piece[1]].strip()
+        # Blank without slicing the piece out (a long file's text would be copied to be stripped).
+        blank = piece[2] is None and _NON_BLANK.search(text, piece[0], piece[1]) is None
         if blank:
             if merged:
                 merged[-1][1] = piece[1]

@@ -28,14 +28,11 @@ Pure: no OpenTelemetry, no provider SDK.
 from __future__ import annotations
 
 import contextlib
-import ctypes
-import ctypes.util
 import hashlib
 import logging
 import marshal
 import os
 import sys
-import tempfile
 import threading
 from typing import Any, Callable
 
@@ -126,6 +123,8 @@ def write_cached(path: str, payload: bytes) -> None:
     """Keep ``payload`` at ``path`` behind its digest, atomically; a folder that cannot be written: a debug line."""
     folder = os.path.dirname(path)
     try:
+        import tempfile  # here: only a first load writes the cache (analyze's start-up skips the import)
+
         os.makedirs(folder, mode=0o700, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=".encoding-", dir=folder)
         try:
@@ -174,6 +173,11 @@ def release_freed_memory() -> bool:
         if not _trim_looked:
             _trim_looked = True
             try:
+                # Imported on the first trim: ctypes (and the subprocess ctypes.util brings) is
+                # a tenth of a short command's start-up, and most commands never trim.
+                import ctypes
+                import ctypes.util
+
                 libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
                 _trim = libc.malloc_trim
                 _trim.argtypes = [ctypes.c_size_t]

@@ -327,7 +327,9 @@ class SessionLedger:
         basis_changed = not first and counter.basis != self._basis
         model_changed = (not first and model is not None and self._model is not None
                          and model != self._model)
-        conversation_before = self._conversation_tokens()
+        # Inferred only where the whole request was seen (below): a transcript's calls never need it.
+        infer = declared is None and not first and coverage is Coverage.COMPLETE
+        conversation_before = self._conversation_tokens() if infer else 0
         tokens_before = prev.annotation.estimated_tokens if prev is not None else None
 
         diff = diff_items(self._items, items, self._cache)
@@ -346,7 +348,7 @@ class SessionLedger:
         # Inferred only where the whole request was seen: a partial view (a
         # Responses chain, a transcript branch after a rewind) can lose history
         # without any compaction, and transcript formats declare theirs.
-        if declared is None and not first and coverage is Coverage.COMPLETE:
+        if infer:
             change = self._history_change(self._items, diff, conversation_before)
             if change is RESTART:
                 restarted = True
@@ -354,7 +356,8 @@ class SessionLedger:
                 trigger, inferred = change, True
         baseline = first or model_changed or basis_changed or trigger is not None
 
-        categories = {c: self._cat_tokens[c] for c in CATEGORIES if self._cat_items.get(c)}
+        cat_tokens, cat_items = self._cat_tokens, self._cat_items
+        categories = {c: cat_tokens[c] for c in CATEGORIES if cat_items.get(c)}
         estimated = sum(categories.values())
         common = dict(
             basis=counter.basis, coverage=coverage, categories=categories,
@@ -436,7 +439,8 @@ class SessionLedger:
 
     def _add(self, item: Item, tokens: int, sign: int) -> None:
         category = item.category
-        part = self._part(item)
+        # _part's lookup first, written out (this runs for every item a call adds or drops).
+        part = self._part_map.get((category, item.part)) or self._part(item)
         self._cat_tokens[category] = self._cat_tokens.get(category, 0) + sign * tokens
         self._cat_items[category] = self._cat_items.get(category, 0) + sign
         self._part_tokens[part] = self._part_tokens.get(part, 0) + sign * tokens
@@ -665,7 +669,15 @@ def _calibration_factor(categories: dict[Category, int], reported: int) -> float
     """
     if reported < 0:
         raise ValueError(f"reported tokens cannot be negative ({reported})")
-    estimated = sum(max(0, int(v)) for c, v in categories.items() if c is not Category.UNATTRIBUTED)
+    # The ledger's categories (whole numbers >= 0, no unattributed) give the same sum in C: a
+    # sum of ints is an int, one float among them makes it a float and takes the general rule.
+    values = categories.values()
+    try:
+        estimated = sum(values)
+    except TypeError:  # not numbers: the general rule's int() says what they are
+        estimated = None
+    if type(estimated) is not int or Category.UNATTRIBUTED in categories or min(values, default=0) < 0:
+        estimated = sum(max(0, int(v)) for c, v in categories.items() if c is not Category.UNATTRIBUTED)
     return reported / estimated if estimated > reported else 1.0
 
 

@@ -20,7 +20,6 @@ import math
 import re
 from typing import Any, Iterable, Mapping
 
-from ctxscope.core import media
 from ctxscope.core.tokens import DEFAULT_IMAGE_TOKENS, image_size
 
 __all__ = [
@@ -162,6 +161,8 @@ def image_tokens_b64(provider: str, data: str | None, detail: str, model: str | 
     SPEC section 3 (``tokens.DEFAULT_IMAGE_TOKENS``), except a tile model at
     low detail, whose price does not depend on the size.
     """
+    from ctxscope.core import media  # here: its rules (and their import) only for media
+
     raw = b64_prefix_bytes(data, _IMAGE_HEADER_B64) if data else b""
     tokens = media.image_tokens_of(provider, model, raw, detail)
     if tokens == DEFAULT_IMAGE_TOKENS and image_size(raw) is None:
@@ -177,6 +178,8 @@ def document_b64(provider: str, data: str | None, model: str | None = None) -> t
     the context besides the page images). A document that cannot be read (no
     data, not a PDF) is ``("", DOCUMENT_PAGE_TOKENS)``, said once in the log.
     """
+    from ctxscope.core import media  # here: its rules (and their import) only for media
+
     info = media.read_pdf(b64_prefix_bytes(data, len(data))) if data else None
     if info is None:
         media.fallback_warning("a document without readable PDF data (a file id, a URL, another format)",
@@ -199,6 +202,8 @@ def pdf_tokens(data: str | None, provider: str = "anthropic", model: str | None 
 
 def audio_tokens_b64(data: Any, fmt: str | None = None) -> int:
     """Audio tokens of base64 audio by its duration (WAV header, MP3 frames), else by its size (said once)."""
+    from ctxscope.core import media  # here: its rules (and their import) only for media
+
     if not isinstance(data, str) or not data:
         return 0
     head = b64_prefix_bytes(data, _AUDIO_HEADER_B64)

@@ -71,21 +71,37 @@ def calibrate(categories: Mapping[Category, int],
     negative. An ``unattributed`` entry in the input is ignored: it is derived
     here, never estimated.
     """
-    estimates: dict[Category, int] = {
-        c: max(0, int(v)) for c, v in categories.items() if c is not Category.UNATTRIBUTED}
+    estimates, estimated = _estimates(categories)
     if reported is None:
         return estimates, None
     if reported < 0:
         raise ValueError(f"reported tokens cannot be negative ({reported})")
-    estimated = sum(estimates.values())
     if estimated > reported:
         ordered_estimates: dict[Category, int] = {c: estimates[c] for c in CATEGORIES if c in estimates}
         scaled = apportion(ordered_estimates, reported)
         scaled[Category.UNATTRIBUTED] = 0
         return scaled, reported / estimated
-    calibrated: dict[Category, int] = dict(estimates)
+    calibrated = estimates  # a new dict already, nobody else's
     calibrated[Category.UNATTRIBUTED] = reported - estimated
     return calibrated, 1.0
+
+
+def _estimates(categories: Mapping[Category, int]) -> tuple[dict[Category, int], int]:
+    """The estimates without ``unattributed``, none below 0, as whole numbers; and their sum.
+
+    A ledger's categories already are (a sum of ints is an int: one float makes
+    it a float): copied in C, as every call of an analysis asks.
+    """
+    if Category.UNATTRIBUTED not in categories:
+        try:
+            total = sum(categories.values())
+        except TypeError:
+            total = None
+        if type(total) is int and min(categories.values(), default=0) >= 0:
+            return dict(categories), total
+    estimates: dict[Category, int] = {
+        c: max(0, int(v)) for c, v in categories.items() if c is not Category.UNATTRIBUTED}
+    return estimates, sum(estimates.values())
 
 
 def calibration_target(reported: int | None, estimated: int, learned_correction: int | None) -> int | None:

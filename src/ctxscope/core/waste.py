@@ -264,9 +264,10 @@ class WasteTracker:
     # -- bookkeeping -----------------------------------------------------------------
 
     def _add(self, item: Item, touched: dict[str, None]) -> None:
-        if item.category is Category.TOOLS:
+        category = item.category
+        if category is Category.TOOLS:
             self._tools += item.tokens
-        elif item.category in _TEXT_CATEGORIES:
+        elif category in _TEXT_CATEGORIES:
             if item.digest and item.tokens >= MIN_DUPLICATE_TEXT_TOKENS:
                 entry = self._texts.get(item.digest)
                 if entry is None:
@@ -278,7 +279,7 @@ class WasteTracker:
                     entry[3] = self.calls
                     entry[0] += 1
                     self._text_duplicate += entry[1]
-        elif item.category is Category.RESULTS:
+        elif category is Category.RESULTS:
             key = _key(item)
             group = self._groups.get(key)
             if group is None:
@@ -384,9 +385,12 @@ class WasteTracker:
             self._cross_duplicate -= entry[1]
 
     def _charge_cross(self, digest: str, entry: list[int]) -> None:
-        reference = self._kept_refs.get(digest, "body:" + digest)
-        self._charge(_DUPLICATE, f"{reference} (same body under other references)",
-                     (entry[0] - 1) * entry[1], entry[3])
+        # _charge's test first: the finding's name is made only when there is something to charge
+        # (most kept bodies have one copy: this runs for every result added).
+        tokens = (entry[0] - 1) * entry[1]
+        if tokens > 0 and self.calls > entry[3]:
+            reference = self._kept_refs.get(digest, "body:" + digest)
+            self._charge(_DUPLICATE, f"{reference} (same body under other references)", tokens, entry[3])
         entry[3] = self.calls
 
 

@@ -56,6 +56,7 @@ class Addition:
 
 # Categories sent again on every turn whatever the conversation does: the prefix.
 EVERY_TURN = frozenset((Category.SYSTEM, Category.TOOLS, Category.RULES, Category.SKILLS))
+_EVERY_TURN_ORDER = tuple(EVERY_TURN)  # looked up in a call's categories, not its categories scanned
 
 
 @dataclass(slots=True)
@@ -233,7 +234,8 @@ def _account(state: _Live, call: TranscriptCall, keep_text: bool) -> None:
     ann = snapshot.annotation
     calibrated = snapshot.calibrated()
     result = state.result
-    every_turn = sum(v for c, v in ann.categories.items() if c in EVERY_TURN)
+    categories = ann.categories
+    every_turn = sum([categories.get(c, 0) for c in _EVERY_TURN_ORDER])
     result.every_turn_token_calls += every_turn
     result.conversation_token_calls += ann.estimated_tokens - every_turn
     _keep_additions(result, call, ann.changes)

@@ -111,9 +111,12 @@ class ClaudeCodeReader:
     # -- public -------------------------------------------------------------
 
     def feed(self, record: Mapping[str, Any], line: int) -> list[TranscriptCall]:
-        kind = record_type(record, line, self.problems)
-        if kind is None:
-            return []
+        # record_type's answer for the usual record (an object with a string type), without the call.
+        kind = record.get("type") if type(record) is dict else None
+        if not isinstance(kind, str):
+            kind = record_type(record, line, self.problems)
+            if kind is None:
+                return []
         self.records += 1
         if kind not in KNOWN_TYPES:
             note_new_type(kind, line, self._new_types, self.problems)

@@ -96,7 +96,7 @@ class TranscriptFile:
 
         Without their time spans (``analyze`` keeps each call's own timestamp only).
         """
-        return self._calls(final=True)
+        return self._calls(final=True, timing=False)
 
     def poll(self, final: bool = False) -> Iterator[TranscriptCall]:
         """Calls completed by the lines appended since the last poll (``final``: and the pending ones)."""
@@ -121,7 +121,9 @@ class TranscriptFile:
         for call in self._calls(final):
             yield timed(call)
 
-    def _calls(self, final: bool) -> Iterator[TranscriptCall]:
+    def _calls(self, final: bool, timing: bool = True) -> Iterator[TranscriptCall]:
+        # ``timing``: keep what :meth:`_timed` and :attr:`resume_offset` read (the time
+        # before each recent line, the last timestamp); ``calls()`` needs neither.
         if self.unsupported:
             return
         try:
@@ -146,7 +148,7 @@ class TranscriptFile:
                     yield from self._read_document(handle, size)
             else:
                 handle.seek(self.offset)
-                yield from self._read_lines(handle, size, final)
+                yield from self._read_lines(handle, size, final, timing)
             if final and self.reader is not None:
                 yield from self._guard(self.reader.finish, None)
         self._take_reader_problems()
@@ -238,14 +240,26 @@ class TranscriptFile:
         assert reader is not None
         yield from self._guard(lambda: reader.feed(record, 1), 1)
 
-    def _read_lines(self, handle: BinaryIO, size: int, final: bool) -> Iterator[TranscriptCall]:
+    def _read_lines(self, handle: BinaryIO, size: int, final: bool,
+                    timing: bool = True) -> Iterator[TranscriptCall]:
         reader = self.reader
         assert reader is not None
         progress = self._progress
         next_report = 0
         before = self._before
         reader_problems = reader.problems
-        for raw, complete, oversize in _lines(handle):
+        readline = handle.readline
+        # The lines read here, not through a generator of (line, complete, oversize):
+        # this loop runs for every line of the file.
+        while True:
+            raw = readline(MAX_LINE_BYTES + 1)
+            if not raw:
+                break
+            complete = raw[-1:] == b"\n"
+            oversize = not complete and len(raw) > MAX_LINE_BYTES
+            if oversize:
+                _skip_rest_of_line(readline)  # an oversize line is skipped to its end, not kept
+                raw, complete = b"", True
             if not complete and not final:
                 return  # a half-written last line: wait for the rest
             self.line += 1
@@ -274,12 +288,13 @@ class TranscriptFile:
             if not isinstance(record, dict):
                 self._problem(lineno, f"expected a JSON object, got {type(record).__name__}")
                 continue
-            # A reader may hand a call back some lines after it began (Codex waits
-            # for its token_count): keep the time before, and the start of, each recent line.
-            before[lineno] = (self._last_ts, start)
-            # The line numbers of the last _MAX_LINE_TIMES lines, by key: taking the dict's
-            # oldest entry (next(iter(...))) scans the slots freed before it, on every line.
-            before.pop(lineno - _MAX_LINE_TIMES, None)
+            if timing:
+                # A reader may hand a call back some lines after it began (Codex waits
+                # for its token_count): keep the time before, and the start of, each recent line.
+                before[lineno] = (self._last_ts, start)
+                # The line numbers of the last _MAX_LINE_TIMES lines, by key: taking the dict's
+                # oldest entry (next(iter(...))) scans the slots freed before it, on every line.
+                before.pop(lineno - _MAX_LINE_TIMES, None)
             # _guard written out: this runs for every line.
             try:
                 calls = reader.feed(record, lineno)
@@ -289,9 +304,10 @@ class TranscriptFile:
             yield from calls
             if reader_problems:
                 self._take_reader_problems()
-            timestamp = record.get("timestamp")
-            if timestamp is not None:
-                self._last_ts = timestamp
+            if timing:
+                timestamp = record.get("timestamp")
+                if timestamp is not None:
+                    self._last_ts = timestamp
             if progress is not None and self.offset >= next_report:
                 progress(self.offset, size)
                 next_report = self.offset + size // 200 + 1
@@ -333,21 +349,12 @@ class TranscriptFile:
         problems.clear()  # taken over: the reader's list does not grow with the file
 
 
-def _lines(handle: BinaryIO) -> Iterator[tuple[bytes, bool, bool]]:
-    """``(line, ends_with_newline, oversize)``; an oversize line is skipped to its end, not kept."""
-    readline = handle.readline
+def _skip_rest_of_line(readline: Callable[[int], bytes]) -> None:
+    """Read to the end of a long line without keeping it."""
     while True:
-        raw = readline(MAX_LINE_BYTES + 1)
-        if not raw:
-            return
-        if len(raw) > MAX_LINE_BYTES and not raw.endswith(b"\n"):
-            while True:  # drain the rest of the long line without keeping it
-                chunk = readline(_CHUNK)
-                if not chunk or chunk.endswith(b"\n"):
-                    break
-            yield b"", True, True
-            continue
-        yield raw, raw.endswith(b"\n"), False
+        chunk = readline(_CHUNK)
+        if not chunk or chunk.endswith(b"\n"):
+            break
 
 
 def _binary(first_line: bytes) -> bool:

@@ -140,6 +140,8 @@ def after_compaction(messages: Sequence[Any]) -> Sequence[Any]:
 def usage(value: Any, server_tool_calls: int | None = None) -> Usage | None:
     if value is None:
         return None
+    if type(value) is dict and value.get("iterations") is None:
+        return _plain_usage(value, server_tool_calls)
     sampled = first_sampling(value)
     first_uncached = count(field(sampled, "input_tokens"))
     if first_uncached is None:
@@ -151,6 +153,25 @@ def usage(value: Any, server_tool_calls: int | None = None) -> Usage | None:
                  cache_read_input_tokens=count(field(value, "cache_read_input_tokens")),
                  cache_creation_input_tokens=count(field(value, "cache_creation_input_tokens")),
                  reported_input=reported, server_tool_calls=server_tool_calls, provider_compaction=compacted(value))
+
+
+def _plain_usage(value: dict[str, Any], server_tool_calls: int | None) -> Usage | None:
+    """:func:`usage` of a JSON object without ``iterations`` (every transcript call's): each field read once.
+
+    The same values as the general reading: the request's own sampling is the
+    usage itself, and without iterations (and no content given) nothing says
+    the server compacted.
+    """
+    get = value.get
+    uncached = count(get("input_tokens"))
+    if uncached is None:
+        return None
+    cache_read = count(get("cache_read_input_tokens"))
+    cache_creation = count(get("cache_creation_input_tokens"))
+    return Usage(input_tokens=uncached, output_tokens=count(get("output_tokens")),
+                 cache_read_input_tokens=cache_read, cache_creation_input_tokens=cache_creation,
+                 reported_input=uncached + (cache_creation or 0) + (cache_read or 0),
+                 server_tool_calls=server_tool_calls, provider_compaction=False)
 
 
 # ---------------------------------------------------------------------------

@@ -69,8 +69,16 @@ def _looks_like_json(text: str) -> bool:
     head, tail = text[:1], text[-1:]
     if head in ("{", "[") and tail in ("}", "]"):
         return True
-    stripped = text.strip()
-    return stripped[:1] in ("{", "[") and stripped[-1:] in ("}", "]")
+    if not (head.isspace() or tail.isspace()):
+        return False  # strip() would change nothing, and so the answer
+    # The first and last characters strip() would keep (its whitespace is str.isspace's),
+    # found without copying the text: a result ending in a newline is most of them.
+    start, end = 0, len(text)
+    while start < end and text[start].isspace():
+        start += 1
+    while end > start and text[end - 1].isspace():
+        end -= 1
+    return text[start:start + 1] in ("{", "[") and text[end - 1:end] in ("}", "]")
 
 
 def proxy_kind(item: Item) -> str:
