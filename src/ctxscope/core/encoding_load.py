@@ -71,7 +71,11 @@ def cache_path(name: str, rank_file: str, kind: str) -> str | None:
 
 
 def _tiktoken_version() -> str:
-    """tiktoken's version from its metadata: reading it imports nothing (its Rust library stays unloaded)."""
+    """tiktoken's version: its own, once imported, else its metadata's (the same string, and reading it
+    imports nothing of tiktoken: the live path's compact table leaves its Rust library unloaded)."""
+    version = getattr(sys.modules.get("tiktoken"), "__version__", None)
+    if isinstance(version, str):
+        return version
     from importlib import metadata
 
     try:
