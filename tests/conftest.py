@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any, Callable
 
 import pytest
 
@@ -33,3 +34,18 @@ def tiktoken_ready() -> None:
     """Skip a test that needs exact tiktoken counts where no encoding can be loaded."""
     if not _tiktoken_available():
         pytest.skip("tiktoken o200k_base cannot be loaded here (no network, no ../shared/tiktoken)")
+
+
+@pytest.fixture
+def o200k(tiktoken_ready: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Callable[[], Any], list[int]]:
+    """tiktoken's real o200k constructor, counting its runs; ctxscope's cache in a fresh folder."""
+    from tiktoken_ext.openai_public import ENCODING_CONSTRUCTORS
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    runs: list[int] = []
+
+    def constructor() -> Any:
+        runs.append(1)
+        return ENCODING_CONSTRUCTORS["o200k_base"]()
+
+    return constructor, runs

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Iterator
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -136,24 +136,9 @@ def test_counts_as_tiktoken_on_every_text_of_the_corpus(encodings: dict[str, tup
 
 # -- ctxscope's cache ---------------------------------------------------------------------------------
 
-@pytest.fixture
-def o200k_constructor(tiktoken_ready: None, tmp_path: Path,
-                      monkeypatch: pytest.MonkeyPatch) -> tuple[Callable[[], Any], list[int]]:
-    """tiktoken's o200k constructor, counting its runs; ctxscope's cache in a fresh folder."""
-    from tiktoken_ext.openai_public import ENCODING_CONSTRUCTORS
-
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
-    runs: list[int] = []
-
-    def constructor() -> Any:
-        runs.append(1)
-        return ENCODING_CONSTRUCTORS["o200k_base"]()
-
-    return constructor, runs
-
-
-def test_the_second_load_reads_the_table_back_without_building(o200k_constructor: Any, tmp_path: Path) -> None:
-    constructor, runs = o200k_constructor
+def test_the_second_load_reads_the_table_back_without_building(o200k: Any, tmp_path: Path) -> None:
+    """ctxscope's o200k constructor (tests/conftest.py) runs once; the table is read back after."""
+    constructor, runs = o200k
     rank_file = _rank_file("o200k_base")
     first = bpe.load("o200k_base", rank_file, constructor)
     kept = sorted((tmp_path / "ctxscope" / "tiktoken").glob("o200k_base-*.compact"))

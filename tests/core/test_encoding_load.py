@@ -4,27 +4,12 @@ from __future__ import annotations
 
 import platform
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import pytest
 
 from ctxscope.core.encoding_load import constructor_kwargs, release_freed_memory
 from ctxscope.core.tokens import _rank_file
-
-
-@pytest.fixture
-def o200k(tiktoken_ready: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Callable[[], Any], list[int]]:
-    """tiktoken's real o200k constructor, counting its runs; ctxscope's cache in a fresh folder."""
-    from tiktoken_ext.openai_public import ENCODING_CONSTRUCTORS
-
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
-    runs: list[int] = []
-
-    def constructor() -> Any:
-        runs.append(1)
-        return ENCODING_CONSTRUCTORS["o200k_base"]()
-
-    return constructor, runs
 
 
 def _cached(tmp_path: Path) -> list[Path]:

@@ -13,7 +13,6 @@ Item texts are released once counted (their count is kept as
 
 from __future__ import annotations
 
-import gc
 import heapq
 import itertools
 from dataclasses import dataclass, field
@@ -25,6 +24,7 @@ from ctxscope.core.tokens import counter_for
 from ctxscope.core.pipeline import TranscriptAccount
 from ctxscope.report.call_rows import CallRow, CallRows
 from ctxscope.transcripts import Problem, TranscriptCall, TranscriptFile
+from ctxscope.transcripts.gc_pause import cyclic_gc_paused
 from ctxscope.transcripts.prefix import INFERENCE, PrefixMove
 from ctxscope.core.waste import Report, WasteOptions, WasteTracker
 
@@ -177,16 +177,8 @@ def analyze_file(path: str, *, format: str | None = None, tokenizer: str = "auto
                  options: WasteOptions | None = None, keep_text: bool = False,
                  progress: Callable[[int, int], None] | None = None) -> FileResult:
     """Read one transcript and account for every call of every session in it."""
-    # Millions of short-lived acyclic objects (records, items): the cyclic GC
-    # would rescan the growing heap again and again for nothing (a third of
-    # the run time on a 50 MB session). It is back on, and collects, at the end.
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
+    with cyclic_gc_paused():
         return _analyze_file(path, format, tokenizer, options, keep_text, progress)
-    finally:
-        if enabled:
-            gc.enable()
 
 
 def _analyze_file(path: str, format: str | None, tokenizer: str, options: WasteOptions | None,

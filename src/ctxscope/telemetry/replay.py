@@ -26,7 +26,6 @@ calls (``speed``), then end the recording.
 
 from __future__ import annotations
 
-import gc
 import logging
 import time
 from contextlib import nullcontext
@@ -39,6 +38,7 @@ from opentelemetry.trace import Tracer
 
 from ctxscope import config
 from ctxscope.transcripts.follow import FollowedFile, TimedCall
+from ctxscope.transcripts.gc_pause import cyclic_gc_paused
 from ctxscope.core.ledger import Snapshot
 from ctxscope.core.observation import Observation, Usage
 from ctxscope.core.pipeline import TranscriptAccount
@@ -280,16 +280,8 @@ def replay_files(paths: Iterable[str], emitter: CallEmitter, *, format: str | No
     provider's ``force_flush``) runs every :func:`span_flush_interval` calls:
     the back-pressure that keeps the span processor's queue from dropping.
     """
-    # As analyze_file: millions of short-lived acyclic objects (records, items, spans),
-    # which the cyclic GC would rescan with the growing heap for nothing (dense12:
-    # 2.6% of the instructions); it is back on at the end.
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
+    with cyclic_gc_paused():
         return _replay_files(paths, emitter, format, speed, sleep, flush_spans)
-    finally:
-        if enabled:
-            gc.enable()
 
 
 def _replay_files(paths: Iterable[str], emitter: CallEmitter, format: str | None, speed: float | None,
