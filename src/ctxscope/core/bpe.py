@@ -203,7 +203,8 @@ class CompactEncoding:
             return None
         starts, slots = array.array("i"), array.array("i")
         body = end + 1
-        if len(data) != body + n_tokens + starts.itemsize * (n_starts + n_slots) or n_slots & (n_slots - 1):
+        if (len(data) != body + n_tokens + starts.itemsize * (n_starts + n_slots) or n_slots < 1
+                or n_slots & (n_slots - 1) or n_starts < 1):
             return None
         tokens = bytes(data[body:body + n_tokens])
         body += n_tokens
