@@ -27,8 +27,9 @@ remembered in a bounded table (:data:`PIECE_MEMORY`), cleared when full.
 The counts are tiktoken's ``encode_ordinary`` lengths, special tokens'
 text counted as text and lone surrogates replaced as tiktoken replaces
 them: ``tests/core/test_bpe.py`` compares them on generated text and on
-every text of the corpus. The cost is speed: pure Python, 3 to 6 times
-tiktoken's CPU per character and holding the GIL, which is why the batch
+every text of the corpus. The cost is speed: pure Python, 2 to 7 times
+tiktoken's CPU per character (2x on the bench's conversation, 7x on base64-like
+text) and holding the GIL, which is why the batch
 commands (``analyze``, ``replay``, ``watch``) keep tiktoken's encoder and a
 live process, which counts only what each call adds, uses this one.
 

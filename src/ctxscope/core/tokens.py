@@ -30,7 +30,7 @@ who counts:
 - **The live path** (an instrumented application, ``wait=False``) counts on
   ctxscope's compact table (:mod:`ctxscope.core.bpe`): about 4 MB for
   o200k_base, read back from ctxscope's cache in a few milliseconds, where
-  tiktoken's encoder holds 41 MB. It is pure Python, 3 to 6 times tiktoken's
+  tiktoken's encoder holds 41 MB. It is pure Python, 2 to 7 times tiktoken's
   CPU a character, a cost a live process pays only for what each call adds.
   An encoding already in tiktoken's registry (the application or a library
   loaded it) is used as it is instead: one copy a process, shared.
