@@ -14,6 +14,7 @@ from conftest import CORPUS, requires_corpus
 from ctxscope.core import bpe
 from ctxscope.core.encoding_load import constructor_kwargs
 from ctxscope.core.tokens import _rank_file
+from ctxscope.testing import _strings  # every string of a JSON value, as the test server walks a body
 
 # A toy vocabulary whose merges can be followed by hand: single letters, then ab, bc, abc, and a space.
 TOY = {b"a": 0, b"b": 1, b"c": 2, b"ab": 3, b"bc": 4, b"abc": 5, b" ": 6}
@@ -101,20 +102,10 @@ def test_ascii_text_splits_on_re_as_on_regex(encodings: dict[str, tuple[Any, Any
 
 
 def _corpus_texts() -> Iterator[str]:
-    def strings(value: Any) -> Iterator[str]:
-        if isinstance(value, str):
-            yield value
-        elif isinstance(value, dict):
-            for item in value.values():
-                yield from strings(item)
-        elif isinstance(value, list):
-            for item in value:
-                yield from strings(item)
-
     for path in sorted(CORPUS.rglob("*.json*")):
         for line in path.read_text(errors="replace").splitlines():
             try:
-                yield from strings(json.loads(line))
+                yield from _strings(json.loads(line))
             except ValueError:
                 continue
 
