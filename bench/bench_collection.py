@@ -16,6 +16,12 @@ as when one agent of many does:
   a new session's series are still its own there (the SDK's cardinality
   limit, 2,000 attribute sets an instrument, reached by ended series);
 - fleet mode (``CTXSCOPE_METRICS_SESSION_KEY=off``): no per-session series;
+- ``sdk_encoding_cpu_ms``: the OTLP request of that collection by the SDK's
+  encoder (what an exporter the application built does per export);
+  ``encoding_cpu_ms``: the same request as the gRPC exporter ``setup()``
+  builds makes it (``telemetry/otlp_metric_encoding.py``, then parsed into
+  the request message), checked equal byte for byte;
+  ``collection_and_encoding_cpu_ms``: the collection and that encoding;
 - ``sdk_floor_cpu_ms``: one collection of as many synchronous gauge series
   set once, with no ctxscope at all: what the Python SDK's default
   aggregation costs for the points alone (ctxscope's views go below it).
@@ -96,6 +102,29 @@ def _measure(fleet: bool, own_provider: bool = False) -> dict[str, float]:
         return sum(len(m.data.data_points) for rm in data.resource_metrics  # type: ignore[attr-defined]
                    for sm in rm.scope_metrics for m in sm.metrics)
 
+    from opentelemetry.exporter.otlp.proto.common.metrics_encoder import encode_metrics
+    from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import ExportMetricsServiceRequest
+
+    try:
+        from ctxscope.telemetry.otlp_metric_encoding import MetricEncoder
+        ours = MetricEncoder()
+    except ImportError:  # a tree before it: setup()'s exporters encoded with the SDK's encoder
+        ours = None
+    encodings: dict[str, list[float]] = {"sdk_encoding_cpu_ms": [], "encoding_cpu_ms": []}
+
+    def encode(data: object) -> None:
+        """The OTLP request of one collection: the SDK's encoder, and what setup()'s gRPC exporter does."""
+        started = time.process_time()
+        sdk = encode_metrics(data).SerializeToString()  # type: ignore[arg-type]
+        encodings["sdk_encoding_cpu_ms"].append(time.process_time() - started)
+        if ours is None:
+            encodings["encoding_cpu_ms"].append(encodings["sdk_encoding_cpu_ms"][-1])
+            return
+        started = time.process_time()
+        request = ExportMetricsServiceRequest.FromString(ours.encode(data))  # type: ignore[arg-type]
+        encodings["encoding_cpu_ms"].append(time.process_time() - started)
+        assert request.SerializeToString() == sdk
+
     def collections(base: int) -> tuple[float, float, float, int]:
         if fleet:
             callbacks = []
@@ -113,6 +142,8 @@ def _measure(fleet: bool, own_provider: bool = False) -> dict[str, float]:
             data = reader.get_metrics_data()
             total.append(time.process_time() - started)
             n = points(data)
+            if base == 0:
+                encode(data)
             call(base + r % SESSIONS, r + 2)
             started = time.process_time()
             for cb in callbacks:
@@ -127,6 +158,8 @@ def _measure(fleet: bool, own_provider: bool = False) -> dict[str, float]:
     total, own, call_us, n = collections(0)
     out = {"collection_cpu_ms": total, "callbacks_cpu_ms": own, "observe_call_us": call_us,
            "collection_points": n, "points_per_session": n / SESSIONS}
+    out.update({k: statistics.median(v) * 1e3 for k, v in encodings.items()})
+    out["collection_and_encoding_cpu_ms"] = total + out["encoding_cpu_ms"]
     # Sessions come and go: each ended one reports its zeros once, then leaves.
     for s in range(SESSIONS, SESSIONS + CHURN):
         call(s, 0)
@@ -210,7 +243,11 @@ def main() -> dict[str, float]:
     print(f"  {SESSIONS} live sessions, one call between collections ({base_rev} -> this tree; "
           f"the provider setup() creates; median of {REPEATS} interleaved runs)")
     for key, label in (("collection_cpu_ms", "one collection, CPU ms"), ("callbacks_cpu_ms", "  ctxscope's callbacks"),
-                       ("collection_points", "  points"), ("observe_call_us", "observe_call, CPU us"),
+                       ("collection_points", "  points"),
+                       ("sdk_encoding_cpu_ms", "its OTLP request, SDK's encoder"),
+                       ("encoding_cpu_ms", "  setup()'s exporter (gRPC)"),
+                       ("collection_and_encoding_cpu_ms", "collection and setup()'s encoding"),
+                       ("observe_call_us", "observe_call, CPU us"),
                        ("churn_collection_cpu_ms", f"after {CHURN} ended sessions"),
                        ("churn_callbacks_cpu_ms", "  ctxscope's callbacks"), ("churn_points", "  points"),
                        ("churn_new_session_reported", "  a new session has its own series"),
@@ -219,7 +256,8 @@ def main() -> dict[str, float]:
         ratio = f"  x{a / b:.2f}" if isinstance(a, float) and isinstance(b, float) and b else ""
         print(f"  {label:34} {b!s:>22} {a!s:>22}{ratio}")
     print(f"  the application's own MeterProvider (no ctxscope views): one collection "
-          f"{own.get('collection_cpu_ms', 0):.2f} ms CPU, {own.get('collection_points')} points")
+          f"{own.get('collection_cpu_ms', 0):.2f} ms CPU, {own.get('collection_points')} points; "
+          f"with the SDK's OTLP encoder {own.get('collection_cpu_ms', 0) + own.get('sdk_encoding_cpu_ms', 0):.2f} ms")
     print(f"  fleet mode: one collection {fleet.get('collection_cpu_ms', 0):.2f} ms CPU, "
           f"{fleet.get('collection_points')} points; observe_call {fleet.get('observe_call_us', 0):.0f} us")
     figures: dict[str, float] = {f"before_{k}": v for k, v in before.items()}

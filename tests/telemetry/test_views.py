@@ -147,3 +147,18 @@ def test_views_added_to_a_provider_built_without_them_apply_to_the_gauges():
     """The SDK configurator's provider (no views): added before the first collection, they apply, once."""
     assert exemplars_under_always_on(False) == [1] * 4  # tokens x2, limit, utilization: one exemplar each
     assert exemplars_under_always_on(True) == [0] * 4
+
+
+def test_an_application_provider_without_the_views_is_told_how_to_pass_them_once(
+        monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture):
+    """One info line for the first provider without them, none for one with them, none a second time."""
+    monkeypatch.setattr(views_module, "_NOTED", False)
+    with caplog.at_level(logging.INFO, logger="ctxscope.telemetry.views"):
+        with_views = MeterProvider(metric_readers=[InMemoryMetricReader()], views=gauge_views(),
+                                   shutdown_on_exit=False)
+        ContextSpanProcessor(with_views)
+        assert "no ctxscope gauge views" not in caplog.text
+        for _ in range(2):
+            ContextSpanProcessor(MeterProvider(metric_readers=[InMemoryMetricReader()], shutdown_on_exit=False))
+    assert caplog.text.count("no ctxscope gauge views") == 1
+    assert "views=ctxscope.telemetry.views.gauge_views()" in caplog.text

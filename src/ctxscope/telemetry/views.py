@@ -182,3 +182,31 @@ def add_gauge_views(meter_provider: Any) -> bool:
     except (AttributeError, TypeError):
         return False
     return True
+
+
+_NOTED = False
+
+
+def note_missing_views(meter_provider: Any) -> None:
+    """Say once a process (info) that an SDK meter provider collects ctxscope's gauges without their views.
+
+    An application's own provider keeps its own views (:func:`add_gauge_views`
+    never adds to it): its collections then cost the SDK's default
+    aggregation, about five times the views' (docs/telemetry.md, "Cost of a
+    collection"); the line says how to pass them. Nothing is said where the
+    provider has them, is not the SDK's, or this SDK gets no views.
+    """
+    global _NOTED
+    if _NOTED:
+        return
+    config = getattr(meter_provider, "_sdk_config", None)  # noqa: SLF001 - no public way to read the views
+    current = getattr(config, "views", None)
+    if not isinstance(current, (list, tuple)) or not gauge_views():
+        return
+    if any(getattr(v, "_meter_name", None) == INSTRUMENTATION_SCOPE  # noqa: SLF001
+           and isinstance(getattr(v, "_aggregation", None), _LeanLastValueAggregation) for v in current):
+        return
+    _NOTED = True
+    _log.info("ctxscope: this meter provider has no ctxscope gauge views, so each collection of the "
+              "llm.context.* gauges costs the SDK's default aggregation (about five times more); build it with "
+              "MeterProvider(views=ctxscope.telemetry.views.gauge_views(), ...)")
