@@ -90,6 +90,8 @@ ROWS = (
     Row("ctxscope-content", "ctxscope, content capture on", "ctxscope",
         {"OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT": "SPAN_ONLY"}),
     Row("ctxscope-chars", "ctxscope, chars/4 (no encoding)", "ctxscope", {"CTXSCOPE_TOKENIZER": "chars"}),
+    # The OTLP exporters ctxscope.setup() builds (the SDK's, with ctxscope's encoding) in place of the SDK's own.
+    Row("ctxscope-exporters", "ctxscope, setup()'s OTLP exporters", "ctxscope", {"BENCH_CTXSCOPE_EXPORTERS": "1"}),
     Row("official", "official opentelemetry-instrumentation-genai-openai", "official"),
     Row("openllmetry", "OpenLLMetry opentelemetry-instrumentation-openai", "openllmetry"),
     Row("openinference", "OpenInference openinference-instrumentation-openai", "openinference"),

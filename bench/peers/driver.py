@@ -5,7 +5,8 @@ provider server's URL, the OTLP receiver's endpoint and the content-capture
 setting in the environment. Imports nothing from ctxscope or from the bench
 (the peers' venvs do not have them): only the ``openai`` SDK, the
 OpenTelemetry SDK, the OTLP/gRPC exporters and the peer's instrumentor,
-found through its ``opentelemetry_instrumentor`` entry point.
+found through its ``opentelemetry_instrumentor`` entry point (ctxscope's
+rows also take its gauge views, and one row the exporters ``setup()`` builds).
 
 Setup, the same for every peer: a tracer provider with a BatchSpanProcessor
 and an OTLP exporter, a meter provider with a periodic reader and an OTLP
@@ -83,6 +84,10 @@ class Driver:
         import openai
 
         endpoint = os.environ["BENCH_OTLP_ENDPOINT"]
+        if peer == "ctxscope" and os.environ.get("BENCH_CTXSCOPE_EXPORTERS") == "1":
+            # The exporters ctxscope.setup() builds: the SDK's, encoding with ctxscope's encoders.
+            from ctxscope.telemetry.grpc_metric_exporter import GrpcMetricExporter as OTLPMetricExporter
+            from ctxscope.telemetry.grpc_span_exporter import GrpcSpanExporter as OTLPSpanExporter
         resource = Resource.create({"service.name": os.environ.get("BENCH_SERVICE", peer)})
         self.tracer_provider = TracerProvider(resource=resource)
         self.tracer_provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter(endpoint=endpoint, insecure=True)))
