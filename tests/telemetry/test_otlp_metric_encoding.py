@@ -189,18 +189,25 @@ def test_collections_of_live_sessions_are_the_sdks_bytes_each_time(views):
         assert encoder.encode(data) == sdk_bytes(data)
 
 
-@pytest.mark.parametrize("protocol", ["grpc", "http/protobuf"])
+@pytest.mark.parametrize("protocol", ["grpc", "grpc-parsed", "http/protobuf"])
 @pytest.mark.parametrize("batch_size", [None, 2])
-def test_the_exporters_setup_builds_send_what_the_sdks_own_send(protocol, batch_size, caplog):
+def test_the_exporters_setup_builds_send_what_the_sdks_own_send(protocol, batch_size, caplog, monkeypatch):
     """A real OTLP receiver gets the same requests from ctxscope's exporter and the SDK's, batches split alike.
 
     ctxscope's encoder writes every batch but the one with an exponential
     histogram, which goes through the SDK's encoder (the fallback, said at
-    debug level once), in the same request order.
+    debug level once), in the same request order. gRPC sends the encoded
+    bytes as they are; ``grpc-parsed`` is an SDK whose exporter does not
+    take the bytes-passing stub: the request is parsed into the message.
     """
     pytest.importorskip("oteltest.sink")
     from _otlp_sink import Receiver, wait_for
 
+    from ctxscope.telemetry import grpc_bytes
+
+    if protocol == "grpc-parsed":
+        monkeypatch.setattr(grpc_bytes, "send_bytes", lambda exporter: None)
+        protocol = "grpc"
     if protocol == "grpc":
         from opentelemetry.exporter.otlp.proto.grpc.metric_exporter import OTLPMetricExporter as Sdk
 
