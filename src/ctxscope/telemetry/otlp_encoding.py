@@ -241,7 +241,29 @@ def encode_scope(scope: Any, attributes: Any) -> bytes:
             + attributes(_IS_ATTRIBUTE, scope.attributes))
 
 
-class SpanEncoder:
+class FallbackEncoder:
+    """An encoder of SDK batches whose refusal hands the batch to the SDK's own encoder.
+
+    Subclasses write :meth:`encode` and name what they encode (``batch_kind``)
+    and the logger the refusal goes to.
+    """
+
+    batch_kind = "batch"
+    logger = _log
+
+    def encode(self, batch: Any) -> bytes:
+        raise NotImplementedError
+
+    def encode_or_none(self, batch: Any) -> bytes | None:
+        """:meth:`encode`, or None when the SDK's encoder must take the batch (it logs what it refuses or skips)."""
+        try:
+            return self.encode(batch)
+        except Exception:  # noqa: BLE001 - UnencodableError, or an error of ours: the SDK's path still exports
+            self.logger.debug("ctxscope: %s batch left to the SDK's encoder", self.batch_kind, exc_info=True)
+            return None
+
+
+class SpanEncoder(FallbackEncoder):
     """Writes ``ExportTraceServiceRequest`` bytes for a batch of SDK spans (``ReadableSpan``).
 
     One per exporter, with its own cache of encoded attributes. Two threads
@@ -249,6 +271,8 @@ class SpanEncoder:
     ends the span): the caches are dicts of immutable bytes, whose single
     get, set and clear need no lock, and a lost entry is encoded again.
     """
+
+    batch_kind = "span"
 
     def __init__(self, cache_limit: int = _CACHE_LIMIT) -> None:
         self._attributes = AttributeEncoder(cache_limit).encode
@@ -280,14 +304,6 @@ class SpanEncoder:
             body.append(_string_field(_RS_SCHEMA_URL, resource.schema_url))
             out.append(_len_field(_REQ_RESOURCE_SPANS, b"".join(body)))
         return b"".join(out)
-
-    def encode_or_none(self, spans: Sequence[Any]) -> bytes | None:
-        """:meth:`encode`, or None when the SDK's encoder must take the batch (it logs what it skips)."""
-        try:
-            return self.encode(spans)
-        except Exception:  # noqa: BLE001 - UnencodableError, or an error of ours: the SDK's path still exports
-            _log.debug("ctxscope: span batch left to the SDK's encoder", exc_info=True)
-            return None
 
     # -- parts -----------------------------------------------------------------------
 

@@ -41,6 +41,7 @@ from ctxscope.telemetry.otlp_encoding import (
     _R_ATTRIBUTE,
     _VARINT,
     AttributeEncoder,
+    FallbackEncoder,
     UnencodableError,
     _len_field,
     _pack_double,
@@ -124,12 +125,15 @@ def _optional_double(tag: bytes, value: Any) -> bytes:
     return tag + _pack_double(value)
 
 
-class MetricEncoder:
+class MetricEncoder(FallbackEncoder):
     """Writes ``ExportMetricsServiceRequest`` bytes for the SDK's ``MetricsData``.
 
     One per exporter (a periodic reader exports one batch at a time; a lost
     cache entry, were two threads to encode at once, is encoded again).
     """
+
+    batch_kind = "metric"
+    logger = _log
 
     def __init__(self, cache_limit: int = _CACHE_LIMIT) -> None:
         self._attributes = AttributeEncoder(cache_limit).encode
@@ -162,14 +166,6 @@ class MetricEncoder:
             body.append(_string_field(_RM_SCHEMA_URL, resource.schema_url))
             out.append(_len_field(_REQ_RESOURCE_METRICS, b"".join(body)))
         return b"".join(out)
-
-    def encode_or_none(self, data: MetricsData) -> bytes | None:
-        """:meth:`encode`, or None when the SDK's encoder must take the batch (it logs what it refuses)."""
-        try:
-            return self.encode(data)
-        except Exception:  # noqa: BLE001 - UnencodableError, or an error of ours: the SDK's path still exports
-            _log.debug("ctxscope: metric batch left to the SDK's encoder", exc_info=True)
-            return None
 
     # -- parts -----------------------------------------------------------------------
 
