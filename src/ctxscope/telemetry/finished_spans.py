@@ -142,7 +142,7 @@ class FinishedSpans:
                    end_time: int) -> bool:
         """The call span ``name`` and its markers ``(name, attributes, annotation)``, ended; False: not written.
 
-        The markers' attributes exclude ``gen_ai.operation.name`` already (:class:`~ctxscope.telemetry.spans.SpanWriter`).
+        The markers' attributes come without ``gen_ai.operation.name`` (the span writer removed it).
         """
         if not self._usable():
             return False
