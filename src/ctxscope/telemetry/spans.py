@@ -64,6 +64,14 @@ def annotated(identity: Mapping[str, Any], annotation: Annotation) -> dict[str, 
 
 # The marker spans (SPEC section 4): they carry no gen_ai.operation.name.
 _MARKERS = frozenset({SpanName.CAPTURE_START, SpanName.POST_COMPACTION, SpanName.SESSION_END})
+_UNSET = object()
+
+
+def without_operation(attributes: Mapping[str, Any]) -> Mapping[str, Any]:
+    """A marker's attributes: it is not a model call (SPEC section 4), whatever identity it was handed."""
+    if GenAI.OPERATION_NAME in attributes:
+        return {k: v for k, v in attributes.items() if k != GenAI.OPERATION_NAME}
+    return attributes
 
 
 class SpanWriter:
@@ -71,6 +79,8 @@ class SpanWriter:
 
     def __init__(self, tracer: Tracer) -> None:
         self.tracer = tracer
+        # The finished-span writer of write_call, built at its first call (None: the SDK's path).
+        self._finished: Any = _UNSET
 
     @classmethod
     def for_provider(cls, tracer_provider: Any = None, version: str | None = None) -> "SpanWriter":
@@ -127,9 +137,8 @@ class SpanWriter:
         the live path hands its attributes to the metrics first.
         """
         context = trace.set_span_in_context(parent) if isinstance(parent, Span) else parent
-        if name in _MARKERS and GenAI.OPERATION_NAME in attributes:
-            # SPEC section 4: markers are not model calls, whatever identity the path handed over.
-            attributes = {k: v for k, v in attributes.items() if k != GenAI.OPERATION_NAME}
+        if name in _MARKERS:
+            attributes = without_operation(attributes)
         span = self.tracer.start_span(name, context=context, kind=SpanKind.INTERNAL, attributes=attributes,
                                       start_time=start_time)
         self.change_events(span, annotation, start_time if event_time is None else event_time)
@@ -138,8 +147,7 @@ class SpanWriter:
     def session_end(self, attributes: Mapping[str, Any], context: otel_context.Context | None = None,
                     start_time: int | None = None) -> Span:
         """The ``session-end`` marker (``llm.context.session_ended``), open: the caller ends it."""
-        if GenAI.OPERATION_NAME in attributes:  # a marker, not a model call (SPEC section 4)
-            attributes = {k: v for k, v in attributes.items() if k != GenAI.OPERATION_NAME}
+        attributes = without_operation(attributes)
         return self.tracer.start_span(SpanName.SESSION_END, kind=SpanKind.INTERNAL, context=context,
                                       attributes=attributes, start_time=start_time)
 
@@ -151,7 +159,20 @@ class SpanWriter:
         """A call already over (``replay``, ``watch``): its span, its markers under it, its events; ended.
 
         Everything at the call's start except the span's end; markers last no time.
+        Written finished (:mod:`ctxscope.telemetry.finished_spans`) where that gives
+        the SDK's own spans; otherwise through the SDK's tracer, which applies its
+        sampler and limits.
         """
+        finished = self._finished
+        if finished is _UNSET:
+            from ctxscope.telemetry.finished_spans import finished_spans
+
+            finished = self._finished = finished_spans(self.tracer)
+        if finished is not None:
+            marked = [(name, without_operation(annotated(marker_attributes, marker_annotation)), marker_annotation)
+                      for name, marker_annotation in markers]
+            if finished.write_call(call_span_name(model), attributes, annotation, marked, start_time, end_time):
+                return
         span = self.start_call(model, attributes, start_time)
         for name, marker_annotation in markers:
             marker = self.marker(name, span, annotated(marker_attributes, marker_annotation), marker_annotation,
