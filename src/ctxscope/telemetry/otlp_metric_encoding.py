@@ -137,8 +137,9 @@ class MetricEncoder(FallbackEncoder):
 
     def __init__(self, cache_limit: int = _CACHE_LIMIT) -> None:
         self._attributes = AttributeEncoder(cache_limit).encode
-        # Per attributes field tag: id of a point's attributes -> (that object, a copy of it, its encoded field).
-        self._points: dict[bytes, dict[int, tuple[Any, dict[str, Any], bytes]]] = {
+        # Per attributes field tag: id of a point's attributes -> (that object, a copy of it, its encoded
+        # field, a gauge point's head for them).
+        self._points: dict[bytes, dict[int, tuple[Any, dict[str, Any], bytes, bytes]]] = {
             _N_ATTRIBUTE: {}, _H_ATTRIBUTE: {}}
         self._points_limit = cache_limit
 
@@ -200,7 +201,8 @@ class MetricEncoder(FallbackEncoder):
         encoded = self._attributes(tag, attributes)
         if len(points) >= self._points_limit:  # ended series: start again rather than keep them
             points.clear()
-        points[id(attributes)] = (attributes, dict(attributes), encoded)
+        # The last: a gauge point's tag and length, for a time and a value (9 bytes each) before these attributes.
+        points[id(attributes)] = (attributes, dict(attributes), encoded, _D_POINT + _varint(18 + len(encoded)))
         return encoded
 
     def _gauge_points(self, points: Any) -> bytes:
@@ -214,21 +216,21 @@ class MetricEncoder(FallbackEncoder):
         known = self._points[_N_ATTRIBUTE]
         last_time, time_field = None, b""
         for point in points:
-            value, attributes = point.value, point.attributes
-            kind = value.__class__
+            attributes = point.attributes
             cached = known.get(id(attributes)) if attributes else None
-            if (point.exemplars or cached is None or cached[0] is not attributes or cached[1] != attributes
-                    or not (kind is float or (kind is int and _INT64_MIN <= value <= _INT64_MAX))):
-                out.append(_len_field(_D_POINT, self._number_point(point, False)))
-                continue
-            when = point.time_unix_nano
-            if when != last_time:
-                last_time, time_field = when, _fixed64(_N_TIME, when)
-            if kind is int:
-                body = time_field + _N_INT + _pack_sfixed64(value) + cached[2]
-            else:
-                body = time_field + _N_DOUBLE + _pack_double(value) + cached[2]
-            out.append(_D_POINT + _varint(len(body)) + body)
+            if cached is not None and cached[0] is attributes and not point.exemplars and cached[1] == attributes:
+                when, value = point.time_unix_nano, point.value
+                if when != last_time:
+                    last_time, time_field = when, _fixed64(_N_TIME, when)
+                kind = value.__class__
+                if len(time_field) == 9:  # a time (0 is not written): the cached head's length holds
+                    if kind is float:
+                        out.append(cached[3] + time_field + _N_DOUBLE + _pack_double(value) + cached[2])
+                        continue
+                    if kind is int and _INT64_MIN <= value <= _INT64_MAX:
+                        out.append(cached[3] + time_field + _N_INT + _pack_sfixed64(value) + cached[2])
+                        continue
+            out.append(_len_field(_D_POINT, self._number_point(point, False)))
         return b"".join(out)
 
     def _number_point(self, point: Any, with_start: bool) -> bytes:
