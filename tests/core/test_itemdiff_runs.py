@@ -30,8 +30,8 @@ def test_diff_of_two_runs_equals_the_diff_of_the_lists():
     old = ItemRun(base).with_tail(p, x)
     base.append(c)
     new = ItemRun(base).with_tail(p2)
-    fast = diff_items(old, new, {})
-    full = diff_items(list(old), list(new), {})
+    fast = diff_items(old, new)
+    full = diff_items(list(old), list(new))
     assert fast.added == full.added == [c]
     assert fast.replaced == full.replaced == [(p, p2)]
     assert fast.removed == full.removed == [x]
@@ -45,7 +45,7 @@ def test_items_a_run_grew_by_that_share_an_id_with_the_old_tail_take_the_full_di
     old = ItemRun(base).with_tail(p)
     base.extend([p2, c])
     new = ItemRun(base).with_tail(q)
-    fast = diff_items(old, new, {})
+    fast = diff_items(old, new)
     assert fast.replaced == [(p, p2)]
     assert fast.added == [c, q] and fast.removed == []
 
@@ -58,6 +58,6 @@ def test_a_run_that_only_grew_lists_the_new_items_first_then_the_tails_diff():
     old = ItemRun(base).with_tail(p, x)
     base.extend([b, c])
     new = ItemRun(base).with_tail(p)
-    fast = diff_items(old, new, {})
+    fast = diff_items(old, new)
     assert fast.added == [b, c] and fast.removed == [x] and fast.replaced == []
-    assert fast == diff_items(list(old), list(new), {})
+    assert fast == diff_items(list(old), list(new))

@@ -486,14 +486,14 @@ def test_empty_and_tiny_requests(size: int) -> None:
 
 
 def test_long_sliding_session_keeps_memory_bounded() -> None:
-    """5,000 requests of a 10-message sliding window: totals stay right, the count cache stays small."""
+    """5,000 requests of a 10-message sliding window: totals stay right, the text-count cache stays small."""
     led = ledger()
     window = [item(f"m{i}", 1 + i % 5) for i in range(10)]
     for n in range(10, 5010):
         window = window[1:] + [item(f"m{n}", 1 + n % 5)]
         snap = led.observe(window, model="m")
     assert snap.annotation.estimated_tokens == sum(1 + n % 5 for n in range(5000, 5010))
-    assert len(led._cache) <= 2 * 10 + 1024 + 1
+    assert len(led._text_counts) <= 2 * 11 + 1024 + 1
 
 
 def test_pure_modules_import_no_telemetry_or_sdk() -> None:

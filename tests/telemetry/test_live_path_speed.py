@@ -222,10 +222,9 @@ def test_diff_of_a_long_shared_prefix_with_an_equal_copy_inside_is_one_addition(
     """1,500 shared items (one a new object with the same id and digest, not yet counted) plus one new: one addition."""
     old = [_item(i, tokens=1) for i in range(1500)]
     new = list(old)
-    new[1000] = _item(1000)  # equal key, tokens still 0: gets its count from the cache
+    new[1000] = _item(1000)  # equal key, tokens still 0: gets its count from the old item it matches
     new.append(_item(1500))
-    counted = {(i.id, i.digest): 1 for i in old}
-    diff = diff_items(old, new, counted)
+    diff = diff_items(old, new)
     assert diff.added == [new[1500]] and diff.removed == [] and diff.replaced == []
     assert new[1000].tokens == 1
 
@@ -235,7 +234,7 @@ def test_diff_finds_a_replacement_past_the_first_slice():
     old = [_item(i) for i in range(900)]
     new = list(old)
     new[700] = Item(id="m700", category=Category.PROMPTS, part="prompts/text", chars=4, text="efgh", digest="x")
-    diff = diff_items(old, new, {})
+    diff = diff_items(old, new)
     assert diff.replaced == [(old[700], new[700])] and not diff.added and not diff.removed
 
 

@@ -22,7 +22,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from itertools import chain, compress, count, islice
 from operator import is_not
-from typing import Any, Mapping, overload
+from typing import Any, overload
 
 from ctxscope.schema import Item
 
@@ -145,12 +145,12 @@ class ItemDiff:
     replaced: list[tuple[Item, Item]] = field(default_factory=list)
 
 
-def diff_items(old: Sequence[Item], new: Sequence[Item], counted: Mapping[tuple[str, str], int]) -> ItemDiff:
+def diff_items(old: Sequence[Item], new: Sequence[Item]) -> ItemDiff:
     """Removed, added and replaced items between two lists (multisets by id and digest).
 
     A new object equal to an old one (same id and digest) is unchanged; it
-    gets its ``tokens`` from ``counted`` (``(id, digest) -> tokens``) so that
-    every item of ``new`` leaves with its count, without counting it again.
+    gets its ``tokens`` from the old one it matches, so that every item of
+    ``new`` leaves with its count, without counting it again.
     Two :class:`ItemRun` of one list are compared from where they part: the
     items before are the same objects, which the scan would skip anyway.
     """
@@ -164,7 +164,7 @@ def diff_items(old: Sequence[Item], new: Sequence[Item], counted: Mapping[tuple[
             if not any(item.id in tail_ids for item in appended):
                 # The items the list grew by cannot match the old tail (no id in common):
                 # they are additions, ahead of whatever the tails' own diff finds.
-                _diff_lists(diff, list(old.tail), list(new.tail), counted)
+                _diff_lists(diff, list(old.tail), list(new.tail))
                 diff.added = appended + diff.added
                 return diff
         shared = min(old.length, new.length)
@@ -172,13 +172,13 @@ def diff_items(old: Sequence[Item], new: Sequence[Item], counted: Mapping[tuple[
         old_rest.extend(old.tail)
         new_rest = new.base[shared:new.length]
         new_rest.extend(new.tail)
-        return _diff_lists(diff, old_rest, new_rest, counted)
+        return _diff_lists(diff, old_rest, new_rest)
     shared = new.shared_with(old) if isinstance(new, ItemRun) else 0
     return _diff_lists(diff, list(old[shared:]) if shared or not isinstance(old, list) else old,
-                       list(new[shared:]) if shared or not isinstance(new, list) else new, counted)
+                       list(new[shared:]) if shared or not isinstance(new, list) else new)
 
 
-def _diff_lists(diff: ItemDiff, old: list[Item], new: list[Item], counted: Mapping[tuple[str, str], int]) -> ItemDiff:
+def _diff_lists(diff: ItemDiff, old: list[Item], new: list[Item]) -> ItemDiff:
     n_old, n_new = len(old), len(new)
     shortest = min(n_old, n_new)
     # Common prefix: the same objects, or equal (id, digest) keys.
@@ -187,7 +187,7 @@ def _diff_lists(diff: ItemDiff, old: list[Item], new: list[Item], counted: Mappi
         a, b = old[p], new[p]
         if a.id != b.id or a.digest != b.digest:
             break
-        b.tokens = counted.get((b.id, b.digest), b.tokens)
+        b.tokens = a.tokens
         p = _first_not_identical(old, new, p + 1, shortest)
     # Common suffix of what is left.
     room = shortest - p
@@ -196,7 +196,7 @@ def _diff_lists(diff: ItemDiff, old: list[Item], new: list[Item], counted: Mappi
         a, b = old[n_old - 1 - s], new[n_new - 1 - s]
         if a.id != b.id or a.digest != b.digest:
             break
-        b.tokens = counted.get((b.id, b.digest), b.tokens)
+        b.tokens = a.tokens
         s = _first_not_identical_from_end(old, new, s + 1, room)
     old_mid = old[p:n_old - s]
     new_mid = new[p:n_new - s]
@@ -216,8 +216,9 @@ def _diff_lists(diff: ItemDiff, old: list[Item], new: list[Item], counted: Mappi
     for item in new_mid:
         slots = by_key.get((item.id, item.digest))
         if slots:
-            matched[slots.pop(0)] = True
-            item.tokens = counted.get((item.id, item.digest), item.tokens)
+            index = slots.pop(0)
+            matched[index] = True
+            item.tokens = old_mid[index].tokens
         else:
             unmatched.append(item)
     by_id: dict[str, list[int]] = {}

@@ -220,15 +220,15 @@ class SessionLedger:
         self._items: Sequence[Item] = []
         self._basis: str | None = None
         self._model: str | None = None
-        # (item id, digest) -> tokens under the current basis; an entry never
-        # changes while an item with its key is in context, so totals added
-        # and later subtracted always agree.
-        self._cache: dict[tuple[str, str], int] = {}
+        # No count per item is kept beside the items: an item in context carries its own
+        # (``item.tokens``, set when it came in and never changed while it stays), which is what
+        # a removal subtracts; a dict of (id, digest) -> tokens for every item of a context that
+        # only grows was ~180 bytes an item for the session's length (issue 14).
         # (digest, characters) -> tokens of a text under the current basis: the
         # same body under another id (a file read again, a result repeated) is
         # counted once on the incremental path. Cleared by a rebuild, whose
         # cold count stays a plain loop (it must keep near tiktoken's own
-        # speed); pruned with ``_cache``.
+        # speed); pruned to the context's texts when it outgrows it.
         self._text_counts: dict[tuple[str, int], int] = {}
         self._part_map: dict[tuple[Category, str], str] = {}
         self._named_parts: set[str] = set()
@@ -332,7 +332,7 @@ class SessionLedger:
         conversation_before = self._conversation_tokens() if infer else 0
         tokens_before = prev.annotation.estimated_tokens if prev is not None else None
 
-        diff = diff_items(self._items, items, self._cache)
+        diff = diff_items(self._items, items)
         rebuilt = first or basis_changed
         if rebuilt:
             self._basis = counter.basis
@@ -398,13 +398,9 @@ class SessionLedger:
     # -- counting and totals -------------------------------------------------
 
     def _tokens(self, item: Item, counter: Counter) -> int:
-        key = (item.id, item.digest)
-        tokens = self._cache.get(key)
+        tokens = item.fixed_tokens
         if tokens is None:
-            tokens = item.fixed_tokens
-            if tokens is None:
-                tokens = self._count_text(item, counter.count)
-            self._cache[key] = tokens
+            tokens = self._count_text(item, counter.count)
         item.tokens = tokens
         return tokens
 
@@ -478,17 +474,15 @@ class SessionLedger:
             cat_items[category] = cat_items.get(category, 0) + 1
             part_tokens[part] = part_tokens.get(part, 0) + tokens
             part_items[part] = part_items.get(part, 0) + 1
-        self._cache = cache
         self._text_counts = {}  # a new basis counts anew; the cold path itself skips this cache
         self._cat_tokens, self._cat_items = cat_tokens, cat_items
         self._part_tokens, self._part_items = part_tokens, part_items
 
     def _apply(self, diff: ItemDiff, counter: Counter) -> None:
-        cache = self._cache
         for item in diff.removed:
-            self._add(item, cache.get((item.id, item.digest), item.tokens), -1)
+            self._add(item, item.tokens, -1)
         for old, new in diff.replaced:
-            self._add(old, cache.get((old.id, old.digest), old.tokens), -1)
+            self._add(old, old.tokens, -1)
             self._add(new, self._tokens(new, counter), 1)
         for item in diff.added:
             self._add(item, self._tokens(item, counter), 1)
@@ -519,7 +513,7 @@ class SessionLedger:
             if rebuilt or sums is None:
                 sums = self._proxy_sums = _proxy_sums(items)
             else:
-                _proxy_update(sums, diff, self._cache)
+                _proxy_update(sums, diff)
             tokens = proxy_encoding_tokens_of_sums(model, sums)
             # The same correction is the same item (its digest is of the tokens): no new one.
             same = old is not None and not rebuilt and old.fixed_tokens == tokens
@@ -549,12 +543,10 @@ class SessionLedger:
         return items
 
     def _prune_cache(self, items: Sequence[Item]) -> None:
-        # Only the items in context need their counts (removed ones were
-        # subtracted already). Pruning once the cache holds twice the context
-        # plus 1,024 keeps a long session's memory bounded at O(1) amortised.
-        if len(self._cache) > 2 * len(items) + 1024:
-            keep = {(i.id, i.digest) for i in items}
-            self._cache = {k: v for k, v in self._cache.items() if k in keep}
+        # Only the texts in context are worth keeping counts of. Pruning once the
+        # cache holds twice the context plus 1,024 keeps a short session's cache
+        # small at O(1) amortised (TEXT_COUNTS_KEPT bounds a long one's).
+        if len(self._text_counts) > 2 * len(items) + 1024:
             texts = {(i.digest, len(i.text)) for i in items}
             self._text_counts = {k: v for k, v in self._text_counts.items() if k in texts}
 
@@ -576,10 +568,9 @@ class SessionLedger:
         - anything else (a tool call and its result taken out of the middle,
           a history emptied outright): an edit, no compaction.
         """
-        cache = self._cache
         removed = [i for i in diff.removed if i.category in CONVERSATION_CATEGORIES]
         shrunk = any(old.category in CONVERSATION_CATEGORIES
-                     and new.tokens < cache.get((old.id, old.digest), old.tokens)
+                     and new.tokens < old.tokens
                      for old, new in diff.replaced)
         if not removed and not shrunk:
             return None
@@ -595,7 +586,7 @@ class SessionLedger:
         if cut >= len(history):
             return None  # emptied: a new start with nothing kept, no compaction
         if Multiset(history[-cut:]) == gone:
-            kept = conversation_before - sum(cache.get((i.id, i.digest), i.tokens) for i in removed)
+            kept = conversation_before - sum(i.tokens for i in removed)
             if 2 * kept <= conversation_before:
                 return RESTART
         if cut >= 2 and Multiset(history[:cut]) == gone:
@@ -614,15 +605,14 @@ class SessionLedger:
         return changes, len(items) - len(changes)
 
     def _diff_changes(self, diff: ItemDiff) -> tuple[list[Change], int]:
-        cache = self._cache
         # (delta, item, tokens, change type), in a fixed order: removals in the
         # previous list's order, then replacements and additions in the new one's.
         rows: list[tuple[int, Item, int, ChangeType]] = []
         for item in diff.removed:
-            tokens = cache.get((item.id, item.digest), item.tokens)
+            tokens = item.tokens
             rows.append((-tokens, item, tokens, ChangeType.REMOVAL))
         for old, new in diff.replaced:
-            before = cache.get((old.id, old.digest), old.tokens)
+            before = old.tokens
             rows.append((new.tokens - before, new, new.tokens, ChangeType.REPLACEMENT))
         for item in diff.added:
             rows.append((item.tokens, item, item.tokens, ChangeType.ADDITION))
@@ -646,14 +636,14 @@ def _proxy_sums(items: Iterable[Item]) -> dict[str, int]:
     return sums
 
 
-def _proxy_update(sums: dict[str, int], diff: ItemDiff, cache: dict[tuple[str, str], int]) -> None:
+def _proxy_update(sums: dict[str, int], diff: ItemDiff) -> None:
     kind_of = _framing.proxy_kind
     for item in diff.removed:
         if item.fixed_tokens is None:
-            sums[kind_of(item)] -= cache.get((item.id, item.digest), item.tokens)
+            sums[kind_of(item)] -= item.tokens
     for old, new in diff.replaced:
         if old.fixed_tokens is None:
-            sums[kind_of(old)] -= cache.get((old.id, old.digest), old.tokens)
+            sums[kind_of(old)] -= old.tokens
         if new.fixed_tokens is None:
             sums[kind_of(new)] += new.tokens
     for item in diff.added:
