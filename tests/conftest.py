@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 import pytest
 
@@ -27,6 +27,20 @@ def _tiktoken_available() -> bool:
 
 requires_corpus = pytest.mark.skipif(
     not CORPUS.is_dir(), reason="../shared/corpus is not here (runs in CI, where it exists)")
+
+
+def corpus_texts() -> Iterator[str]:
+    """Every string of every JSON line of the corpus, as the test server walks a body (with repeats)."""
+    import json
+
+    from ctxscope.testing import _strings
+
+    for path in sorted(CORPUS.rglob("*.json*")):
+        for line in path.read_text(errors="replace").splitlines():
+            try:
+                yield from _strings(json.loads(line))
+            except ValueError:
+                continue
 
 
 @pytest.fixture(scope="session")

@@ -2,19 +2,17 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from conftest import CORPUS, requires_corpus
+from conftest import corpus_texts, requires_corpus
 from ctxscope.core import bpe
 from ctxscope.core.encoding_load import constructor_kwargs
 from ctxscope.core.tokens import _rank_file
-from ctxscope.testing import _strings  # every string of a JSON value, as the test server walks a body
 
 # A toy vocabulary whose merges can be followed by hand: single letters, then ab, bc, abc, and a space.
 TOY = {b"a": 0, b"b": 1, b"c": 2, b"ab": 3, b"bc": 4, b"abc": 5, b" ": 6}
@@ -101,21 +99,12 @@ def test_ascii_text_splits_on_re_as_on_regex(encodings: dict[str, tuple[Any, Any
     assert ours._split_ascii(text) == ours._split(text)  # noqa: SLF001
 
 
-def _corpus_texts() -> Iterator[str]:
-    for path in sorted(CORPUS.rglob("*.json*")):
-        for line in path.read_text(errors="replace").splitlines():
-            try:
-                yield from _strings(json.loads(line))
-            except ValueError:
-                continue
-
-
 @requires_corpus
 def test_counts_as_tiktoken_on_every_text_of_the_corpus(encodings: dict[str, tuple[Any, Any]]) -> None:
     theirs, ours = encodings["o200k_base"]
     seen: set[str] = set()
     differ = []
-    for text in _corpus_texts():
+    for text in corpus_texts():
         if text in seen:
             continue
         seen.add(text)

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from conftest import corpus_texts, requires_corpus
 from ctxscope.schema import BASIS_BYTES, BASIS_CHARS
 from ctxscope.core.tokens import (
     DEFAULT_IMAGE_TOKENS,
@@ -85,6 +86,38 @@ def test_tiktoken_split_is_the_one_counted(tiktoken_ready: None) -> None:
     pieces = [encoding.decode([t]) for t in encoding.encode_ordinary("Hello, world!")]
     assert pieces == ["Hello", ",", " world", "!"]
     assert counter.count("Hello, world!") == len(pieces)
+
+
+def test_a_special_token_in_text_is_counted_as_ordinary_text(tiktoken_ready: None) -> None:
+    """The count runs on the Rust core's buffer (no list of ints), with no special token allowed:
+    '<|endoftext|>' is < | end of text | > (7) in o200k_base and < | endo ft ext | > (7) in cl100k_base,
+    never the 1 special token; with a letter each side, 9."""
+    for model, pieces in (("gpt-4o", ["<", "|", "end", "of", "text", "|", ">"]),
+                          ("gpt-4", ["<", "|", "endo", "ft", "ext", "|", ">"])):
+        counter = counter_for(model)
+        assert counter._buffer is not None  # type: ignore[attr-defined]  # noqa: SLF001 - the fast path ran
+        encoding = counter.encoding  # type: ignore[attr-defined]
+        assert [encoding.decode([t]) for t in encoding.encode_ordinary("<|endoftext|>")] == pieces
+        assert counter.count("<|endoftext|>") == 7
+        assert counter.count("a<|endoftext|>b<|endofprompt|>") == len(
+            encoding.encode_ordinary("a<|endoftext|>b<|endofprompt|>"))
+        assert counter.count("a<|endoftext|>b") == 9
+
+
+@requires_corpus
+def test_the_buffer_count_is_encode_ordinary_on_every_text_of_the_corpus(tiktoken_ready: None) -> None:
+    """TiktokenCounter.count (the buffer) against len(encode_ordinary) (the list) on every distinct corpus text."""
+    counter = counter_for("gpt-4o")
+    encoding = counter.encoding  # type: ignore[attr-defined]
+    seen: set[str] = set()
+    differ = []
+    for text in corpus_texts():
+        if text not in seen:
+            seen.add(text)
+            if counter.count(text) != len(encoding.encode_ordinary(text)):
+                differ.append(text[:80])
+    assert len(seen) > 30_000  # the whole corpus was read
+    assert differ == []
 
 
 @pytest.fixture

@@ -103,3 +103,40 @@ def test_the_json_says_the_session_view_and_the_every_turn_split(tmp_path, capsy
     # Every call's estimate is split in two; together they are the session's estimated token-calls.
     assert view["every_turn_token_calls"] + view["conversation_token_calls"] == \
         sum(g["estimated_tokens"] for g in session["growth"])
+
+
+def _same_body_twice(path: Path) -> None:
+    """Two results of tool calls the file never had (no reference: grouped by body), the same 3,000 characters."""
+    body = "same output\n" * 250  # 3,000 chars: 750 tokens on chars
+    recs = [
+        _user("u1", None, 1, "run it twice"),
+        _assistant("a1", "u1", 2, [{"type": "text", "text": "Running."}]),
+        _result("r1", "a1", 3, "gone_1", body),
+        _assistant("a2", "r1", 4, [{"type": "text", "text": "Again."}]),
+        _result("r2", "a2", 5, "gone_2", body),
+        _assistant("a3", "r2", 6, [{"type": "text", "text": "Same."}]),
+    ]
+    path.write_text("".join(json.dumps(r) + "\n" for r in recs))
+
+
+def test_a_body_keyed_group_is_named_by_its_tool_never_by_the_digest(tmp_path):
+    """The older copy of the body is a duplicate of 750 tokens, named "identical result of unknown"; the
+    digest that grouped them (Python's string hash, other in every process) is in no output: two processes
+    with other hash seeds print the same JSON."""
+    import os
+    import subprocess
+    import sys
+
+    path = tmp_path / "s.jsonl"
+    _same_body_twice(path)
+    (session,) = analyze_file(str(path), tokenizer="chars").sessions
+    duplicates = [(f.reference, f.tokens_saved) for f in session.waste.findings if f.kind == "duplicate"]
+    assert duplicates == [("identical result of unknown", 750)]
+    outputs = []
+    for seed in ("1", "2"):
+        env = {**os.environ, "PYTHONHASHSEED": seed}
+        run = subprocess.run([sys.executable, "-c", "from ctxscope.cli import run; run()", "analyze", "--json",
+                              "--tokenizer", "chars", str(path)], env=env, capture_output=True, check=True)
+        outputs.append(run.stdout)
+    assert b"identical result of unknown" in outputs[0]
+    assert outputs[0] == outputs[1]
