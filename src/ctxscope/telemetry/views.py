@@ -192,7 +192,7 @@ def note_missing_views(meter_provider: Any) -> None:
 
     An application's own provider keeps its own views (:func:`add_gauge_views`
     never adds to it): its collections then cost the SDK's default
-    aggregation, about five times the views' (docs/telemetry.md, "Cost of a
+    aggregation, about three times the views' (docs/telemetry.md, "Cost of a
     collection"); the line says how to pass them. Nothing is said where the
     provider has them, is not the SDK's, or this SDK gets no views.
     """
@@ -208,5 +208,5 @@ def note_missing_views(meter_provider: Any) -> None:
         return
     _NOTED = True
     _log.info("ctxscope: this meter provider has no ctxscope gauge views, so each collection of the "
-              "llm.context.* gauges costs the SDK's default aggregation (about five times more); build it with "
+              "llm.context.* gauges costs the SDK's default aggregation (about three times more); build it with "
               "MeterProvider(views=ctxscope.telemetry.views.gauge_views(), ...)")
