@@ -7,7 +7,6 @@ import time
 
 import pytest
 from opentelemetry.exporter.otlp.proto.common.metrics_encoder import encode_metrics
-from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import ExportMetricsServiceRequest
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import (
     AggregationTemporality,
@@ -137,14 +136,6 @@ def test_what_this_encoder_does_not_write_is_left_to_the_sdks_encoder(data, capl
     with caplog.at_level(logging.DEBUG, logger="ctxscope.telemetry.otlp_metric_encoding"):
         assert MetricEncoder().encode_or_none(data) is None
     assert "left to the SDK's encoder" in caplog.text
-
-
-def test_the_exponential_histogram_the_encoder_refuses_is_one_the_sdk_writes():
-    """The refusal above is the fallback's business, not a lost metric: the SDK's encoder writes that batch."""
-    data = request(metric("exp", ExponentialHistogram([ExponentialHistogramDataPoint(
-        {}, T0, T1, 1, 2.0, 1, 0, Buckets(0, [1]), Buckets(0, []), 0, 2.0, 2.0)], CUMULATIVE)))
-    (parsed,) = ExportMetricsServiceRequest.FromString(sdk_bytes(data)).resource_metrics
-    assert parsed.scope_metrics[0].metrics[0].exponential_histogram.data_points[0].count == 1
 
 
 def collections_of_live_sessions(rounds: int, views: list) -> list[MetricsData]:

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-__all__ = ["request", "send_bytes"]
+__all__ = ["EncodedRequests", "request", "send_bytes"]
 
 
 def _passing_bytes(serialize: Callable[[Any], bytes] | None) -> Callable[[Any], bytes]:
@@ -72,3 +72,26 @@ def request(exporter: Any, encoded: bytes, message_class: Any) -> Any:
     if isinstance(getattr(exporter, "_client", None), _BytesStub):
         return encoded
     return message_class.FromString(encoded)
+
+
+class EncodedRequests:
+    """Mixin before an SDK gRPC exporter class: each request ctxscope's encoding, sent as bytes.
+
+    A subclass names the encoder (a :class:`~ctxscope.telemetry.otlp_encoding.FallbackEncoder`)
+    and the request message class; a batch the encoder refuses goes through
+    the SDK's own ``_translate_data``.
+    """
+
+    encoder_class: Any
+    request_class: Any
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        send_bytes(self)
+        self._ctxscope_encoder = self.encoder_class()
+
+    def _translate_data(self, data: Any) -> Any:
+        encoded = self._ctxscope_encoder.encode_or_none(data)
+        if encoded is None:
+            return super()._translate_data(data)  # type: ignore[misc]
+        return request(self, encoded, self.request_class)

@@ -12,28 +12,17 @@ through the SDK's encoder.
 
 from __future__ import annotations
 
-from typing import Any
-
 from opentelemetry.exporter.otlp.proto.grpc.metric_exporter import OTLPMetricExporter as SdkGrpcMetricExporter
 from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import ExportMetricsServiceRequest
-from opentelemetry.sdk.metrics.export import MetricsData
 
-from ctxscope.telemetry import grpc_bytes
+from ctxscope.telemetry.grpc_bytes import EncodedRequests
 from ctxscope.telemetry.otlp_metric_encoding import MetricEncoder
 
 __all__ = ["GrpcMetricExporter"]
 
 
-class GrpcMetricExporter(SdkGrpcMetricExporter):
+class GrpcMetricExporter(EncodedRequests, SdkGrpcMetricExporter):
     """The SDK's OTLP/gRPC metric exporter, sending ctxscope's encoding."""
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        grpc_bytes.send_bytes(self)
-        self._ctxscope_encoder = MetricEncoder()
-
-    def _translate_data(self, data: MetricsData) -> Any:
-        encoded = self._ctxscope_encoder.encode_or_none(data)
-        if encoded is None:
-            return super()._translate_data(data)
-        return grpc_bytes.request(self, encoded, ExportMetricsServiceRequest)
+    encoder_class = MetricEncoder
+    request_class = ExportMetricsServiceRequest

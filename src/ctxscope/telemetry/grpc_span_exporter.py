@@ -12,28 +12,17 @@ skips what it cannot write, as before.
 
 from __future__ import annotations
 
-from typing import Any, Sequence
-
 from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter as SdkGrpcSpanExporter
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
-from opentelemetry.sdk.trace import ReadableSpan
 
-from ctxscope.telemetry import grpc_bytes
+from ctxscope.telemetry.grpc_bytes import EncodedRequests
 from ctxscope.telemetry.otlp_encoding import SpanEncoder
 
 __all__ = ["GrpcSpanExporter"]
 
 
-class GrpcSpanExporter(SdkGrpcSpanExporter):
+class GrpcSpanExporter(EncodedRequests, SdkGrpcSpanExporter):
     """The SDK's OTLP/gRPC span exporter, sending ctxscope's encoding."""
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        grpc_bytes.send_bytes(self)
-        self._ctxscope_encoder = SpanEncoder()
-
-    def _translate_data(self, data: Sequence[ReadableSpan]) -> Any:
-        encoded = self._ctxscope_encoder.encode_or_none(data)
-        if encoded is None:
-            return super()._translate_data(data)
-        return grpc_bytes.request(self, encoded, ExportTraceServiceRequest)
+    encoder_class = SpanEncoder
+    request_class = ExportTraceServiceRequest
