@@ -40,6 +40,8 @@ _INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
 _CACHE_LIMIT = 8192
 # Integer values cached (token counts above it are rarely shared by two spans).
 _SMALL_INT = 1 << 12
+# String values cached up to this length (longer ones are ids: rarely shared by two spans).
+_SHORT_STR = 24
 
 _pack_double = struct.Struct("<d").pack
 _pack_fixed64 = struct.Struct("<Q").pack
@@ -193,10 +195,12 @@ def _span_flags(parent: Any) -> bytes:
 class AttributeEncoder:
     """Repeated ``KeyValue`` fields, with a bounded cache of the pairs spans and points share.
 
-    The keys, and the string, boolean and small integer values, are encoded
-    once (a value is written from its key's cached head otherwise). The cache
-    is a dict of immutable bytes: one get, set or clear needs no lock, and a
-    lost entry is encoded again.
+    The keys, and the short string, boolean and small integer values, are
+    encoded once; a count or a long string (an item's id, rarely shared by
+    two spans) is written from its key's cached head, so it neither fills
+    the cache nor empties it of the values that repeat. The cache is a dict
+    of immutable bytes: one get, set or clear needs no lock, and a lost entry
+    is encoded again.
     """
 
     def __init__(self, cache_limit: int = _CACHE_LIMIT) -> None:
@@ -204,22 +208,38 @@ class AttributeEncoder:
         self._cache_limit = cache_limit
         self._heads: dict[str, bytes] = {}  # a key's KeyValue.key field and the value's tag
 
+    def _head(self, key: str) -> bytes:
+        head = self._heads[key] = _len_field(_KV_KEY, _utf8(key)) + _KV_VALUE if key else _KV_VALUE
+        return head
+
     def encode(self, tag: bytes, attributes: Mapping[str, Any] | None) -> bytes:
         """A repeated KeyValue field: each attribute, tag and length included."""
         if not attributes:
             return b""
         cache, heads = self._cache, self._heads
         parts = []
+        append = parts.append
         for key, value in _items(attributes):
             kind = value.__class__
-            if kind is int and (value >= _SMALL_INT and value <= _INT64_MAX):
+            if kind is str and len(value) > _SHORT_STR:
+                # An id: rarely shared, written from the key's cached head.
+                head = heads.get(key) or self._head(key)
+                try:
+                    data = value.encode("utf-8")
+                except UnicodeEncodeError as exc:  # lone surrogates: the SDK's encoder refuses them too
+                    raise UnencodableError(str(exc)) from None
+                size = len(data)
+                number = _VARINT1[size] if size < 0x80 else _varint(size)
+                size += len(number) + 1  # the AnyValue: its tag, the length, the bytes
+                pair = head + (_VARINT1[size] if size < 0x80 else _varint(size)) + _ANY_STRING + number + data
+                size = len(pair)
+                append(tag + (_VARINT1[size] if size < 0x80 else _varint(size)) + pair)
+            elif kind is int and (value >= _SMALL_INT and value <= _INT64_MAX):
                 # A count: rarely shared, written from the key's cached head.
-                head = heads.get(key)
-                if head is None:
-                    head = heads[key] = _len_field(_KV_KEY, _utf8(key)) + _KV_VALUE if key else _KV_VALUE
+                head = heads.get(key) or self._head(key)
                 number = _ANY_INT + _varint(value)
                 pair = head + _VARINT1[len(number)] + number
-                parts.append(tag + _varint(len(pair)) + pair)
+                append(tag + _VARINT1[len(pair)] + pair if len(pair) < 0x80 else tag + _varint(len(pair)) + pair)
             elif kind is str or kind is bool or kind is int:
                 cache_key = (tag, key, kind, value)
                 encoded = cache.get(cache_key)
@@ -227,9 +247,9 @@ class AttributeEncoder:
                     if len(cache) >= self._cache_limit:
                         cache.clear()
                     encoded = cache[cache_key] = _len_field(tag, _key_value(key, value))
-                parts.append(encoded)
+                append(encoded)
             else:
-                parts.append(_len_field(tag, _key_value(key, value)))
+                append(_len_field(tag, _key_value(key, value)))
         return b"".join(parts)
 
 
@@ -325,12 +345,21 @@ class SpanEncoder(FallbackEncoder):
             self._attributes(_S_ATTRIBUTE, span.attributes),
             _uint_field(_S_DROPPED_ATTRIBUTES, span.dropped_attributes),
         ]
-        for event in span.events or ():
-            parts.append(_len_field(_S_EVENT, b"".join((
-                _fixed64_field(_E_TIME, event.timestamp),
-                _string_field(_E_NAME, event.name),
-                self._attributes(_E_ATTRIBUTE, event.attributes),
-                _uint_field(_E_DROPPED, event.dropped_attributes)))))
+        events = span.events
+        if events:
+            attributes = self._attributes
+            # A span's events mostly share their time and name (a replayed call's changes):
+            # their two fields are written once for each run of equal ones.
+            last: tuple[Any, Any] | None = None
+            head = b""
+            for event in events:
+                timestamp, name = event.timestamp, event.name
+                if last is None or timestamp != last[0] or name != last[1]:
+                    last = (timestamp, name)
+                    head = _fixed64_field(_E_TIME, timestamp) + _string_field(_E_NAME, name)
+                body = head + attributes(_E_ATTRIBUTE, event.attributes) + _uint_field(_E_DROPPED,
+                                                                                    event.dropped_attributes)
+                parts.append(_S_EVENT + _varint(len(body)) + body)
         parts.append(_uint_field(_S_DROPPED_EVENTS, span.dropped_events))
         for link in span.links or ():
             link_context = link.context

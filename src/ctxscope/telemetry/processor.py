@@ -56,6 +56,7 @@ from opentelemetry.sdk.trace import TracerProvider as SdkTracerProvider
 from ctxscope.config import DEFAULT_MAX_SESSIONS, settings
 from ctxscope.telemetry import metrics as ctx_metrics
 from ctxscope.telemetry import shutdown as _shutdown
+from ctxscope.telemetry.histogram_records import HistogramRecorder
 from ctxscope.telemetry.views import note_missing_views
 from ctxscope.core.views import calibrate, calibration_target
 from ctxscope.schema import (
@@ -353,6 +354,8 @@ class ContextSpanProcessor(SpanProcessor):
             self.request_tokens = ctx_metrics.create_histogram(meter, Metric.REQUEST_TOKENS)
             self.fleet_compactions = ctx_metrics.create_fleet_counter(meter)
         self.genai_instruments = ctx_metrics.create_genai_instruments(meter)
+        self._added = HistogramRecorder(self.added_tokens)
+        self._request = HistogramRecorder(self.request_tokens) if self.request_tokens is not None else None
         # The SDK tracer provider this processor is on (ensure_processor sets it).
         self.tracer_provider: Any = None
         self._hook_meter_shutdown()
@@ -561,16 +564,19 @@ class ContextSpanProcessor(SpanProcessor):
         context = None
         if span_context is not None and span_context.is_valid:
             context = otel_trace.set_span_in_context(otel_trace.NonRecordingSpan(span_context))
+        model, provider = records.model, records.provider
         base: dict[str, Any] = {}
-        if records.model:
-            base[MetricAttr.REQUEST_MODEL] = records.model
-        if records.provider:
-            base[MetricAttr.PROVIDER_NAME] = records.provider
-        for category, tokens in records.added.items():
-            self.added_tokens.record(tokens, {**base, MetricAttr.CATEGORY: category.value}, context=context)
-        if self.request_tokens is not None:
-            for category, tokens in records.request.items():
-                self.request_tokens.record(tokens, {**base, MetricAttr.CATEGORY: category.value}, context=context)
+        if model:
+            base[MetricAttr.REQUEST_MODEL] = model
+        if provider:
+            base[MetricAttr.PROVIDER_NAME] = provider
+        for recorder, values in ((self._added, records.added), (self._request, records.request)):
+            if recorder is None:
+                continue
+            for category, tokens in values.items():
+                # A series' attributes are built once (HistogramRecorder keeps them).
+                recorder.record(tokens, (model, provider, category),
+                                lambda category=category: {**base, MetricAttr.CATEGORY: category.value}, context)
         if self.fleet_compactions is not None and records.compaction is not None:
             self.fleet_compactions.add(1, {**base, MetricAttr.COMPACTION_TRIGGER: records.compaction.value},
                                        context=context)
