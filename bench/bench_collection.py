@@ -9,7 +9,11 @@ as when one agent of many does:
 - ``collection_cpu_ms``: CPU of ``InMemoryMetricReader.get_metrics_data()``,
   the SDK's own work per point included, on a meter provider with the views
   ``setup()`` gives the one it creates (``telemetry/views.py``; none in a tree
-  before them); ``own_provider_*``: the application's own provider, no views;
+  before them); ``own_provider_*``: the application's own provider built
+  without views (given ctxscope's by its processor: ``offer_gauge_views``),
+  for this tree and the base (``before_own_provider_*``: issue 16's own
+  measure); ``sdk_default_*``: the same without any view, the SDK's default
+  aggregation (as where a view of the application's decides the gauges);
 - ``callbacks_cpu_ms``: ctxscope's callbacks alone (what the processor does
   per collection), the rest being the SDK's per-measurement work;
 - the same after 1,000 sessions have come and gone (``churn_*``), and whether
@@ -63,16 +67,25 @@ def _views(own_provider: bool) -> list[object]:
     return list(gauge_views())
 
 
-def _measure(fleet: bool, own_provider: bool = False) -> dict[str, float]:
+def _measure(fleet: bool, own_provider: bool = False, sdk_default: bool = False) -> dict[str, float]:
     """Run in a subprocess whose ``sys.path`` holds the tree under test.
 
-    ``own_provider``: a ``MeterProvider`` the application built itself, without ctxscope's views.
+    ``own_provider``: a ``MeterProvider`` the application built itself, without ctxscope's views (the
+    processor gives them to it where the tree does: ``views.offer_gauge_views``). ``sdk_default``: and
+    none given (as where a view of the application's decides the gauges): the SDK's default aggregation.
     """
+    if sdk_default:
+        import ctxscope.telemetry.views as views_module
+
+        views_module._FITS = False  # noqa: SLF001 - gauge_views() gives none: the SDK's default aggregation
     from opentelemetry.metrics import CallbackOptions
     from opentelemetry.sdk.metrics import MeterProvider
     from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 
-    from ctxscope.telemetry.processor import ContextSpanProcessor
+    try:
+        from ctxscope.telemetry.processor import ContextSpanProcessor
+    except ImportError:  # a tree before the package layout (issue 16's own base, 8642d46)
+        from ctxscope.processor import ContextSpanProcessor  # type: ignore[no-redef]
     from ctxscope.schema import Annotation, Attr, Category, Coverage, GenAI, Metric, Stage, WasteKind
 
     reader = InMemoryMetricReader()
@@ -210,9 +223,9 @@ def _export(rev: str, into: Path) -> Path:
     return into / "src"
 
 
-def _run(src: Path, fleet: bool, own_provider: bool = False) -> dict[str, float]:
+def _run(src: Path, fleet: bool, own_provider: bool = False, sdk_default: bool = False) -> dict[str, float]:
     code = (f"import sys, json; sys.path[:0] = [{str(src)!r}, {str(Path(__file__).parent)!r}]; "
-            f"import bench_collection as b; print(json.dumps(b._measure({fleet}, {own_provider})))")
+            f"import bench_collection as b; print(json.dumps(b._measure({fleet}, {own_provider}, {sdk_default})))")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                           env={**os.environ, "CTXSCOPE_STORE": "off"})
     return json.loads(done.stdout.strip().splitlines()[-1])
@@ -229,14 +242,18 @@ def _medians(runs: list[dict[str, float]]) -> dict[str, float]:
 
 def main() -> dict[str, float]:
     base_rev = os.environ.get("CTXSCOPE_BENCH_BASE", "HEAD")
-    runs: dict[str, list[dict[str, float]]] = {"before": [], "after": [], "own": []}
+    runs: dict[str, list[dict[str, float]]] = {"before": [], "after": [], "before_own": [], "own": [],
+                                               "sdk_default": []}
     with tempfile.TemporaryDirectory() as tmp:
         base = _export(base_rev, Path(tmp))
         for _ in range(REPEATS):  # interleaved, so that the machine's load weighs on each alike
             runs["before"].append(_run(base, False))
             runs["after"].append(_run(ROOT / "src", False))
+            runs["before_own"].append(_run(base, False, own_provider=True))
             runs["own"].append(_run(ROOT / "src", False, own_provider=True))
-    before, after, own = (_medians(runs[k]) for k in ("before", "after", "own"))
+            runs["sdk_default"].append(_run(ROOT / "src", False, own_provider=True, sdk_default=True))
+    before, after, before_own, own, sdk_default = (
+        _medians(runs[k]) for k in ("before", "after", "before_own", "own", "sdk_default"))
     fleet = _run(ROOT / "src", True)
     print(f"  {SESSIONS} live sessions, one call between collections ({base_rev} -> this tree; "
           f"the provider setup() creates; median of {REPEATS} interleaved runs)")
@@ -253,14 +270,20 @@ def main() -> dict[str, float]:
         b, a = before.get(key), after.get(key)
         ratio = f"  x{a / b:.2f}" if isinstance(a, float) and isinstance(b, float) and b else ""
         print(f"  {label:34} {b!s:>22} {a!s:>22}{ratio}")
-    print(f"  the application's own MeterProvider (no ctxscope views): one collection "
-          f"{own.get('collection_cpu_ms', 0):.2f} ms CPU, {own.get('collection_points')} points; "
+    print(f"  the application's own MeterProvider, built without views: one collection "
+          f"{before_own.get('collection_cpu_ms', 0):.2f} ms CPU ({base_rev}) -> "
+          f"{own.get('collection_cpu_ms', 0):.2f} ms (this tree), {own.get('collection_points')} points; "
           f"with the SDK's OTLP encoder {own.get('collection_cpu_ms', 0) + own.get('sdk_encoding_cpu_ms', 0):.2f} ms")
+    print(f"  the SDK's default aggregation (no ctxscope views at all): one collection "
+          f"{sdk_default.get('collection_cpu_ms', 0):.2f} ms CPU")
     print(f"  fleet mode: one collection {fleet.get('collection_cpu_ms', 0):.2f} ms CPU, "
           f"{fleet.get('collection_points')} points; observe_call {fleet.get('observe_call_us', 0):.0f} us")
     figures: dict[str, float] = {f"before_{k}": v for k, v in before.items()}
     figures.update(after)
     figures.update({f"own_provider_{k}": v for k, v in own.items() if not k.startswith(("churn", "sdk"))})
+    figures.update({f"before_own_provider_{k}": v for k, v in before_own.items()
+                    if not k.startswith(("churn", "sdk"))})
+    figures.update({f"sdk_default_{k}": v for k, v in sdk_default.items() if not k.startswith(("churn", "sdk"))})
     figures.update({f"fleet_{k}": v for k, v in fleet.items() if not k.startswith("churn")})
     return figures
 

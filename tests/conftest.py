@@ -63,3 +63,20 @@ def o200k(tiktoken_ready: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
         return ENCODING_CONSTRUCTORS["o200k_base"]()
 
     return constructor, runs
+
+
+@pytest.fixture(params=["sdk_default", "ctxscope_views"])
+def gauge_views_or_none(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> list[Any]:
+    """A meter provider's views for ctxscope's gauges, both ways they are collected.
+
+    ``ctxscope_views``: ctxscope's gauge views (what setup() passes and the
+    processor gives every other SDK provider); ``sdk_default``: none, and none
+    given either (as on an SDK the lean aggregation does not fit): the SDK's
+    default aggregation.
+    """
+    import ctxscope.telemetry.views as views_module
+
+    if request.param == "sdk_default":
+        monkeypatch.setattr(views_module, "_FITS", False)
+        return []
+    return views_module.gauge_views()

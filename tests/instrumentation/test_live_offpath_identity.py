@@ -48,7 +48,7 @@ from ctxscope.instrumentation.anthropic import AnthropicInstrumentor  # noqa: E4
 from ctxscope.instrumentation.http import HTTPInstrumentor  # noqa: E402
 from ctxscope.instrumentation.openai import OpenAIInstrumentor  # noqa: E402
 from ctxscope.telemetry.processor import ContextSpanProcessor  # noqa: E402
-from ctxscope.telemetry.views import gauge_views  # noqa: E402
+import ctxscope.telemetry.views as views_module  # noqa: E402
 from ctxscope.schema import INSTRUMENTATION_SCOPE, Attr, GenAI  # noqa: E402
 from ctxscope.core.conversation import mark_compaction  # noqa: E402
 from ctxscope.testing import ProviderServer, Reply, wait_for_measurements  # noqa: E402
@@ -175,16 +175,13 @@ def _metric_records(reader: InMemoryMetricReader) -> list[list[Any]]:
     return sorted(points, key=lambda p: json.dumps(p, sort_keys=True))
 
 
-def run_agents(sampler: Any, views: list[Any] | None = None) -> dict[str, Any]:
-    """Every span of ctxscope's scope and every metric point after the scripted agents ran.
-
-    ``views``: the meter provider's (setup() gives its own ctxscope's gauge views).
-    """
+def run_agents(sampler: Any) -> dict[str, Any]:
+    """Every span of ctxscope's scope and every metric point after the scripted agents ran."""
     exporter = InMemorySpanExporter()
     provider = TracerProvider(sampler=sampler)
     provider.add_span_processor(SimpleSpanProcessor(exporter))
     reader = InMemoryMetricReader()
-    meters = MeterProvider(metric_readers=[reader], shutdown_on_exit=False, views=views or [])
+    meters = MeterProvider(metric_readers=[reader], shutdown_on_exit=False)
     processor = ContextSpanProcessor(meters)
     provider.add_span_processor(processor)
     tracker = Tracker(tokenizer="chars")  # framing on: the whole annotation, worked by the same rules
@@ -246,9 +243,12 @@ def test_spans_and_metrics_identical_to_the_recorded_path(no_content: None) -> N
     assert expected["sampled_out"]["spans"] == [] and expected["sampled_out"]["metrics"]
 
 
-def test_metrics_identical_through_the_views_setup_gives_its_provider(no_content: None) -> None:
-    """The same spans and metric points when the meter provider has ctxscope's gauge views (telemetry/views.py)."""
-    got = json.loads(json.dumps(run_agents(ALWAYS_ON, gauge_views()), sort_keys=True))
+def test_metrics_identical_through_the_sdks_default_aggregation(no_content: None,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """The same spans and metric points without ctxscope's gauge views (telemetry/views.py), as on an SDK
+    they do not fit: the run above has them (the processor gives them to a provider built without)."""
+    monkeypatch.setattr(views_module, "_FITS", False)
+    got = json.loads(json.dumps(run_agents(ALWAYS_ON), sort_keys=True))
     expected = _expected()["recorded"]
     assert got["metrics"] == expected["metrics"]
     assert got["spans"] == expected["spans"]

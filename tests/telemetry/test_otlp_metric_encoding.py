@@ -168,11 +168,10 @@ def collections_of_live_sessions(rounds: int, views: list) -> list[MetricsData]:
     return out
 
 
-@pytest.mark.parametrize("views", [[], gauge_views()], ids=["sdk-aggregation", "ctxscope-views"])
-def test_collections_of_live_sessions_are_the_sdks_bytes_each_time(views):
+def test_collections_of_live_sessions_are_the_sdks_bytes_each_time(gauge_views_or_none):
     """Real collections, one encoder across them: the cached attributes give the SDK's bytes every time."""
     encoder = MetricEncoder()
-    collected = collections_of_live_sessions(4, views)
+    collected = collections_of_live_sessions(4, gauge_views_or_none)
     points = sum(len(m.data.data_points) for rm in collected[-1].resource_metrics for sm in rm.scope_metrics
                  for m in sm.metrics)
     assert points >= 8 * 12  # nine token series, a limit, reported, utilisation, a waste kind a session

@@ -20,7 +20,6 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.trace import NoOpTracerProvider
 
 from ctxscope.telemetry.processor import ContextSpanProcessor, calibrated_view, ensure_processor
-from ctxscope.telemetry.views import gauge_views
 from ctxscope.schema import (
     Annotation,
     Attr,
@@ -90,15 +89,11 @@ def series(pts: dict, name: str, session: str) -> dict[frozenset, float]:
             if n == name and dict(attrs)[MetricAttr.SESSION_ID] == session}
 
 
-# The application's own meter provider (the SDK's default aggregation) and the one setup() creates.
-PROVIDER_VIEWS = pytest.mark.parametrize("views", [[], gauge_views()], ids=["sdk_default", "ctxscope_views"])
-
-
-@pytest.fixture(params=[False, True], ids=["sdk_default", "ctxscope_views"])
-def env(request):
+# Both ways the gauges are collected: the SDK's default aggregation and ctxscope's views (gauge_views_or_none).
+@pytest.fixture
+def env(gauge_views_or_none):
     reader = InMemoryMetricReader()
-    mp = MeterProvider(metric_readers=[reader], shutdown_on_exit=False,
-                       views=gauge_views() if request.param else [])
+    mp = MeterProvider(metric_readers=[reader], shutdown_on_exit=False, views=gauge_views_or_none)
     tp = TracerProvider(shutdown_on_exit=False)
     processor = ContextSpanProcessor(mp, max_sessions=3)
     tp.add_span_processor(processor)
@@ -371,11 +366,10 @@ def test_a_session_ended_and_restarted_before_a_collection_reports_its_new_value
     assert tokens_of(points(reader.get_metrics_data()), "s1") == {"system": 4}
 
 
-@PROVIDER_VIEWS
-def test_many_ended_sessions_leave_the_sdk_storage(views):
+def test_many_ended_sessions_leave_the_sdk_storage(gauge_views_or_none):
     """300 sessions of 8 categories come and go (2,400 series, past the SDK's 2,000 limit): the 301st is its own."""
     reader = InMemoryMetricReader()
-    mp = MeterProvider(metric_readers=[reader], shutdown_on_exit=False, views=views)
+    mp = MeterProvider(metric_readers=[reader], shutdown_on_exit=False, views=gauge_views_or_none)
     processor = ContextSpanProcessor(mp, max_sessions=4)
     cats = {c: 10 for c in list(Category)[:8]}
     for n in range(300):

@@ -11,12 +11,13 @@ import pytest
 from opentelemetry.sdk.metrics import AlwaysOnExemplarFilter, MeterProvider
 from opentelemetry.sdk.metrics import _Gauge  # the SDK exports its synchronous gauge under this name
 from opentelemetry.sdk.metrics.export import AggregationTemporality, InMemoryMetricReader
+from opentelemetry.sdk.metrics.view import LastValueAggregation, View
 
 import ctxscope.telemetry.views as views_module
 from ctxscope.schema import INSTRUMENTATION_SCOPE, Annotation, Attr, Category, Coverage, Metric, MetricAttr, Stage
 from ctxscope.telemetry.processor import ContextSpanProcessor
 from ctxscope.telemetry.setup import setup
-from ctxscope.telemetry.views import add_gauge_views, gauge_views
+from ctxscope.telemetry.views import gauge_views
 
 C = Category
 
@@ -126,39 +127,77 @@ def test_an_sdk_the_lean_aggregation_does_not_fit_gets_no_views(monkeypatch: pyt
     assert [r.getMessage().count("not the known one") for r in caplog.records] == [1]
 
 
-def exemplars_under_always_on(add_views: bool) -> list[int]:
-    """Exemplars of each gauge point when the SDK offers every measurement (the views keep none)."""
-    reader = InMemoryMetricReader()
-    provider = MeterProvider(metric_readers=[reader], exemplar_filter=AlwaysOnExemplarFilter(),
-                             shutdown_on_exit=False)
-    if add_views:
-        assert add_gauge_views(provider) and add_gauge_views(provider)  # twice: added once
+def always_on_points(provider_views: list[Any], **reader: Any) -> tuple[list[tuple[str, int, int]], tuple]:
+    """The gauge points of one call, (category, value, exemplars), when the SDK offers every measurement.
+
+    The views keep no exemplar; the SDK's default aggregation attaches one to
+    every gauge point under ``always_on``: the exemplars tell which collected.
+    Also the provider's views after the collection.
+    """
+    reader_ = InMemoryMetricReader(**reader)
+    provider = MeterProvider(metric_readers=[reader_], views=provider_views,
+                             exemplar_filter=AlwaysOnExemplarFilter(), shutdown_on_exit=False)
     processor = ContextSpanProcessor(provider)
     call(processor, "a", {C.SYSTEM: 100, C.PROMPTS: 50}, at=1)
-    points = collected(reader)
+    points = collected(reader_)
+    views = provider._sdk_config.views  # noqa: SLF001 - no public accessor
     processor.shutdown()
     provider.shutdown()
-    assert [(dict(a)[MetricAttr.CATEGORY], v) for n, a, v, _ in points if n == Metric.TOKENS.name] == [
-        ("prompts", 50), ("system", 100)]
-    return [exemplars for *_, exemplars in points]
+    return [(dict(a).get(MetricAttr.CATEGORY, n), v, x) for n, a, v, x in points if n != Metric.COMPACTIONS.name], views
 
 
-def test_views_added_to_a_provider_built_without_them_apply_to_the_gauges():
-    """The SDK configurator's provider (no views): added before the first collection, they apply, once."""
-    assert exemplars_under_always_on(False) == [1] * 4  # tokens x2, limit, utilization: one exemplar each
-    assert exemplars_under_always_on(True) == [0] * 4
+GAUGE_NAMES = ["llm.context.tokens", "llm.context.limit.tokens", "llm.context.reported.tokens",
+               "llm.context.utilization", "llm.context.waste.tokens"]
+# One call of 150 tokens in a 128,000-token window: prompts, system, the window, 150 / 128,000.
+ONE_CALL = [("llm.context.limit.tokens", 128000), ("llm.context.utilization", 150 / 128000), ("prompts", 50),
+            ("system", 100)]
 
 
-def test_an_application_provider_without_the_views_is_told_how_to_pass_them_once(
-        monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture):
-    """One info line for the first provider without them, none for one with them, none a second time."""
+def test_a_provider_built_without_the_views_is_given_them_before_the_gauges_are_set():
+    """An application's own provider, or the SDK configurator's: the same points, through the views."""
+    points, views = always_on_points([])
+    assert sorted((c, v) for c, v, _ in points) == ONE_CALL
+    assert [x for *_, x in points] == [0, 0, 0, 0]  # the views' aggregation: no exemplar
+    assert [v._instrument_name for v in views] == GAUGE_NAMES  # noqa: SLF001
+
+
+def test_where_the_views_do_not_fit_the_sdks_default_collects(monkeypatch: pytest.MonkeyPatch):
+    """The same points through the SDK's default aggregation (an exemplar each under always_on), nothing added."""
+    monkeypatch.setattr(views_module, "_FITS", False)
+    points, views = always_on_points([])
+    assert sorted((c, v) for c, v, _ in points) == ONE_CALL
+    assert [x for *_, x in points] == [1, 1, 1, 1] and list(views) == []
+
+
+def test_a_provider_with_the_views_gets_nothing_more(caplog: pytest.LogCaptureFixture):
+    with caplog.at_level(logging.INFO, logger="ctxscope.telemetry.views"):
+        points, views = always_on_points(gauge_views())
+    assert [x for *_, x in points] == [0, 0, 0, 0]
+    assert [v._instrument_name for v in views] == GAUGE_NAMES and caplog.text == ""  # noqa: SLF001
+
+
+@pytest.mark.parametrize("own_view", [View(instrument_name="llm.context.tokens", attribute_keys={
+    MetricAttr.SESSION_ID, MetricAttr.CATEGORY, "gen_ai.request.model"}), View(instrument_name="*")],
+    ids=["one-gauge", "wildcard"])
+def test_a_view_of_the_applications_on_a_gauge_keeps_the_providers_views_as_they_are(
+        own_view: View, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture):
+    """That view decides its gauge's stream: nothing added (said once a process), the SDK's default collects."""
     monkeypatch.setattr(views_module, "_NOTED", False)
     with caplog.at_level(logging.INFO, logger="ctxscope.telemetry.views"):
-        with_views = MeterProvider(metric_readers=[InMemoryMetricReader()], views=gauge_views(),
-                                   shutdown_on_exit=False)
-        ContextSpanProcessor(with_views)
-        assert "no ctxscope gauge views" not in caplog.text
         for _ in range(2):
-            ContextSpanProcessor(MeterProvider(metric_readers=[InMemoryMetricReader()], shutdown_on_exit=False))
-    assert caplog.text.count("no ctxscope gauge views") == 1
-    assert "views=ctxscope.telemetry.views.gauge_views()" in caplog.text
+            points, views = always_on_points([own_view])
+            assert list(views) == [own_view]
+            assert sorted((c, v) for c, v, _ in points) == ONE_CALL
+            assert [x for *_, x in points] == [1, 1, 1, 1]
+    assert caplog.text.count("keeps its configuration: 1 view(s) of its own match") == 1
+    assert "gauge_views() are the views to add beside yours" in caplog.text
+
+
+def test_a_reader_with_its_own_gauge_aggregation_keeps_it(monkeypatch: pytest.MonkeyPatch,
+                                                          caplog: pytest.LogCaptureFixture):
+    """A view would override a reader's preferred aggregation for gauges: none added, said once."""
+    monkeypatch.setattr(views_module, "_NOTED", False)
+    with caplog.at_level(logging.INFO, logger="ctxscope.telemetry.views"):
+        points, views = always_on_points([], preferred_aggregation={_Gauge: LastValueAggregation()})
+    assert list(views) == [] and [x for *_, x in points] == [1, 1, 1, 1]
+    assert "1 of its metric readers choose their own aggregation for gauges" in caplog.text

@@ -57,7 +57,7 @@ from ctxscope.config import DEFAULT_MAX_SESSIONS, settings
 from ctxscope.telemetry import metrics as ctx_metrics
 from ctxscope.telemetry import shutdown as _shutdown
 from ctxscope.telemetry.histogram_records import HistogramRecorder
-from ctxscope.telemetry.views import note_missing_views
+from ctxscope.telemetry.views import offer_gauge_views
 from ctxscope.core.views import calibrate, calibration_target
 from ctxscope.schema import (
     CATEGORIES,
@@ -338,11 +338,11 @@ class ContextSpanProcessor(SpanProcessor):
         # Span ids of recorded spans whose annotation observe_call already took (insertion order).
         self._direct: dict[int, None] = {}
         self._shutdown = False
+        self._views_offered = False  # offer_gauge_views, at the first _publish
         meter = ctx_metrics.get_meter(meter_provider)
         self.instruments: ctx_metrics.Instruments | None = None
         self._instruments: dict[InstrumentSpec, Any] = {}
         if self.session_key:
-            note_missing_views(meter_provider if meter_provider is not None else otel_metrics.get_meter_provider())
             self.instruments = ctx_metrics.create_instruments(meter, self._collection_callback())
             made = (self.instruments.tokens, self.instruments.limit_tokens, self.instruments.reported_tokens,
                     self.instruments.utilization, self.instruments.waste_tokens, self.instruments.compactions)
@@ -587,6 +587,11 @@ class ContextSpanProcessor(SpanProcessor):
         Endings first, so that a session that restarted with the same id sets
         its new value after the old one's zero (the last value of a series wins).
         """
+        if not self._views_offered and self._instruments:  # the SDK reads its views as a gauge is first set
+            self._views_offered = True
+            provider = self._resolved_meter_provider()
+            offer_gauge_views(provider, [self._instruments[spec] for spec in Metric.ALL if spec.kind == "gauge"],
+                              _metric_readers(provider) or ())
         dirty, self._dirty = self._dirty, {}
         changed = [self._rebuild(session) for session in dirty.values()]
         for ending in self._endings:

@@ -50,7 +50,7 @@ from ctxscope.config import otel, set_default, settings
 from ctxscope.config import read as read_settings
 from ctxscope.telemetry.processor import ContextSpanProcessor, ensure_processor
 from ctxscope.telemetry.store import LocalStore
-from ctxscope.telemetry.views import add_gauge_views, gauge_views
+from ctxscope.telemetry.views import gauge_views
 
 __all__ = ["CtxscopeConfigurator", "Telemetry", "setup"]
 
@@ -326,9 +326,7 @@ class CtxscopeConfigurator(_BaseConfigurator):
                 set_default(OTEL_METRICS_EXPORTER, "otlp")
             _OTelSDKConfigurator()._configure(**kwargs)  # noqa: SLF001 - the SDK's standard path
             tracer_provider = otel_trace.get_tracer_provider()
-            meter_provider = otel_metrics.get_meter_provider()
-            if isinstance(meter_provider, MeterProvider):  # built for ctxscope's configurator: its views too
-                add_gauge_views(meter_provider)
+            meter_provider = otel_metrics.get_meter_provider()  # its gauge views: offer_gauge_views
             processor = ensure_processor(tracer_provider, meter_provider, max_sessions=_max_sessions(env))
             local = _attach_store(None, exporting=_endpoint_configured(env), data_dir=None, environ=env)
             _configured = Telemetry(MODE_OTLP, tracer_provider, meter_provider, processor, local,

@@ -16,11 +16,11 @@ without that work; everything else the SDK does (delta temporality, the
 cardinality limit, forgetting a series) is unchanged.
 
 ``setup()`` passes these views to the meter provider it creates, and
-:func:`add_gauge_views` adds them to the one the SDK's configurator builds
-under ``opentelemetry-instrument`` with ctxscope's configurator. An
-application that builds its own ``MeterProvider`` can pass them too
-(``MeterProvider(views=gauge_views(), ...)``); without them the SDK's
-default aggregation reports the same points, at its own cost.
+ctxscope's processor gives them to any other SDK meter provider before it
+first sets its gauges (:func:`offer_gauge_views`): the one the SDK's
+configurator builds under ``opentelemetry-instrument``, or an application's
+own, unless a view or a reader of the application's decides the gauges'
+aggregation (then the SDK's default reports the same points, at its cost).
 
 The aggregation subclasses the SDK's private ``_LastValueAggregation`` (the
 SDK's storage makes a gauge of a stream only for that class), so the first
@@ -32,10 +32,10 @@ aggregation.
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import Any, Iterable
 
 from opentelemetry.metrics import Synchronous
-from opentelemetry.sdk.metrics.view import LastValueAggregation, View
+from opentelemetry.sdk.metrics.view import DefaultAggregation, LastValueAggregation, View
 
 from ctxscope.schema import INSTRUMENTATION_SCOPE, Metric
 
@@ -159,54 +159,75 @@ def gauge_views() -> list[View]:
             for spec in Metric.ALL if spec.kind == "gauge"]
 
 
-def add_gauge_views(meter_provider: Any) -> bool:
-    """Give an SDK meter provider built on ctxscope's behalf the gauge views; False where it cannot.
+def offer_gauge_views(meter_provider: Any, gauges: Iterable[Any], readers: Iterable[Any]) -> bool:
+    """Before ctxscope's gauges are first set, give an SDK meter provider their views; True where they apply.
 
-    For the provider the SDK's own configurator builds under
-    ``opentelemetry-instrument`` with ctxscope's configurator (``setup.py``):
-    it takes no views, and no public API adds one later. The SDK reads its
-    configuration's views when an instrument is first measured, so views
-    added before ctxscope's gauges are first set apply to them (ctxscope's
-    processor sets them at the first collection with a live session). Never
-    for a provider the application built: that one keeps its own views.
+    The views change no point (``_fits`` checks that once), only the SDK's
+    work to build one, so every SDK provider gets them where nothing else
+    decides the gauges' streams: the one ``setup()`` creates has them, and the
+    one the SDK's configurator builds under ``opentelemetry-instrument`` or an
+    application's own provider built without them are given them here (about
+    three times cheaper a collection: docs/telemetry.md, "Cost of a
+    collection"). The SDK reads its configuration's views when an
+    instrument is first measured, and no public API adds one, so they join
+    the provider's configuration; ctxscope's processor calls this once, just
+    before it first sets its gauges. ``gauges``: the processor's instruments
+    (proxies resolve to the SDK's own); ``readers``: the provider's metric
+    readers.
+
+    Left as it is, and said once a process at info level: a provider with a
+    view of the application's own matching one of the gauges (that view
+    decides its stream), or a reader with its own aggregation for gauges
+    (``preferred_aggregation``). Nothing is done or said for a provider that
+    is not the SDK's, or where this SDK gets no views.
     """
     views = gauge_views()
     config = getattr(meter_provider, "_sdk_config", None)  # noqa: SLF001 - no public way to add a view
     current = getattr(config, "views", None)
     if not views or not isinstance(current, (list, tuple)):
         return False
-    names = {(v._instrument_name, v._meter_name) for v in current}  # noqa: SLF001
+    instruments = [getattr(g, "_real_instrument", None) or g for g in gauges]  # a proxy's SDK instrument
     try:
-        config.views = (*current, *(v for v in views  # type: ignore[union-attr]
-                                    if (v._instrument_name, v._meter_name) not in names))  # noqa: SLF001
-    except (AttributeError, TypeError):
+        own = [v for v in current if not _is_ctxscope_view(v) and any(v._match(i) for i in instruments)]  # noqa: SLF001
+        # Gauges a view of ctxscope's already covers (the provider setup() creates, a call before this one).
+        covered = [i for i in instruments if any(v._match(i) for v in current)]  # noqa: SLF001
+        missing = [view for view in views if not any(view._match(i) for i in covered)]  # noqa: SLF001
+        readers_own = _readers_with_own_gauge_aggregation(readers, instruments)
+    except Exception:  # noqa: BLE001 - an SDK of another shape: its configuration as it is
+        _log.debug("ctxscope: could not read this meter provider's views", exc_info=True)
         return False
+    if own or readers_own:
+        _note_own_views(own, readers_own)
+        return False
+    if missing:
+        config.views = (*current, *missing)  # type: ignore[union-attr]
     return True
+
+
+def _is_ctxscope_view(view: Any) -> bool:
+    return (getattr(view, "_meter_name", None) == INSTRUMENTATION_SCOPE  # noqa: SLF001
+            and isinstance(getattr(view, "_aggregation", None), _LeanLastValueAggregation))  # noqa: SLF001
+
+
+def _readers_with_own_gauge_aggregation(readers: Iterable[Any], instruments: list[Any]) -> int:
+    """Readers whose ``preferred_aggregation`` for a gauge's class is not the default (a view would override it)."""
+    own = 0
+    for reader in readers:
+        chosen = reader._instrument_class_aggregation  # noqa: SLF001 - no public accessor
+        own += any(not isinstance(chosen.get(type(i), DefaultAggregation()), DefaultAggregation) for i in instruments)
+    return own
 
 
 _NOTED = False
 
 
-def note_missing_views(meter_provider: Any) -> None:
-    """Say once a process (info) that an SDK meter provider collects ctxscope's gauges without their views.
-
-    An application's own provider keeps its own views (:func:`add_gauge_views`
-    never adds to it): its collections then cost the SDK's default
-    aggregation, about three times the views' (docs/telemetry.md, "Cost of a
-    collection"); the line says how to pass them. Nothing is said where the
-    provider has them, is not the SDK's, or this SDK gets no views.
-    """
+def _note_own_views(own: list[Any], readers: int) -> None:
     global _NOTED
     if _NOTED:
         return
-    config = getattr(meter_provider, "_sdk_config", None)  # noqa: SLF001 - no public way to read the views
-    current = getattr(config, "views", None)
-    if not isinstance(current, (list, tuple)) or not gauge_views():
-        return
-    if any(getattr(v, "_meter_name", None) == INSTRUMENTATION_SCOPE  # noqa: SLF001
-           and isinstance(getattr(v, "_aggregation", None), _LeanLastValueAggregation) for v in current):
-        return
     _NOTED = True
-    _log.info("ctxscope: this meter provider has no ctxscope gauge views, so each collection of the "
-              "llm.context.* gauges costs the SDK's default aggregation (about three times more); build it with "
-              "MeterProvider(views=ctxscope.telemetry.views.gauge_views(), ...)")
+    why = (f"{len(own)} view(s) of its own match ctxscope's llm.context.* gauges" if own
+           else f"{readers} of its metric readers choose their own aggregation for gauges")
+    _log.info("ctxscope: this meter provider keeps its configuration: %s, so ctxscope does not add its gauge views "
+              "and each collection of the gauges costs that aggregation (the SDK's default: about three times "
+              "more); ctxscope.telemetry.views.gauge_views() are the views to add beside yours", why)
