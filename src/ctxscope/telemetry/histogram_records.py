@@ -37,15 +37,18 @@ _log = logging.getLogger(__name__)
 # Series kept (a few per model and provider); past it the table starts again.
 _MAX_SERIES = 1024
 
+_SdkHistogram: Any = None
 try:  # the SDK's private parts the shortcut uses (1.45); without them, record() always
     from opentelemetry.attributes import _clean_attribute_value
     from opentelemetry.sdk.metrics._internal._view_instrument_match import (  # noqa: PLC2701
         _hash_attributes,
     )
-    from opentelemetry.sdk.metrics._internal.instrument import _Histogram as _SdkHistogram  # noqa: PLC2701
+    from opentelemetry.sdk.metrics._internal.instrument import _Histogram  # noqa: PLC2701
     from opentelemetry.sdk.metrics._internal.measurement import Measurement
+
+    _SdkHistogram = _Histogram
 except ImportError:  # pragma: no cover - another SDK release
-    _SdkHistogram = None
+    pass
 
 _new_measurement = object.__new__
 _set = object.__setattr__

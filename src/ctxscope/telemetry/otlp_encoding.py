@@ -217,7 +217,7 @@ class AttributeEncoder:
         if not attributes:
             return b""
         cache, heads = self._cache, self._heads
-        parts = []
+        parts: list[bytes] = []
         append = parts.append
         for key, value in _items(attributes):
             kind = value.__class__

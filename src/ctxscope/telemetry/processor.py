@@ -43,6 +43,7 @@ import threading
 import weakref
 from collections import OrderedDict
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any, Callable, Iterable, Mapping, TypeVar
 
 from opentelemetry import metrics as otel_metrics
@@ -116,6 +117,11 @@ class _Records:
     added: dict[Category, int] = field(default_factory=dict)
     request: dict[Category, int] = field(default_factory=dict)
     compaction: CompactionTrigger | None = None
+
+
+def _series(base: Mapping[str, Any], category: Category) -> dict[str, Any]:
+    """A histogram series' attributes: the call's model and provider, and the category."""
+    return {**base, MetricAttr.CATEGORY: category.value}
 
 
 def calibrated_view(categories: Mapping[Category, int], reported: int | None) -> dict[Category, int]:
@@ -575,8 +581,7 @@ class ContextSpanProcessor(SpanProcessor):
                 continue
             for category, tokens in values.items():
                 # A series' attributes are built once (HistogramRecorder keeps them).
-                recorder.record(tokens, (model, provider, category),
-                                lambda category=category: {**base, MetricAttr.CATEGORY: category.value}, context)
+                recorder.record(tokens, (model, provider, category), partial(_series, base, category), context)
         if self.fleet_compactions is not None and records.compaction is not None:
             self.fleet_compactions.add(1, {**base, MetricAttr.COMPACTION_TRIGGER: records.compaction.value},
                                        context=context)
