@@ -23,6 +23,7 @@ import fnmatch
 import hashlib
 import logging
 import os
+import sys
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -263,6 +264,21 @@ def tiktoken_cache_dir() -> str:
     import tempfile  # only without either variable: tempfile is a costly import for a start-up
 
     return os.path.join(tempfile.gettempdir(), "data-gym-cache")
+
+
+def terminal_columns() -> int:
+    """The terminal's width as ``shutil.get_terminal_size`` finds it: ``COLUMNS`` when a positive
+    number, else the width of the terminal on standard output, else 80 (without importing shutil)."""
+    try:
+        columns = int(os.environ.get("COLUMNS", 0))
+    except ValueError:
+        columns = 0
+    if columns <= 0:
+        try:
+            columns = os.get_terminal_size(sys.__stdout__.fileno()).columns  # type: ignore[union-attr]
+        except (AttributeError, ValueError, OSError):
+            columns = 0
+    return columns or 80
 
 
 def cache_dir() -> Path:

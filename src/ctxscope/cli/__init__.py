@@ -8,6 +8,7 @@ Expected errors (:class:`ctxscope.errors.UserError`) print one line, exit 1.
 from __future__ import annotations
 
 import argparse
+import gc
 import importlib
 import logging
 import sys
@@ -47,9 +48,29 @@ class _VersionAction(argparse.Action):
         parser.exit()
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse's parser, its help formatters given the terminal's width.
+
+    argparse makes a formatter for every ``add_argument`` (to check the help text),
+    and a formatter without a width imports :mod:`shutil` (with ``bz2`` and ``lzma``)
+    for ``shutil.get_terminal_size``: the same width, read here with :mod:`os`.
+    Subcommand parsers are of this class too (``add_subparsers`` makes its own kind).
+    """
+
+    def _get_formatter(self) -> argparse.HelpFormatter:
+        return self.formatter_class(prog=self.prog, width=_help_width())  # type: ignore[call-arg]
+
+
+def _help_width() -> int:
+    """``shutil.get_terminal_size().columns - 2``, as argparse takes it."""
+    from ctxscope.config import terminal_columns
+
+    return terminal_columns() - 2
+
+
 def build_parser(commands: Sequence[str] = COMMANDS) -> argparse.ArgumentParser:
     """The parser with ``commands`` registered (all of them unless a command line names one)."""
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="ctxscope",
         description="Profile the context window of LLM agents: what fills it, and what wastes it.",
     )
@@ -66,7 +87,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     # A command line that starts with a command needs only that command's module:
     # importing all eight (the store, the watcher, fidelity...) is most of the start-up
     # time of a short `analyze`. Anything else (--help, --version, a typo) gets them all.
-    parser = build_parser([words[0]] if words and words[0] in COMMANDS else COMMANDS)
+    # The command's modules are imported here: their ~10^5 objects are no garbage, and the
+    # cyclic collector would scan them several times over while they load (a twentieth of
+    # a short `analyze`'s instructions). Back on, as it was, once they are.
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        parser = build_parser([words[0]] if words and words[0] in COMMANDS else COMMANDS)
+    finally:
+        if collecting:
+            gc.enable()
     try:
         args = parser.parse_args(words)
     except SystemExit as exc:  # argparse exits 2 on usage errors; ours is 1 (2 means threshold)

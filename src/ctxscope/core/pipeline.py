@@ -35,15 +35,13 @@ from typing import TYPE_CHECKING, Any
 
 from ctxscope.core import limits as _limits
 from ctxscope.core.diff import ItemRun
-from ctxscope.core.framing.incremental import FramingCache
-from ctxscope.core.items import RequestExtractor
 from ctxscope.core.ledger import SessionLedger, Snapshot
-from ctxscope.faultlog import log_failure
 from ctxscope.schema import CompactionTrigger, Coverage, Item, Stage
 from ctxscope.core.tokens import Counter, counter_for
 from ctxscope.core.waste import WasteOptions, WasteTracker
 
 if TYPE_CHECKING:  # pragma: no cover
+    from ctxscope.core.framing.incremental import FramingCache
     from ctxscope.transcripts.model import TranscriptCall
 
 __all__ = ["CallFacts", "RequestAccount", "SessionAccount", "TranscriptAccount"]
@@ -142,6 +140,8 @@ class SessionAccount:
         except Exception:  # noqa: BLE001 - waste is an extra: the annotation stands without it
             # Logged as text, once (the live path runs here: a record holding the traceback would
             # hold the caller's frames; faultlog says why).
+            from ctxscope.faultlog import log_failure
+
             log_failure(_log, "ctxscope: waste tracking failed; off for session %s", self.session_id)
             self.waste = None
 
@@ -162,6 +162,11 @@ class RequestAccount:
     def __init__(self, session_id: str, *, tokenizer: str = "auto", capture_labels: bool = False,
                  framing: bool = True, wait_for_encoding: bool = True,
                  pause: Callable[[], None] | None = None) -> None:
+        # Request bodies only (the transcript commands never build one): imported here, with
+        # every wire format and framing model behind them.
+        from ctxscope.core.framing.incremental import FramingCache
+        from ctxscope.core.items import RequestExtractor
+
         # Claude's proxy-encoding item belongs to the framing: on with it.
         self.account = SessionAccount(session_id, tokenizer=tokenizer, capture_labels=capture_labels,
                                       proxy_encoding=framing, wait_for_encoding=wait_for_encoding,
@@ -215,6 +220,8 @@ class RequestAccount:
             framing = self.framing.framing_items(body, api, counter.count, model=model, counter_key=counter)
             return items + framing if framing else items
         except Exception:  # noqa: BLE001 - framing is an estimate on top: the items stand without it
+            from ctxscope.faultlog import log_failure
+
             log_failure(_log, "ctxscope: provider framing failed; disabling it for session %s", self.session_id)
             self.framing = None
             return items
