@@ -15,9 +15,15 @@ MAIN = DATA / "transcripts" / "claude_4c2ddfdc.jsonl"
 
 # Modules analyze has no use for, each a measurable share of a short run's start-up:
 # the other commands' (the local store, the watcher, fidelity), package metadata
-# (email, zipfile, csv: ~50 ms CPU) and statistics (fractions: ~15 ms).
+# (email, zipfile, csv: ~50 ms CPU) and statistics (fractions: ~15 ms); the request-body
+# side (the wire formats' registry, the session keys, the items of a body, the request
+# framing models: a transcript reads Anthropic's usage and Claude's proxy encoding alone)
+# and shutil (argparse's formatters import it for the terminal's width).
 NOT_FOR_ANALYZE = ("ctxscope.telemetry.store", "ctxscope.watch", "ctxscope.core.fidelity",
-                   "ctxscope.report.context", "importlib.metadata", "statistics", "opentelemetry")
+                   "ctxscope.report.context", "importlib.metadata", "statistics", "opentelemetry",
+                   "ctxscope.core.apis._registry", "ctxscope.core.apis.anthropic_messages",
+                   "ctxscope.core.conversation", "ctxscope.core.items", "ctxscope.core.framing.request",
+                   "ctxscope.core.framing.incremental", "shutil")
 
 
 def _modules_after(argv: list[str]) -> tuple[int, str, set[str]]:
@@ -38,7 +44,8 @@ def test_analyze_imports_only_what_it_uses():
     code, out, modules = _modules_after(["analyze", "--json", "--tokenizer", "chars", str(MAIN)])
     assert code == 0
     assert json.loads(out)["files"][0]["sessions"][0]["calls"] == 7  # it did the work
-    loaded = sorted(m for m in modules if m.split(".")[0] in ("ctxscope", "importlib", "statistics", "opentelemetry")
+    loaded = sorted(m for m in modules if m.split(".")[0] in ("ctxscope", "importlib", "statistics", "opentelemetry",
+                                                              "shutil")
                     and any(m == name or m.startswith(name + ".") for name in NOT_FOR_ANALYZE))
     assert loaded == []
 

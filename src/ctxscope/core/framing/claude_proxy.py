@@ -12,11 +12,11 @@ be 20-30% more expensive than GPT in enterprise settings": English articles
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping
 from functools import lru_cache
 
 from ctxscope.schema import Category, Item
-from ctxscope.core.framing.anthropic_messages import claude_version  # the one parser of model versions
 from ctxscope.core.framing.parts import CountFn, framing_item
 
 # Claude's tokenizer against o200k_base (the proxy encoding), per kind of content:
@@ -45,6 +45,19 @@ CLAUDE_NEWER_TOKENIZER_SINCE = (4, 7)
 def proxy_tokens(segments: Iterable[tuple[str, str]], count: CountFn) -> int:
     """Claude tokens of text counted with the proxy encoding: each segment's count times its kind's ratio."""
     return round(sum(count(text) * CLAUDE_PROXY_RATIO[kind] for kind, text in segments))
+
+
+def claude_version(model: str | None) -> tuple[int, ...]:
+    """``claude-sonnet-4-5`` -> (4, 5); ``claude-3-5-haiku`` -> (3, 5); ``claude-opus-5`` -> (5,); () if none.
+
+    The one parser of Claude model versions (here, with the proxy encoding, which a transcript
+    reads without the rest of Anthropic's framing; ``framing.anthropic_messages`` imports it).
+    """
+    name = (model or "").lower().rsplit("/", 1)[-1]
+    match = re.match(r"claude-(?:[a-z]+-)?(\d+)(?:[-.](\d)(?!\d))?", name)
+    if not match:
+        return ()
+    return tuple(int(g) for g in match.groups() if g is not None)
 
 
 def uses_newer_tokenizer(model: str | None) -> bool:
