@@ -48,6 +48,11 @@ __all__ = ["CallFacts", "RequestAccount", "SessionAccount", "TranscriptAccount"]
 
 _log = logging.getLogger(__name__)
 
+# Enum members read once: on this Python an enum class's attribute is looked up through
+# EnumType's __getattr__ hook (several times a plain attribute's cost), on every call here.
+_PARTIAL, _UNRECORDED = Coverage.PARTIAL, Coverage.UNRECORDED
+_TRANSCRIPT_OBSERVED = Stage.TRANSCRIPT_OBSERVED
+
 
 @dataclass(slots=True)
 class CallFacts:
@@ -256,7 +261,7 @@ class TranscriptAccount:
         compaction = call.compaction
         coverage = transcript_coverage(call.items)
         # A call without text has no composition to complete: no prefix inferred, none learned.
-        prefix = None if coverage is Coverage.UNRECORDED else self.prefix.item_for(
+        prefix = None if coverage is _UNRECORDED else self.prefix.item_for(
             call.index, call.model, compaction is not None,
             compaction.pre_tokens if compaction is not None else None)
         # A new sequence: a reader may keep the one it handed over. A reader's run
@@ -265,7 +270,7 @@ class TranscriptAccount:
         if prefix is not None:
             items = items.with_tail(prefix) if isinstance(items, ItemRun) else [*items, prefix]
         facts = CallFacts(
-            items, model=call.model, provider=call.provider, stage=Stage.TRANSCRIPT_OBSERVED,
+            items, model=call.model, provider=call.provider, stage=_TRANSCRIPT_OBSERVED,
             coverage=coverage, compaction=call.compaction.trigger if call.compaction is not None else None,
             window_tokens=call.window_tokens,
             timestamp_ns=call.timestamp_ns if timestamp_ns is None else timestamp_ns,
@@ -274,7 +279,7 @@ class TranscriptAccount:
             added=None if call.reset else call.added, reported=call.reported_tokens)
         snapshot = self.account.observe(facts)
         inferred = (prefix.fixed_tokens or 0) if prefix is not None else 0
-        if coverage is not Coverage.UNRECORDED:
+        if coverage is not _UNRECORDED:
             self.prefix.learn(call.index, call.model, snapshot.annotation.estimated_tokens - inferred,
                               call.reported_tokens)
         return snapshot, inferred
@@ -289,5 +294,5 @@ def transcript_coverage(items: Sequence[Item]) -> Coverage:
     """
     for item in items:
         if item.chars or item.fixed_tokens:
-            return Coverage.PARTIAL
-    return Coverage.UNRECORDED
+            return _PARTIAL
+    return _UNRECORDED

@@ -264,11 +264,15 @@ def _keep_additions(result: SessionResult, call: TranscriptCall, changes: list) 
         delta = change.delta_tokens
         if delta <= 0 or change.change_type not in _GROWING:
             continue
+        full = len(heap) >= ADDITIONS_KEPT
+        if full:
+            # ``key <= heap[0][:3]`` below without building the key: the order count only grows,
+            # so among equal (tokens, call) the new one is the smaller.
+            smallest = heap[0]
+            if delta < smallest[0] or (delta == smallest[0] and -call.index <= smallest[1]):
+                continue  # not among the largest: no Addition made
         # The smallest leaves first, and among equals the latest call's.
         key = (delta, -call.index, -next(_ORDER))
-        full = len(heap) >= ADDITIONS_KEPT
-        if full and key <= heap[0][:3]:
-            continue  # not among the largest: no Addition made
         addition = Addition(delta, call.index, call.line, change.category.value, change.id,
                             change.label if change.source_call_id else None, change.source_call_id)
         if full:

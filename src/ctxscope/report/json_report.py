@@ -67,7 +67,7 @@ def growth_json(rows: Iterable[CallRow]) -> list[dict[str, Any]]:
         {"call": r.index, "line": r.line, "timestamp_ns": r.timestamp_ns,
          "estimated_tokens": r.estimated, "inferred_tokens": r.inferred, "reported_tokens": r.reported,
          "used_tokens": r.used,
-         "categories": {name: r.calibrated[c] for c, name in _NAMED if r.calibrated.get(c)},
+         "categories": {name: tokens for c, name in _NAMED if (tokens := r.calibrated.get(c))},
          "waste_tokens": r.waste, "compaction": r.compaction}
         for r in rows
     ]

@@ -31,6 +31,7 @@ PROXY_MATH = "math"
 PROXY_CODE = "code"
 CLAUDE_PROXY_RATIO: Mapping[str, float] = {PROXY_PROSE: 1.16, PROXY_MATH: 1.21, PROXY_CODE: 1.30}
 PROXY_ENCODING_KEY = "proxy-encoding"
+_TOOLS = Category.TOOLS  # read once: proxy_kind runs for every item a call adds (EnumType's lookup is slow)
 
 # Anthropic docs, "Pricing" (https://platform.claude.com/docs/en/about-claude/pricing):
 # "Claude 4.7 and later models and Claude Mythos Preview use a newer tokenizer ... This
@@ -101,7 +102,7 @@ def proxy_kind(item: Item) -> str:
     JSON; any other text is JSON when it starts with ``{``/``[`` and ends with
     ``}``/``]``; the rest is prose.
     """
-    if item.category is Category.TOOLS or item.part.startswith("assistant/calls"):
+    if item.category is _TOOLS or item.part.startswith("assistant/calls"):
         return PROXY_CODE
     return PROXY_CODE if _looks_like_json(item.text) else PROXY_PROSE
 
