@@ -19,8 +19,8 @@ read.
 
 from __future__ import annotations
 
+from _blake2 import blake2b  # hashlib.blake2b itself, without hashlib's OpenSSL load (a start-up cost)
 import fnmatch
-import hashlib
 import logging
 import os
 import sys
@@ -389,7 +389,7 @@ def _hash_key(raw: str | None) -> bytes | None:
         return None
     key = raw.encode("utf-8", "surrogatepass")
     # BLAKE2b keys are at most 64 bytes: a longer key is hashed down first.
-    return key if len(key) <= 64 else hashlib.blake2b(key).digest()
+    return key if len(key) <= 64 else blake2b(key).digest()
 
 
 def _data_dir(env: Mapping[str, str]) -> Path:

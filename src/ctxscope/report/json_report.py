@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import secrets
+import os
 from typing import Any, Callable, Iterable
 
 from ctxscope.schema import CATEGORIES, SPEC_VERSION
@@ -150,7 +150,7 @@ def write_json(files: list[FileResult], write: Callable[[str], object]) -> None:
     if not all(isinstance(s.rows, CallRows) and s.rows.int64 for s in sessions):
         write(dumps(files_json(files)) + "\n")
         return
-    token = secrets.token_hex(8)
+    token = os.urandom(8).hex()  # secrets.token_hex's own bytes, without importing secrets (hmac, random)
     places: dict[str, SessionResult] = {}
 
     def place(session: SessionResult) -> str:

@@ -10,7 +10,7 @@ a server tool's hidden part in ``tools``.
 
 from __future__ import annotations
 
-import hashlib
+from _blake2 import blake2b  # hashlib.blake2b itself, without hashlib's OpenSSL load (a start-up cost)
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from functools import lru_cache
@@ -44,7 +44,7 @@ def framing_item(key: str, tokens: int, part: str = OVERHEAD_PART) -> Item:
     label = key if category is _OVERHEAD else part
     # Positional, in Item's field order (no keyword dict built: Claude's proxy item is one a call).
     return Item(_framing_id(key), category, part, 0, "", tokens, label, "framing", None, None,
-                hashlib.blake2b(f"{key}:{tokens}".encode(), digest_size=8).hexdigest())
+                blake2b(f"{key}:{tokens}".encode(), digest_size=8).hexdigest())
 
 
 @lru_cache(maxsize=256)
