@@ -71,3 +71,25 @@ def test_version_is_the_installed_one():
                           capture_output=True, text=True, env=dict(os.environ, PYTHONPATH=str(ROOT / "src")))
     assert done.returncode == 0
     assert done.stdout == f"ctxscope {expected}\n"
+
+
+def _run(*argv: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-c", "from ctxscope.cli import run; run()", *argv],
+                          capture_output=True, text=True, env=dict(os.environ, PYTHONPATH=str(ROOT / "src")))
+
+
+def test_the_command_writes_everything_before_it_ends(tmp_path):
+    """`ctxscope analyze` ends without the interpreter's shutdown: stdout, a -o file, stderr and the
+    exit code are all there (a 7-call session; then a file without calls: exit 1 and its line)."""
+    done = _run("analyze", "--json", "--tokenizer", "chars", str(MAIN))
+    assert done.returncode == 0
+    assert json.loads(done.stdout)["files"][0]["sessions"][0]["calls"] == 7
+    report = tmp_path / "report.json"
+    done = _run("analyze", "--json", "--tokenizer", "chars", "-o", str(report), str(MAIN))
+    assert (done.returncode, done.stdout) == (0, "")
+    assert json.loads(report.read_text(encoding="utf-8"))["files"][0]["sessions"][0]["calls"] == 7
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text('{"type": "summary", "summary": "nothing"}\n', encoding="utf-8")
+    done = _run("analyze", "--tokenizer", "chars", str(empty))
+    assert done.returncode == 1
+    assert done.stderr.splitlines()[-1] == f"ctxscope: no usable calls in {empty}"
