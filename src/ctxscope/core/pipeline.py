@@ -103,23 +103,32 @@ class SessionAccount:
 
     def observe(self, facts: CallFacts) -> Snapshot:
         """The call's snapshot: diffed against the session's previous call, with its limits and waste."""
-        limits = _limits.limits_for(facts.model, facts.provider)
+        return self.observe_call(facts.items, facts.model, facts.provider, facts.stage, facts.coverage,
+                                 facts.compaction, facts.window_tokens, facts.timestamp_ns, facts.sample_offset_ns,
+                                 facts.added, facts.reported)
+
+    def observe_call(self, items: Sequence[Item], model: str | None, provider: str | None, stage: Stage,
+                     coverage: Coverage, compaction: CompactionTrigger | None, window_tokens: int | None,
+                     timestamp_ns: int | None, sample_offset_ns: int | None, added: Sequence[Item] | None,
+                     reported: int | None) -> Snapshot:
+        """:meth:`observe` with :class:`CallFacts`' fields as arguments, in its order (a transcript's
+        account calls this, without building the facts of each call)."""
+        limits = _limits.limits_for(model, provider)
         snapshot = self.ledger.observe(
-            facts.items, model=facts.model, stage=facts.stage, coverage=facts.coverage,
-            compaction=facts.compaction,
-            window_tokens=facts.window_tokens or limits.window_tokens,
+            items, model=model, stage=stage, coverage=coverage, compaction=compaction,
+            window_tokens=window_tokens or limits.window_tokens,
             effective_window_tokens=limits.effective_window_tokens,
             compact_threshold_tokens=limits.compact_threshold_tokens,
-            timestamp_ns=facts.timestamp_ns, sample_offset_ns=facts.sample_offset_ns)
+            timestamp_ns=timestamp_ns, sample_offset_ns=sample_offset_ns)
         self.calls += 1
         if self.pause is not None:
             self.pause()
-        if facts.reported is not None:
-            snapshot = self.report(snapshot, facts.reported)
+        if reported is not None:
+            snapshot = self.report(snapshot, reported)
         # A restarted history (the same opening again: another conversation) is the caller's to
         # put in a new session; its waste against this session's calls would mean nothing.
         if self.waste is not None and not snapshot.restarted:
-            self._track_waste(snapshot, facts.added)
+            self._track_waste(snapshot, added)
         return snapshot
 
     def report(self, snapshot: Snapshot, reported: int | None,
@@ -269,19 +278,17 @@ class TranscriptAccount:
         items: Sequence[Item] = call.items
         if prefix is not None:
             items = items.with_tail(prefix) if isinstance(items, ItemRun) else [*items, prefix]
-        facts = CallFacts(
-            items, model=call.model, provider=call.provider, stage=_TRANSCRIPT_OBSERVED,
-            coverage=coverage, compaction=call.compaction.trigger if call.compaction is not None else None,
-            window_tokens=call.window_tokens,
-            timestamp_ns=call.timestamp_ns if timestamp_ns is None else timestamp_ns,
-            sample_offset_ns=sample_offset_ns,
+        reported = call.reported_tokens  # a property of the call: read once
+        # CallFacts' fields, in its order (SessionAccount.observe_call: no facts object a call).
+        snapshot = self.account.observe_call(
+            items, call.model, call.provider, _TRANSCRIPT_OBSERVED, coverage,
+            compaction.trigger if compaction is not None else None, call.window_tokens,
+            call.timestamp_ns if timestamp_ns is None else timestamp_ns, sample_offset_ns,
             # The reader says what is new: waste need not compare the whole context again.
-            added=None if call.reset else call.added, reported=call.reported_tokens)
-        snapshot = self.account.observe(facts)
+            None if call.reset else call.added, reported)
         inferred = (prefix.fixed_tokens or 0) if prefix is not None else 0
         if coverage is not _UNRECORDED:
-            self.prefix.learn(call.index, call.model, snapshot.annotation.estimated_tokens - inferred,
-                              call.reported_tokens)
+            self.prefix.learn(call.index, call.model, snapshot.annotation.estimated_tokens - inferred, reported)
         return snapshot, inferred
 
 
