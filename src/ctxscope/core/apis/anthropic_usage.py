@@ -92,7 +92,7 @@ def _plain_usage(value: dict[str, Any], server_tool_calls: int | None) -> Usage 
         return None
     cache_read = count(get("cache_read_input_tokens"))
     cache_creation = count(get("cache_creation_input_tokens"))
-    return Usage(input_tokens=uncached, output_tokens=count(get("output_tokens")),
-                 cache_read_input_tokens=cache_read, cache_creation_input_tokens=cache_creation,
-                 reported_input=uncached + (cache_creation or 0) + (cache_read or 0),
-                 server_tool_calls=server_tool_calls, provider_compaction=False)
+    # Positional, in Usage's field order (input, output, cache read, cache creation, reported input,
+    # server tool calls, provider compaction): no keyword dict built for every transcript call.
+    return Usage(uncached, count(get("output_tokens")), cache_read, cache_creation,
+                 uncached + (cache_creation or 0) + (cache_read or 0), server_tool_calls, False)
