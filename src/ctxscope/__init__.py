@@ -3,7 +3,8 @@
 What users import is named here (the README shows it; ``tests/test_public_surface.py``
 imports exactly that). The names that need the OpenTelemetry SDK load on first
 use, so importing ``ctxscope`` for the pure parts (items, counting, transcripts)
-costs no SDK import.
+costs no SDK import; so do the session functions (``core.conversation`` imports
+every wire format, which a transcript command never reads).
 """
 
 from __future__ import annotations
@@ -13,10 +14,10 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 from ctxscope._deprecated import DeprecatedModule
-from ctxscope.core.conversation import compacting, current_session_id, mark_compaction, session
 from ctxscope.schema import Annotation, Category, Change, ChangeType, Coverage, Item, Stage, WasteKind
 
 if TYPE_CHECKING:  # pragma: no cover
+    from ctxscope.core.conversation import compacting, current_session_id, mark_compaction, session
     from ctxscope.telemetry.setup import Telemetry, setup
     from ctxscope.telemetry.processor import ContextSpanProcessor
 
@@ -50,6 +51,10 @@ __all__ = [
 ]
 
 _LAZY = {
+    "compacting": ("ctxscope.core.conversation", "compacting"),
+    "current_session_id": ("ctxscope.core.conversation", "current_session_id"),
+    "mark_compaction": ("ctxscope.core.conversation", "mark_compaction"),
+    "session": ("ctxscope.core.conversation", "session"),
     "setup": ("ctxscope.telemetry.setup", "setup"),
     "Telemetry": ("ctxscope.telemetry.setup", "Telemetry"),
     "ContextSpanProcessor": ("ctxscope.telemetry.processor", "ContextSpanProcessor"),
@@ -62,7 +67,8 @@ def __getattr__(name: str) -> Any:
         return version
     if name in _LAZY:
         module, attribute = _LAZY[name]
-        return getattr(importlib.import_module(module), attribute)
+        value = globals()[name] = getattr(importlib.import_module(module), attribute)  # looked up once
+        return value
     raise AttributeError(f"module 'ctxscope' has no attribute {name!r}")
 
 

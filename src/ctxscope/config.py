@@ -19,10 +19,11 @@ read.
 
 from __future__ import annotations
 
+from _blake2 import blake2b  # hashlib.blake2b itself, without hashlib's OpenSSL load (a start-up cost)
 import fnmatch
-import hashlib
 import logging
 import os
+import sys
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -265,6 +266,21 @@ def tiktoken_cache_dir() -> str:
     return os.path.join(tempfile.gettempdir(), "data-gym-cache")
 
 
+def terminal_columns() -> int:
+    """The terminal's width as ``shutil.get_terminal_size`` finds it: ``COLUMNS`` when a positive
+    number, else the width of the terminal on standard output, else 80 (without importing shutil)."""
+    try:
+        columns = int(os.environ.get("COLUMNS", 0))
+    except ValueError:
+        columns = 0
+    if columns <= 0:
+        try:
+            columns = os.get_terminal_size(sys.__stdout__.fileno()).columns  # type: ignore[union-attr]
+        except (AttributeError, ValueError, OSError):
+            columns = 0
+    return columns or 80
+
+
 def cache_dir() -> Path:
     """ctxscope's cache (``$XDG_CACHE_HOME/ctxscope``, else ``~/.cache/ctxscope``): what can be rebuilt.
 
@@ -373,7 +389,7 @@ def _hash_key(raw: str | None) -> bytes | None:
         return None
     key = raw.encode("utf-8", "surrogatepass")
     # BLAKE2b keys are at most 64 bytes: a longer key is hashed down first.
-    return key if len(key) <= 64 else hashlib.blake2b(key).digest()
+    return key if len(key) <= 64 else blake2b(key).digest()
 
 
 def _data_dir(env: Mapping[str, str]) -> Path:

@@ -14,6 +14,7 @@ import time
 from typing import TYPE_CHECKING, Callable
 
 from ctxscope.errors import UserError
+from ctxscope.transcripts.gc_pause import cyclic_gc_paused
 from ctxscope.core.waste import DEFAULT_AGING_CALLS, DEFAULT_RESULT_CAP, DEFAULT_TOOL_BUDGET, WasteOptions
 from ctxscope.cli import EXIT_ERROR, EXIT_OK, EXIT_THRESHOLD
 from ctxscope.cli._common import (MAX_PROBLEMS_SHOWN, add_transcript_options, check_ratio, print_problem,
@@ -110,6 +111,13 @@ def subagent_files(path: str) -> list[str]:
 
 
 def analyse(paths: list[str], args: argparse.Namespace, *, subagents: bool = True) -> list["FileResult"]:
+    # The cyclic collector paused over the analysis' imports too (analyze_file pauses it
+    # for the reading): loading modules makes no garbage for it to find.
+    with cyclic_gc_paused():
+        return _analyse(paths, args, subagents)
+
+
+def _analyse(paths: list[str], args: argparse.Namespace, subagents: bool) -> list["FileResult"]:
     from ctxscope.report.analysis import analyze_file
 
     options = options_from(args)

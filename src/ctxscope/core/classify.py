@@ -23,7 +23,7 @@ Pure: no OpenTelemetry, no provider SDK.
 
 from __future__ import annotations
 
-import hashlib
+from _blake2 import blake2b  # hashlib.blake2b itself, without hashlib's OpenSSL load (a start-up cost)
 import json
 import posixpath
 import re
@@ -410,7 +410,7 @@ def _value(key: str, value: Any) -> str:
     else:
         text = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
     if len(text) > _MAX_VALUE_CHARS:
-        text = "#" + hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=8).hexdigest()
+        text = "#" + blake2b(text.encode("utf-8", "surrogatepass"), digest_size=8).hexdigest()
     return text
 
 

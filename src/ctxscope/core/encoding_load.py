@@ -28,7 +28,6 @@ Pure: no OpenTelemetry, no provider SDK.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import logging
 import marshal
 import os
@@ -55,6 +54,7 @@ def cache_path(name: str, rank_file: str, kind: str) -> str | None:
     format, the array layout): any of them changed is another file. ``kind``
     names what is kept: ``marshal`` (here), ``compact`` (``core/bpe.py``).
     """
+    import hashlib  # here, not at import: only a tiktoken load needs it (OpenSSL's load)
     try:
         with open(rank_file, "rb") as handle:
             ranks = handle.read()
@@ -87,6 +87,7 @@ def _tiktoken_version() -> str:
 def read_cached(path: str) -> memoryview | None:
     """The payload ``write_cached`` wrote at ``path`` (a view of the file's bytes: no copy), or None: missing,
     cut short, altered."""
+    import hashlib  # here, not at import: only a tiktoken load needs it (OpenSSL's load)
     try:
         with open(path, "rb") as handle:
             data = handle.read()
@@ -125,6 +126,7 @@ def _write(path: str, kwargs: dict[str, Any]) -> None:
 
 def write_cached(path: str, payload: bytes) -> None:
     """Keep ``payload`` at ``path`` behind its digest, atomically; a folder that cannot be written: a debug line."""
+    import hashlib  # here, not at import: only a tiktoken load needs it (OpenSSL's load)
     folder = os.path.dirname(path)
     try:
         import tempfile  # here: only a first load writes the cache (analyze's start-up skips the import)

@@ -35,20 +35,23 @@ from typing import TYPE_CHECKING, Any
 
 from ctxscope.core import limits as _limits
 from ctxscope.core.diff import ItemRun
-from ctxscope.core.framing.incremental import FramingCache
-from ctxscope.core.items import RequestExtractor
 from ctxscope.core.ledger import SessionLedger, Snapshot
-from ctxscope.faultlog import log_failure
 from ctxscope.schema import CompactionTrigger, Coverage, Item, Stage
 from ctxscope.core.tokens import Counter, counter_for
 from ctxscope.core.waste import WasteOptions, WasteTracker
 
 if TYPE_CHECKING:  # pragma: no cover
+    from ctxscope.core.framing.incremental import FramingCache
     from ctxscope.transcripts.model import TranscriptCall
 
 __all__ = ["CallFacts", "RequestAccount", "SessionAccount", "TranscriptAccount"]
 
 _log = logging.getLogger(__name__)
+
+# Enum members read once: on this Python an enum class's attribute is looked up through
+# EnumType's __getattr__ hook (several times a plain attribute's cost), on every call here.
+_PARTIAL, _UNRECORDED = Coverage.PARTIAL, Coverage.UNRECORDED
+_TRANSCRIPT_OBSERVED = Stage.TRANSCRIPT_OBSERVED
 
 
 @dataclass(slots=True)
@@ -100,23 +103,32 @@ class SessionAccount:
 
     def observe(self, facts: CallFacts) -> Snapshot:
         """The call's snapshot: diffed against the session's previous call, with its limits and waste."""
-        limits = _limits.limits_for(facts.model, facts.provider)
+        return self.observe_call(facts.items, facts.model, facts.provider, facts.stage, facts.coverage,
+                                 facts.compaction, facts.window_tokens, facts.timestamp_ns, facts.sample_offset_ns,
+                                 facts.added, facts.reported)
+
+    def observe_call(self, items: Sequence[Item], model: str | None, provider: str | None, stage: Stage,
+                     coverage: Coverage, compaction: CompactionTrigger | None, window_tokens: int | None,
+                     timestamp_ns: int | None, sample_offset_ns: int | None, added: Sequence[Item] | None,
+                     reported: int | None) -> Snapshot:
+        """:meth:`observe` with :class:`CallFacts`' fields as arguments, in its order (a transcript's
+        account calls this, without building the facts of each call)."""
+        limits = _limits.limits_for(model, provider)
         snapshot = self.ledger.observe(
-            facts.items, model=facts.model, stage=facts.stage, coverage=facts.coverage,
-            compaction=facts.compaction,
-            window_tokens=facts.window_tokens or limits.window_tokens,
+            items, model=model, stage=stage, coverage=coverage, compaction=compaction,
+            window_tokens=window_tokens or limits.window_tokens,
             effective_window_tokens=limits.effective_window_tokens,
             compact_threshold_tokens=limits.compact_threshold_tokens,
-            timestamp_ns=facts.timestamp_ns, sample_offset_ns=facts.sample_offset_ns)
+            timestamp_ns=timestamp_ns, sample_offset_ns=sample_offset_ns)
         self.calls += 1
         if self.pause is not None:
             self.pause()
-        if facts.reported is not None:
-            snapshot = self.report(snapshot, facts.reported)
+        if reported is not None:
+            snapshot = self.report(snapshot, reported)
         # A restarted history (the same opening again: another conversation) is the caller's to
         # put in a new session; its waste against this session's calls would mean nothing.
         if self.waste is not None and not snapshot.restarted:
-            self._track_waste(snapshot, facts.added)
+            self._track_waste(snapshot, added)
         return snapshot
 
     def report(self, snapshot: Snapshot, reported: int | None,
@@ -142,6 +154,8 @@ class SessionAccount:
         except Exception:  # noqa: BLE001 - waste is an extra: the annotation stands without it
             # Logged as text, once (the live path runs here: a record holding the traceback would
             # hold the caller's frames; faultlog says why).
+            from ctxscope.faultlog import log_failure
+
             log_failure(_log, "ctxscope: waste tracking failed; off for session %s", self.session_id)
             self.waste = None
 
@@ -162,6 +176,11 @@ class RequestAccount:
     def __init__(self, session_id: str, *, tokenizer: str = "auto", capture_labels: bool = False,
                  framing: bool = True, wait_for_encoding: bool = True,
                  pause: Callable[[], None] | None = None) -> None:
+        # Request bodies only (the transcript commands never build one): imported here, with
+        # every wire format and framing model behind them.
+        from ctxscope.core.framing.incremental import FramingCache
+        from ctxscope.core.items import RequestExtractor
+
         # Claude's proxy-encoding item belongs to the framing: on with it.
         self.account = SessionAccount(session_id, tokenizer=tokenizer, capture_labels=capture_labels,
                                       proxy_encoding=framing, wait_for_encoding=wait_for_encoding,
@@ -215,6 +234,8 @@ class RequestAccount:
             framing = self.framing.framing_items(body, api, counter.count, model=model, counter_key=counter)
             return items + framing if framing else items
         except Exception:  # noqa: BLE001 - framing is an estimate on top: the items stand without it
+            from ctxscope.faultlog import log_failure
+
             log_failure(_log, "ctxscope: provider framing failed; disabling it for session %s", self.session_id)
             self.framing = None
             return items
@@ -249,7 +270,7 @@ class TranscriptAccount:
         compaction = call.compaction
         coverage = transcript_coverage(call.items)
         # A call without text has no composition to complete: no prefix inferred, none learned.
-        prefix = None if coverage is Coverage.UNRECORDED else self.prefix.item_for(
+        prefix = None if coverage is _UNRECORDED else self.prefix.item_for(
             call.index, call.model, compaction is not None,
             compaction.pre_tokens if compaction is not None else None)
         # A new sequence: a reader may keep the one it handed over. A reader's run
@@ -257,19 +278,17 @@ class TranscriptAccount:
         items: Sequence[Item] = call.items
         if prefix is not None:
             items = items.with_tail(prefix) if isinstance(items, ItemRun) else [*items, prefix]
-        facts = CallFacts(
-            items, model=call.model, provider=call.provider, stage=Stage.TRANSCRIPT_OBSERVED,
-            coverage=coverage, compaction=call.compaction.trigger if call.compaction is not None else None,
-            window_tokens=call.window_tokens,
-            timestamp_ns=call.timestamp_ns if timestamp_ns is None else timestamp_ns,
-            sample_offset_ns=sample_offset_ns,
+        reported = call.reported_tokens  # a property of the call: read once
+        # CallFacts' fields, in its order (SessionAccount.observe_call: no facts object a call).
+        snapshot = self.account.observe_call(
+            items, call.model, call.provider, _TRANSCRIPT_OBSERVED, coverage,
+            compaction.trigger if compaction is not None else None, call.window_tokens,
+            call.timestamp_ns if timestamp_ns is None else timestamp_ns, sample_offset_ns,
             # The reader says what is new: waste need not compare the whole context again.
-            added=None if call.reset else call.added, reported=call.reported_tokens)
-        snapshot = self.account.observe(facts)
+            None if call.reset else call.added, reported)
         inferred = (prefix.fixed_tokens or 0) if prefix is not None else 0
-        if coverage is not Coverage.UNRECORDED:
-            self.prefix.learn(call.index, call.model, snapshot.annotation.estimated_tokens - inferred,
-                              call.reported_tokens)
+        if coverage is not _UNRECORDED:
+            self.prefix.learn(call.index, call.model, snapshot.annotation.estimated_tokens - inferred, reported)
         return snapshot, inferred
 
 
@@ -282,5 +301,5 @@ def transcript_coverage(items: Sequence[Item]) -> Coverage:
     """
     for item in items:
         if item.chars or item.fixed_tokens:
-            return Coverage.PARTIAL
-    return Coverage.UNRECORDED
+            return _PARTIAL
+    return _UNRECORDED

@@ -65,7 +65,6 @@ Pure: no OpenTelemetry, no provider SDK.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import logging
 import math
 import os
@@ -223,6 +222,8 @@ def _rank_file(name: str) -> str | None:
     folder = tiktoken_cache_dir()
     if blob is None or not folder:
         return None  # caching off: every load downloads
+    import hashlib  # here: only a tiktoken load needs it (hashlib loads OpenSSL: a start-up cost)
+
     return os.path.join(folder, hashlib.sha1(_BLOB.format(blob).encode()).hexdigest())
 
 

@@ -19,6 +19,10 @@ from typing import Hashable, Mapping, TypeVar
 
 from ctxscope.schema import CATEGORIES, Category
 
+# Read once: every call of an analysis asks here, and an enum class attribute is looked up through
+# EnumType's __getattr__ hook (several times a plain attribute's cost).
+_UNATTRIBUTED = Category.UNATTRIBUTED
+
 K = TypeVar("K", bound=Hashable)
 
 __all__ = ["apportion", "calibrate", "calibration_target", "free_tokens", "used_tokens"]
@@ -79,10 +83,10 @@ def calibrate(categories: Mapping[Category, int],
     if estimated > reported:
         ordered_estimates: dict[Category, int] = {c: estimates[c] for c in CATEGORIES if c in estimates}
         scaled = apportion(ordered_estimates, reported)
-        scaled[Category.UNATTRIBUTED] = 0
+        scaled[_UNATTRIBUTED] = 0
         return scaled, reported / estimated
     calibrated = estimates  # a new dict already, nobody else's
-    calibrated[Category.UNATTRIBUTED] = reported - estimated
+    calibrated[_UNATTRIBUTED] = reported - estimated
     return calibrated, 1.0
 
 
@@ -92,7 +96,7 @@ def _estimates(categories: Mapping[Category, int]) -> tuple[dict[Category, int],
     A ledger's categories already are (a sum of ints is an int: one float makes
     it a float): copied in C, as every call of an analysis asks.
     """
-    if Category.UNATTRIBUTED not in categories:
+    if _UNATTRIBUTED not in categories:
         try:
             total = sum(categories.values())
         except TypeError:
@@ -100,7 +104,7 @@ def _estimates(categories: Mapping[Category, int]) -> tuple[dict[Category, int],
         if type(total) is int and min(categories.values(), default=0) >= 0:
             return dict(categories), total
     estimates: dict[Category, int] = {
-        c: max(0, int(v)) for c, v in categories.items() if c is not Category.UNATTRIBUTED}
+        c: max(0, int(v)) for c, v in categories.items() if c is not _UNATTRIBUTED}
     return estimates, sum(estimates.values())
 
 
@@ -124,7 +128,7 @@ def used_tokens(categories: Mapping[Category, int], reported: int | None) -> int
     """Tokens in use: the measurement where there is one, else the estimates' sum."""
     if reported is not None:
         return reported
-    return sum(v for c, v in categories.items() if c is not Category.UNATTRIBUTED)
+    return sum(v for c, v in categories.items() if c is not _UNATTRIBUTED)
 
 
 def free_tokens(window: int | None, used: int) -> int | None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import secrets
+import os
 from typing import Any, Callable, Iterable
 
 from ctxscope.schema import CATEGORIES, SPEC_VERSION
@@ -67,7 +67,7 @@ def growth_json(rows: Iterable[CallRow]) -> list[dict[str, Any]]:
         {"call": r.index, "line": r.line, "timestamp_ns": r.timestamp_ns,
          "estimated_tokens": r.estimated, "inferred_tokens": r.inferred, "reported_tokens": r.reported,
          "used_tokens": r.used,
-         "categories": {name: r.calibrated[c] for c, name in _NAMED if r.calibrated.get(c)},
+         "categories": {name: tokens for c, name in _NAMED if (tokens := r.calibrated.get(c))},
          "waste_tokens": r.waste, "compaction": r.compaction}
         for r in rows
     ]
@@ -150,7 +150,7 @@ def write_json(files: list[FileResult], write: Callable[[str], object]) -> None:
     if not all(isinstance(s.rows, CallRows) and s.rows.int64 for s in sessions):
         write(dumps(files_json(files)) + "\n")
         return
-    token = secrets.token_hex(8)
+    token = os.urandom(8).hex()  # secrets.token_hex's own bytes, without importing secrets (hmac, random)
     places: dict[str, SessionResult] = {}
 
     def place(session: SessionResult) -> str:

@@ -18,7 +18,7 @@ from typing import Any, Protocol
 
 from ctxscope import jsonio as _jsonio
 
-from ctxscope.core.apis import anthropic_messages
+from ctxscope.core.apis import anthropic_usage as _anthropic_usage
 from ctxscope.core.observation import Usage
 from ctxscope.schema import CompactionTrigger, Item
 
@@ -157,5 +157,5 @@ def as_int(value: Any) -> int:
 
 
 def anthropic_usage(usage: dict[str, Any]) -> Usage:
-    """Anthropic usage (Claude Code records it as the API returns it): :mod:`ctxscope.core.apis.anthropic_messages`."""
-    return anthropic_messages.usage(usage) or Usage()
+    """Anthropic usage (Claude Code records it as the API returns it): :mod:`ctxscope.core.apis.anthropic_usage`."""
+    return _anthropic_usage.usage(usage) or Usage()

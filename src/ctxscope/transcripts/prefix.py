@@ -36,7 +36,7 @@ Pure: no OpenTelemetry, no provider SDK.
 
 from __future__ import annotations
 
-import hashlib
+from _blake2 import blake2b  # hashlib.blake2b itself, without hashlib's OpenSSL load (a start-up cost)
 from dataclasses import dataclass
 
 from ctxscope.schema import INFERRED_PREFIX_ID, INFERRED_PREFIX_LABEL, INFERRED_PREFIX_PART, Category, Item
@@ -99,7 +99,7 @@ class PrefixLearner:
             item = self._items[model] = Item(
                 id=INFERRED_PREFIX_ID, category=Category.SYSTEM, part=INFERRED_PREFIX_PART, chars=0,
                 fixed_tokens=tokens, label=INFERRED_PREFIX_LABEL, source_kind="inferred",
-                digest=hashlib.blake2b(f"prefix:{tokens}".encode(), digest_size=8).hexdigest())
+                digest=blake2b(f"prefix:{tokens}".encode(), digest_size=8).hexdigest())
         return item
 
     def learn(self, index: int, model: str | None, content_tokens: int, reported: int | None) -> None:

@@ -10,35 +10,14 @@ section 1). Code that used to branch on the API asks the format.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from ctxscope.core.observation import Usage
-from ctxscope.core.payload import get as payload_get
+from ctxscope.core.apis._fields import count, field
 
 __all__ = ["TEMPLATE_ANTHROPIC", "TEMPLATE_OPENAI", "TEMPLATE_OWN", "WireFormat", "count", "field"]
-
-
-# A field of a dict or of an SDK object (pydantic model) alike: payload.get itself, not a
-# wrapper around it (a usage reads a dozen fields, on every transcript call).
-field: Callable[[Any, str], Any] = payload_get
-
-
-def count(value: Any) -> int | None:
-    """A token count as the provider reported it: a whole number >= 0, else None (not a count).
-
-    Booleans, negative numbers, NaN and infinities are not counts; a float
-    with no fraction (``12.0``, as some relays write) is.
-    """
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, int):
-        return value if value >= 0 else None
-    if isinstance(value, float) and math.isfinite(value) and value >= 0 and value == int(value):
-        return int(value)
-    return None
 
 
 # How a format's requests are framed (ctxscope.core.framing): the prompt template whose rules apply.

@@ -26,88 +26,94 @@ package models that, each rule and constant with its public source (see
 
 Framing lands in ``overhead`` (part ``overhead``), tool rendering in ``tools``.
 Pure: imports neither OpenTelemetry nor a provider SDK. The names below are
-the package's public surface (every one importable as ``ctxscope.core.framing.<name>``).
+the package's public surface (every one importable as ``ctxscope.core.framing.<name>``),
+each loaded with its module on first use: a transcript command needs Claude's
+proxy encoding alone, not the request framing models and the wire formats behind them.
 """
 
 from __future__ import annotations
 
-from ctxscope.core.apis import API_ANTHROPIC, API_OPENAI_CHAT, API_OPENAI_RESPONSES
-from ctxscope.core.framing.anthropic_messages import (
-    ANTHROPIC_CALL_CLOSE,
-    ANTHROPIC_CALL_OPEN,
-    ANTHROPIC_CALL_PARAMETER,
-    ANTHROPIC_REPLY_PRIMING,
-    ANTHROPIC_RESULT_WRAPPER,
-    ANTHROPIC_TOOL_SYSTEM_PROMPT,
-    ANTHROPIC_TURN_PREFIX,
-    anthropic_call_tokens,
-    anthropic_framing,
-    anthropic_message_framing,
-    anthropic_tool_prompt_tokens,
-    claude_family,
-    claude_version,
-)
-from ctxscope.core.framing.body_fields import openai_function_of
-from ctxscope.core.framing.claude_proxy import (
-    CLAUDE_NEWER_TOKENIZER_RATIO,
-    CLAUDE_PROXY_RATIO,
-    PROXY_CODE,
-    PROXY_ENCODING_KEY,
-    PROXY_MATH,
-    PROXY_PROSE,
-    is_claude,
-    proxy_encoding_items,
-    proxy_encoding_tokens,
-    proxy_kind,
-    proxy_ratio,
-    proxy_tokens,
-    uses_newer_tokenizer,
-)
-from ctxscope.core.framing.harmony import (
-    HARMONY_CALL_HEADER,
-    HARMONY_FUNCTIONS_CHANNEL_NOTE,
-    HARMONY_INSTRUCTIONS_HEADER,
-    HARMONY_REPLY_PRIMING,
-    HARMONY_RESPONSE_FORMATS_HEADER,
-    HARMONY_RESULT_AUTHOR,
-    HARMONY_SYSTEM_MESSAGE,
-    HARMONY_TOKENS_PER_MESSAGE,
-    HARMONY_TOOLS_HEADER,
-    harmony_hidden_prompt,
-)
-from ctxscope.core.framing.openai_chat import (
-    OPENAI_FUNCTIONS_FRAMING,
-    OPENAI_FUNCTIONS_WITH_SYSTEM,
-    OPENAI_REPLY_PRIMING,
-    OPENAI_TOKENS_PER_MESSAGE,
-    OPENAI_TOKENS_PER_NAME,
-    OPENAI_TOOL_CHOICE_NAMED,
-    OPENAI_TOOL_CHOICE_NONE,
-    openai_framing,
-    openai_message_framing,
-    responses_message,
-    tool_call_name,
-)
-from ctxscope.core.framing.parts import OVERHEAD_PART, CountFn, FramingPart, parts_to_items
-from ctxscope.core.framing.request import framing_items, framing_parts
-from ctxscope.core.framing.server_tools import (
-    ANTHROPIC_SERVER_TOOL_TOKENS,
-    SERVER_TOOL_PART_PREFIX,
-    SERVER_TOOLS_KEY_PREFIX,
-    has_server_tools,
-    is_anthropic_server_tool,
-    server_tool_kind,
-    server_tool_part,
-    tools_key,
-)
-from ctxscope.core.framing.tool_rendering import (
-    OPENAI_NAMESPACE_CLOSE,
-    OPENAI_NAMESPACE_OPEN,
-    render_anthropic_tool,
-    render_openai_function,
-    render_openai_functions,
-    tool_definition_text,
-)
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # pragma: no cover - at run time each name loads with its module (__getattr__)
+    from ctxscope.core.apis import API_ANTHROPIC, API_OPENAI_CHAT, API_OPENAI_RESPONSES
+    from ctxscope.core.framing.anthropic_messages import (
+        ANTHROPIC_CALL_CLOSE,
+        ANTHROPIC_CALL_OPEN,
+        ANTHROPIC_CALL_PARAMETER,
+        ANTHROPIC_REPLY_PRIMING,
+        ANTHROPIC_RESULT_WRAPPER,
+        ANTHROPIC_TOOL_SYSTEM_PROMPT,
+        ANTHROPIC_TURN_PREFIX,
+        anthropic_call_tokens,
+        anthropic_framing,
+        anthropic_message_framing,
+        anthropic_tool_prompt_tokens,
+        claude_family,
+        claude_version,
+    )
+    from ctxscope.core.framing.body_fields import openai_function_of
+    from ctxscope.core.framing.claude_proxy import (
+        CLAUDE_NEWER_TOKENIZER_RATIO,
+        CLAUDE_PROXY_RATIO,
+        PROXY_CODE,
+        PROXY_ENCODING_KEY,
+        PROXY_MATH,
+        PROXY_PROSE,
+        is_claude,
+        proxy_encoding_items,
+        proxy_encoding_tokens,
+        proxy_kind,
+        proxy_ratio,
+        proxy_tokens,
+        uses_newer_tokenizer,
+    )
+    from ctxscope.core.framing.harmony import (
+        HARMONY_CALL_HEADER,
+        HARMONY_FUNCTIONS_CHANNEL_NOTE,
+        HARMONY_INSTRUCTIONS_HEADER,
+        HARMONY_REPLY_PRIMING,
+        HARMONY_RESPONSE_FORMATS_HEADER,
+        HARMONY_RESULT_AUTHOR,
+        HARMONY_SYSTEM_MESSAGE,
+        HARMONY_TOKENS_PER_MESSAGE,
+        HARMONY_TOOLS_HEADER,
+        harmony_hidden_prompt,
+    )
+    from ctxscope.core.framing.openai_chat import (
+        OPENAI_FUNCTIONS_FRAMING,
+        OPENAI_FUNCTIONS_WITH_SYSTEM,
+        OPENAI_REPLY_PRIMING,
+        OPENAI_TOKENS_PER_MESSAGE,
+        OPENAI_TOKENS_PER_NAME,
+        OPENAI_TOOL_CHOICE_NAMED,
+        OPENAI_TOOL_CHOICE_NONE,
+        openai_framing,
+        openai_message_framing,
+        responses_message,
+        tool_call_name,
+    )
+    from ctxscope.core.framing.parts import OVERHEAD_PART, CountFn, FramingPart, parts_to_items
+    from ctxscope.core.framing.request import framing_items, framing_parts
+    from ctxscope.core.framing.server_tools import (
+        ANTHROPIC_SERVER_TOOL_TOKENS,
+        SERVER_TOOL_PART_PREFIX,
+        SERVER_TOOLS_KEY_PREFIX,
+        has_server_tools,
+        is_anthropic_server_tool,
+        server_tool_kind,
+        server_tool_part,
+        tools_key,
+    )
+    from ctxscope.core.framing.tool_rendering import (
+        OPENAI_NAMESPACE_CLOSE,
+        OPENAI_NAMESPACE_OPEN,
+        render_anthropic_tool,
+        render_openai_function,
+        render_openai_functions,
+        tool_definition_text,
+    )
 
 __all__ = [
     # API ids (ctxscope.core.apis), importable from here as before the split
@@ -191,3 +197,28 @@ __all__ = [
     "proxy_tokens",
     "uses_newer_tokenizer",
 ]
+
+
+# Where a name is looked for on first use: Claude's proxy encoding and the parts first (what
+# the transcript commands use), then the rest in the order the package used to import them.
+_SEARCH = ("claude_proxy", "parts", "anthropic_messages", "body_fields", "harmony", "openai_chat",
+           "request", "server_tools", "tool_rendering")
+_FROM_APIS = frozenset(("API_ANTHROPIC", "API_OPENAI_CHAT", "API_OPENAI_RESPONSES"))
+_PUBLIC = frozenset(__all__)
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _PUBLIC:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    if name in _FROM_APIS:
+        value = getattr(importlib.import_module("ctxscope.core.apis"), name)
+    else:
+        for module in _SEARCH:
+            found = importlib.import_module(f"{__name__}.{module}")
+            if name in found.__dict__:
+                value = found.__dict__[name]
+                break
+        else:  # pragma: no cover - every public name is defined in one of them (tests/core/test_framing.py)
+            raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    globals()[name] = value  # looked up once: later reads are plain module attributes
+    return value

@@ -25,6 +25,7 @@ from typing import Any
 from ctxscope.core.payload import as_list as _as_list
 from ctxscope.core.payload import get as _get
 from ctxscope.core.framing.body_fields import messages_of, model_of, tools_of
+from ctxscope.core.framing.claude_proxy import claude_version  # the one parser of model versions
 from ctxscope.core.framing.parts import CountFn, FramingPart
 from ctxscope.core.framing.server_tools import (ANTHROPIC_SERVER_TOOL_TOKENS, is_anthropic_server_tool,
                                                 server_tool_kind, server_tool_part)
@@ -120,15 +121,6 @@ def anthropic_tool_prompt_tokens(model: str | None, tool_choice: Any) -> int:
     choice = tool_choice.get("type") if isinstance(tool_choice, Mapping) else tool_choice
     auto_none, any_tool = _tool_prompt_row(model)
     return any_tool if choice in ("any", "tool") else auto_none
-
-
-def claude_version(model: str | None) -> tuple[int, ...]:
-    """``claude-sonnet-4-5`` -> (4, 5); ``claude-3-5-haiku`` -> (3, 5); ``claude-opus-5`` -> (5,); () if none."""
-    name = (model or "").lower().rsplit("/", 1)[-1]
-    match = re.match(r"claude-(?:[a-z]+-)?(\d+)(?:[-.](\d)(?!\d))?", name)
-    if not match:
-        return ()
-    return tuple(int(g) for g in match.groups() if g is not None)
 
 
 def anthropic_call_tokens(block: Any, count: CountFn) -> int:

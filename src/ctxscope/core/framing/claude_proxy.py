@@ -12,11 +12,11 @@ be 20-30% more expensive than GPT in enterprise settings": English articles
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping
 from functools import lru_cache
 
 from ctxscope.schema import Category, Item
-from ctxscope.core.framing.anthropic_messages import claude_version  # the one parser of model versions
 from ctxscope.core.framing.parts import CountFn, framing_item
 
 # Claude's tokenizer against o200k_base (the proxy encoding), per kind of content:
@@ -31,6 +31,7 @@ PROXY_MATH = "math"
 PROXY_CODE = "code"
 CLAUDE_PROXY_RATIO: Mapping[str, float] = {PROXY_PROSE: 1.16, PROXY_MATH: 1.21, PROXY_CODE: 1.30}
 PROXY_ENCODING_KEY = "proxy-encoding"
+_TOOLS = Category.TOOLS  # read once: proxy_kind runs for every item a call adds (EnumType's lookup is slow)
 
 # Anthropic docs, "Pricing" (https://platform.claude.com/docs/en/about-claude/pricing):
 # "Claude 4.7 and later models and Claude Mythos Preview use a newer tokenizer ... This
@@ -45,6 +46,19 @@ CLAUDE_NEWER_TOKENIZER_SINCE = (4, 7)
 def proxy_tokens(segments: Iterable[tuple[str, str]], count: CountFn) -> int:
     """Claude tokens of text counted with the proxy encoding: each segment's count times its kind's ratio."""
     return round(sum(count(text) * CLAUDE_PROXY_RATIO[kind] for kind, text in segments))
+
+
+def claude_version(model: str | None) -> tuple[int, ...]:
+    """``claude-sonnet-4-5`` -> (4, 5); ``claude-3-5-haiku`` -> (3, 5); ``claude-opus-5`` -> (5,); () if none.
+
+    The one parser of Claude model versions (here, with the proxy encoding, which a transcript
+    reads without the rest of Anthropic's framing; ``framing.anthropic_messages`` imports it).
+    """
+    name = (model or "").lower().rsplit("/", 1)[-1]
+    match = re.match(r"claude-(?:[a-z]+-)?(\d+)(?:[-.](\d)(?!\d))?", name)
+    if not match:
+        return ()
+    return tuple(int(g) for g in match.groups() if g is not None)
 
 
 def uses_newer_tokenizer(model: str | None) -> bool:
@@ -88,7 +102,7 @@ def proxy_kind(item: Item) -> str:
     JSON; any other text is JSON when it starts with ``{``/``[`` and ends with
     ``}``/``]``; the rest is prose.
     """
-    if item.category is Category.TOOLS or item.part.startswith("assistant/calls"):
+    if item.category is _TOOLS or item.part.startswith("assistant/calls"):
         return PROXY_CODE
     return PROXY_CODE if _looks_like_json(item.text) else PROXY_PROSE
 

@@ -10,7 +10,7 @@ a server tool's hidden part in ``tools``.
 
 from __future__ import annotations
 
-import hashlib
+from _blake2 import blake2b  # hashlib.blake2b itself, without hashlib's OpenSSL load (a start-up cost)
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from functools import lru_cache
@@ -18,6 +18,7 @@ from functools import lru_cache
 from ctxscope.schema import Category, Item
 
 OVERHEAD_PART = Category.OVERHEAD.value
+_OVERHEAD, _TOOLS = Category.OVERHEAD, Category.TOOLS  # read once (EnumType's attribute lookup is slow)
 
 CountFn = Callable[[str], int]
 
@@ -39,11 +40,11 @@ def parts_to_items(pieces: Iterable[FramingPart]) -> list[Item]:
 
 def framing_item(key: str, tokens: int, part: str = OVERHEAD_PART) -> Item:
     """One framing part's item, without a :class:`FramingPart` (Claude's proxy correction: one a call)."""
-    category = Category.OVERHEAD if part == OVERHEAD_PART else Category.TOOLS
-    label = key if category is Category.OVERHEAD else part
-    return Item(id=_framing_id(key), category=category, part=part, chars=0,
-                fixed_tokens=tokens, label=label, source_kind="framing",
-                digest=hashlib.blake2b(f"{key}:{tokens}".encode(), digest_size=8).hexdigest())
+    category = _OVERHEAD if part == OVERHEAD_PART else _TOOLS
+    label = key if category is _OVERHEAD else part
+    # Positional, in Item's field order (no keyword dict built: Claude's proxy item is one a call).
+    return Item(_framing_id(key), category, part, 0, "", tokens, label, "framing", None, None,
+                blake2b(f"{key}:{tokens}".encode(), digest_size=8).hexdigest())
 
 
 @lru_cache(maxsize=256)
