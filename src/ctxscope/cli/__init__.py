@@ -154,7 +154,7 @@ def _plain_enum_member_reads() -> None:
     import enum
 
     if "__getattr__" in enum.EnumType.__dict__:
-        del enum.EnumType.__getattr__
+        del enum.EnumType.__getattr__  # type: ignore[attr-defined]
 
 
 def _quiet_exit_possible() -> bool:
