@@ -130,31 +130,10 @@ _finished = False  # set by main() when such a command returned
 
 
 def run() -> None:
-    _plain_enum_member_reads()
     code = main()
     if _finished and _quiet_exit_possible():
         os._exit(code)
     sys.exit(code)
-
-
-def _plain_enum_member_reads() -> None:
-    """Enum members read as plain class attributes in this process (the ``ctxscope`` command's own).
-
-    On CPython 3.11 ``EnumType`` defines ``__getattr__``, so every ``Category.TOOLS``
-    goes through the slot that calls ``type.__getattribute__`` from C and falls back
-    to ``__getattr__``: about 3x a plain class attribute's cost, and ``analyze`` reads
-    members on every item and call (3% of its instructions on a dense session). On
-    3.11 every member is in its class' ``__dict__`` (``enum._proto_member.__set_name__``
-    sets it there, or a redirecting property), so ``__getattr__`` only ever turns a
-    missing name into ``AttributeError``, which the plain lookup raises too; 3.12
-    removed it. Other versions keep it: 3.10 finds members through it.
-    """
-    if sys.version_info[:2] != (3, 11):
-        return
-    import enum
-
-    if "__getattr__" in enum.EnumType.__dict__:
-        del enum.EnumType.__getattr__  # type: ignore[attr-defined]
 
 
 def _quiet_exit_possible() -> bool:
