@@ -11,9 +11,7 @@ import argparse
 import gc
 import importlib
 import logging
-import os
 import sys
-import threading
 from typing import Sequence
 
 from ctxscope.errors import UserError
@@ -107,11 +105,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not getattr(args, "handler", None):
         parser.print_help(sys.stderr)
         return EXIT_ERROR
-    global _finished
     try:
-        code = int(args.handler(args) or EXIT_OK)
-        _finished = args.command in _DONE_WHEN_WRITTEN
-        return code
+        return int(args.handler(args) or EXIT_OK)
     except UserError as exc:
         print(f"ctxscope: {exc}", file=sys.stderr)
         return EXIT_ERROR
@@ -121,29 +116,5 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_OK
 
 
-# Commands with nothing left to do once their output is written: no exporter to flush at exit,
-# no thread, no file to close. The interpreter's own shutdown (clearing every module, a last
-# cyclic collection over all the objects left) is then skipped: 7% of a short `analyze`'s
-# instructions, nothing it writes.
-_DONE_WHEN_WRITTEN = frozenset(("analyze", "report"))
-_finished = False  # set by main() when such a command returned
-
-
 def run() -> None:
-    code = main()
-    if _finished and _quiet_exit_possible():
-        os._exit(code)
-    sys.exit(code)
-
-
-def _quiet_exit_possible() -> bool:
-    """Whether everything is written and nothing else runs: the streams flushed, one thread left."""
-    if threading.active_count() > 1:
-        return False
-    try:
-        sys.stdout.flush()
-        sys.stderr.flush()
-    except (OSError, ValueError):  # a closed pipe or stream: the usual exit reports it
-        return False
-    logging.shutdown()  # what the usual exit's atexit would do first: flush the log handlers
-    return True
+    sys.exit(main())
