@@ -79,8 +79,8 @@ def _run(*argv: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_the_command_writes_everything_before_it_ends(tmp_path):
-    """`ctxscope analyze` ends without the interpreter's shutdown: stdout, a -o file, stderr and the
-    exit code are all there (a 7-call session; then a file without calls: exit 1 and its line)."""
+    """`ctxscope analyze` as a command: stdout, a -o file, stderr and the exit code are all there
+    (a 7-call session; then a file without calls: exit 1 and its line)."""
     done = _run("analyze", "--json", "--tokenizer", "chars", str(MAIN))
     assert done.returncode == 0
     assert json.loads(done.stdout)["files"][0]["sessions"][0]["calls"] == 7
