@@ -107,14 +107,20 @@ class CompactEncoding:
 
     def _count(self, text: str) -> int:
         pieces = self._split_ascii(text) if text.isascii() else self._split(text)
-        known = list(map(self._pieces.get, pieces))
-        if None not in known:
-            return sum(known)  # type: ignore[arg-type]
+        try:
+            # Every piece remembered (most texts, most pieces repeating): the sum runs in C, with no
+            # list of the counts and no scan of it for a missing one; a missing one is a None, which
+            # the sum refuses.
+            return sum(map(self._pieces.get, pieces))  # type: ignore[arg-type]
+        except TypeError:
+            pass
         remembered = self._pieces
         if len(remembered) > PIECE_MEMORY:
             remembered.clear()  # bounded; what the next texts repeat comes back at once
+        known = remembered.get
         total = 0
-        for piece, tokens in zip(pieces, known):
+        for piece in pieces:
+            tokens = known(piece)
             if tokens is None:
                 tokens = remembered[piece] = self._piece_tokens(piece.encode("utf-8"))
             total += tokens

@@ -373,15 +373,19 @@ def preload(names: Sequence[str] = ()) -> None:
         _load(name, ENGINE_COMPACT)
 
 
-def load_encoding(name: str, timeout_s: float | None = None, *, warn: bool = True) -> object | None:
-    """The tiktoken encoding ``name``, waiting for it (see the module docstring); None when unavailable.
+def load_encoding(name: str, timeout_s: float | None = None, *, warn: bool = True,
+                  engine: str = ENGINE_TIKTOKEN) -> object | None:
+    """The encoding ``name``, waiting for it (see the module docstring); None when unavailable.
 
+    ``engine`` :data:`ENGINE_TIKTOKEN` (the default) is a ``tiktoken.Encoding``;
+    :data:`ENGINE_COMPACT` is what the counters count on (the compact table, or
+    tiktoken's own where it cannot be compact or is already registered).
     ``timeout_s`` defaults to :data:`CACHED_LOAD_TIMEOUT_S` with a local copy,
     else :data:`ENCODING_LOAD_TIMEOUT_S`. A timeout is remembered for the
     process (one run counts on one basis); a failure is logged once (unless
     ``warn`` is false: the caller reports it itself).
     """
-    load = _load(name)
+    load = _load(name, engine)
     if load.given_up:
         return None  # decided once for the process
     if timeout_s is None:
@@ -451,7 +455,7 @@ def counter_for(model: str | None = None, tokenizer: str = "auto", *, wait: bool
     if tokenizer not in ("auto", "tiktoken"):
         raise ValueError(f"unknown tokenizer {tokenizer!r}: choose one of {', '.join(TOKENIZERS)}")
     name = encoding_for_model(model)
-    engine = ENGINE_TIKTOKEN if wait else ENGINE_COMPACT
+    engine = ENGINE_COMPACT  # every counter counts on the compact table (module docstring)
     counter = _tiktoken_counters.get((name, engine))
     if counter is not None:
         return counter
@@ -464,10 +468,10 @@ def counter_for(model: str | None = None, tokenizer: str = "auto", *, wait: bool
             _warn_unavailable(load, load.reason())
             return _UNAVAILABLE
     else:
-        encoding = load_encoding(name, warn=tokenizer != "tiktoken")
+        encoding = load_encoding(name, warn=tokenizer != "tiktoken", engine=engine)
         if encoding is None:
             if tokenizer == "tiktoken":
-                load = _load(name)
+                load = _load(name, engine)
                 raise EncodingUnavailableError(
                     f"--tokenizer tiktoken: the {name} encoding cannot be loaded ({load.reason()}); point "
                     "TIKTOKEN_CACHE_DIR at a folder holding it, or use --tokenizer auto to count chars/4")
