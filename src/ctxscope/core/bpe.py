@@ -27,11 +27,14 @@ remembered in a bounded table (:data:`PIECE_MEMORY`), cleared when full.
 The counts are tiktoken's ``encode_ordinary`` lengths, special tokens'
 text counted as text and lone surrogates replaced as tiktoken replaces
 them: ``tests/core/test_bpe.py`` compares them on generated text and on
-every text of the corpus. The cost is speed: pure Python, 2 to 7 times
-tiktoken's CPU per character (2x on the bench's conversation, 7x on base64-like
-text) and holding the GIL, which is why the batch
-commands (``analyze``, ``replay``, ``watch``) keep tiktoken's encoder and a
-live process, which counts only what each call adds, uses this one.
+every text of the corpus. Its speed: pure Python and holding the GIL, about
+tiktoken's CPU a character on conversation and code, where pieces repeat
+(the ``re`` split is most of it, as the regex is most of tiktoken's:
+docs/analyze.md "Performance"), up to 7 times it on base64-like text, where
+every piece is merged anew. Every counter counts on it (``core/tokens.py``):
+the live path for its size, the batch commands (``analyze``, ``replay``,
+``watch``) because tiktoken's encoder costs 0.3-0.45 s of CPU to build a
+process and 60 MB, more than its faster merges save on a session.
 
 Pure: no OpenTelemetry, no provider SDK.
 """
