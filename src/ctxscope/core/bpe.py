@@ -42,6 +42,7 @@ Pure: no OpenTelemetry, no provider SDK.
 from __future__ import annotations
 
 import array
+import heapq
 import json
 import re
 import zlib
@@ -52,6 +53,8 @@ from ctxscope.core.encoding_load import cache_path, read_cached, write_cached
 # Pieces whose counts are remembered (a dict of str -> int, about 6 MB when full, then cleared): the
 # words and spacings a conversation repeats count at a dict lookup rather than a table probe.
 PIECE_MEMORY = 1 << 16
+# Pieces longer than this (bytes) merge on a heap (``_long_piece_tokens``): the list scan is quadratic.
+LONG_PIECE = 64
 _FORMAT = "ctxscope-bpe-1"
 
 # o200k_base's pattern (tiktoken_ext.openai_public) and what it matches in ASCII text, for ``re``:
@@ -143,6 +146,8 @@ class CompactEncoding:
         """tiktoken's ``byte_pair_encode`` of one piece, counted: the piece itself, else its merged parts."""
         if self.rank(piece) >= 0:
             return 1
+        if len(piece) > LONG_PIECE:
+            return self._long_piece_tokens(piece)
         # tiktoken's _byte_pair_merge: parts start at each byte; ranks[i] is the rank of parts i and i + 1
         # joined (no token: past every rank); the lowest joins first, the leftmost of equal ones.
         none = self.n_tokens
@@ -160,6 +165,40 @@ class CompactEncoding:
             if i > 0:
                 ranks[i - 1] = self._rank_or(piece[starts[i - 1]:starts[i + 1]], none)
         return len(starts) - 1
+
+    def _long_piece_tokens(self, piece: bytes) -> int:
+        """:meth:`_piece_tokens`'s merges in O(n log n): the candidate pairs in a heap, not a list scanned
+        for its lowest at each merge, which is quadratic (a run of 20,000 letters: 3.6 s, now 0.08 s).
+
+        A part is named by where it starts (``following[s]``: where the next part starts;
+        ``preceding[s]``: the part before, -1 for none, -2 once merged away). The heap holds
+        (rank, start, end) for each pair of parts when it was formed; one whose start is gone or
+        whose pair no longer ends there is stale and skipped. The lowest rank joins first, the
+        leftmost of equal ones (the heap's order of starts), as tiktoken's ``_byte_pair_merge``.
+        """
+        n = len(piece)
+        rank = self.rank
+        following = list(range(1, n + 2))
+        preceding = list(range(-1, n))
+        heap = [(r, s, s + 2) for s in range(n - 1) if (r := rank(piece[s:s + 2])) >= 0]
+        heapq.heapify(heap)
+        parts = n
+        while heap:
+            _, start, end = heapq.heappop(heap)
+            middle = following[start]
+            if preceding[start] == -2 or middle >= end or following[middle] != end:
+                continue  # stale
+            preceding[middle] = -2
+            following[start] = end
+            if end < n:
+                preceding[end] = start
+                if (r := rank(piece[start:following[end]])) >= 0:
+                    heapq.heappush(heap, (r, start, following[end]))
+            before = preceding[start]
+            if before >= 0 and (r := rank(piece[before:end])) >= 0:
+                heapq.heappush(heap, (r, before, end))
+            parts -= 1
+        return parts
 
     def _rank_or(self, piece: bytes, none: int) -> int:
         rank = self.rank(piece)
