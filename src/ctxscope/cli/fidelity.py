@@ -131,10 +131,11 @@ _ENCODING_LOAD_TIMEOUT_S = 120.0
 def _load_tiktoken() -> None:
     """Load the encodings before counting, so the tiktoken columns are never chars/4 in disguise."""
     from ctxscope.errors import UserError
-    from ctxscope.core.tokens import load_encoding
+    from ctxscope.core.tokens import ENGINE_COMPACT, load_encoding
 
     for name in ("o200k_base", "cl100k_base"):
-        if load_encoding(name, timeout_s=_ENCODING_LOAD_TIMEOUT_S) is None:
+        # The engine the counters count on (tokens.counter_for): one load, not tiktoken's encoder as well.
+        if load_encoding(name, timeout_s=_ENCODING_LOAD_TIMEOUT_S, engine=ENGINE_COMPACT) is None:
             raise UserError(f"tiktoken encoding {name} cannot be loaded (no network, no TIKTOKEN_CACHE_DIR); "
                             "set TIKTOKEN_CACHE_DIR or pass --basis chars")
 

@@ -27,11 +27,14 @@ remembered in a bounded table (:data:`PIECE_MEMORY`), cleared when full.
 The counts are tiktoken's ``encode_ordinary`` lengths, special tokens'
 text counted as text and lone surrogates replaced as tiktoken replaces
 them: ``tests/core/test_bpe.py`` compares them on generated text and on
-every text of the corpus. The cost is speed: pure Python, 2 to 7 times
-tiktoken's CPU per character (2x on the bench's conversation, 7x on base64-like
-text) and holding the GIL, which is why the batch
-commands (``analyze``, ``replay``, ``watch``) keep tiktoken's encoder and a
-live process, which counts only what each call adds, uses this one.
+every text of the corpus. Its speed: pure Python and holding the GIL, about
+tiktoken's CPU a character on conversation and code, where pieces repeat
+(the ``re`` split is most of it, as the regex is most of tiktoken's:
+docs/analyze.md "Performance"), up to 7 times it on base64-like text, where
+every piece is merged anew. Every counter counts on it (``core/tokens.py``):
+the live path for its size, the batch commands (``analyze``, ``replay``,
+``watch``) because tiktoken's encoder costs 0.3-0.45 s of CPU to build a
+process and 60 MB, more than its faster merges save on a session.
 
 Pure: no OpenTelemetry, no provider SDK.
 """
@@ -39,6 +42,7 @@ Pure: no OpenTelemetry, no provider SDK.
 from __future__ import annotations
 
 import array
+import heapq
 import json
 import re
 import zlib
@@ -49,6 +53,8 @@ from ctxscope.core.encoding_load import cache_path, read_cached, write_cached
 # Pieces whose counts are remembered (a dict of str -> int, about 6 MB when full, then cleared): the
 # words and spacings a conversation repeats count at a dict lookup rather than a table probe.
 PIECE_MEMORY = 1 << 16
+# Pieces longer than this (bytes) merge on a heap (``_long_piece_tokens``): the list scan is quadratic.
+LONG_PIECE = 64
 _FORMAT = "ctxscope-bpe-1"
 
 # o200k_base's pattern (tiktoken_ext.openai_public) and what it matches in ASCII text, for ``re``:
@@ -107,14 +113,20 @@ class CompactEncoding:
 
     def _count(self, text: str) -> int:
         pieces = self._split_ascii(text) if text.isascii() else self._split(text)
-        known = list(map(self._pieces.get, pieces))
-        if None not in known:
-            return sum(known)  # type: ignore[arg-type]
+        try:
+            # Every piece remembered (most texts, most pieces repeating): the sum runs in C, with no
+            # list of the counts and no scan of it for a missing one; a missing one is a None, which
+            # the sum refuses.
+            return sum(map(self._pieces.get, pieces))  # type: ignore[arg-type]
+        except TypeError:
+            pass
         remembered = self._pieces
         if len(remembered) > PIECE_MEMORY:
             remembered.clear()  # bounded; what the next texts repeat comes back at once
+        known = remembered.get
         total = 0
-        for piece, tokens in zip(pieces, known):
+        for piece in pieces:
+            tokens = known(piece)
             if tokens is None:
                 tokens = remembered[piece] = self._piece_tokens(piece.encode("utf-8"))
             total += tokens
@@ -134,6 +146,8 @@ class CompactEncoding:
         """tiktoken's ``byte_pair_encode`` of one piece, counted: the piece itself, else its merged parts."""
         if self.rank(piece) >= 0:
             return 1
+        if len(piece) > LONG_PIECE:
+            return self._long_piece_tokens(piece)
         # tiktoken's _byte_pair_merge: parts start at each byte; ranks[i] is the rank of parts i and i + 1
         # joined (no token: past every rank); the lowest joins first, the leftmost of equal ones.
         none = self.n_tokens
@@ -151,6 +165,40 @@ class CompactEncoding:
             if i > 0:
                 ranks[i - 1] = self._rank_or(piece[starts[i - 1]:starts[i + 1]], none)
         return len(starts) - 1
+
+    def _long_piece_tokens(self, piece: bytes) -> int:
+        """:meth:`_piece_tokens`'s merges in O(n log n): the candidate pairs in a heap, not a list scanned
+        for its lowest at each merge, which is quadratic (a run of 20,000 letters: 3.6 s, now 0.08 s).
+
+        A part is named by where it starts (``following[s]``: where the next part starts;
+        ``preceding[s]``: the part before, -1 for none, -2 once merged away). The heap holds
+        (rank, start, end) for each pair of parts when it was formed; one whose start is gone or
+        whose pair no longer ends there is stale and skipped. The lowest rank joins first, the
+        leftmost of equal ones (the heap's order of starts), as tiktoken's ``_byte_pair_merge``.
+        """
+        n = len(piece)
+        rank = self.rank
+        following = list(range(1, n + 2))
+        preceding = list(range(-1, n))
+        heap = [(r, s, s + 2) for s in range(n - 1) if (r := rank(piece[s:s + 2])) >= 0]
+        heapq.heapify(heap)
+        parts = n
+        while heap:
+            _, start, end = heapq.heappop(heap)
+            middle = following[start]
+            if preceding[start] == -2 or middle >= end or following[middle] != end:
+                continue  # stale
+            preceding[middle] = -2
+            following[start] = end
+            if end < n:
+                preceding[end] = start
+                if (r := rank(piece[start:following[end]])) >= 0:
+                    heapq.heappush(heap, (r, start, following[end]))
+            before = preceding[start]
+            if before >= 0 and (r := rank(piece[before:end])) >= 0:
+                heapq.heappush(heap, (r, before, end))
+            parts -= 1
+        return parts
 
     def _rank_or(self, piece: bytes, none: int) -> int:
         rank = self.rank(piece)

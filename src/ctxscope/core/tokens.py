@@ -24,19 +24,20 @@ picks the basis for a model. Loading a tiktoken encoding (``load_encoding``):
   the next calls use the encoding. :func:`preload` starts a load ahead of the first
   call, for a process that knows its models and prefers the memory spent early.
 
-Two encoders give the same counts (``tests/core/test_bpe.py``), chosen by
-who counts:
-
-- **The live path** (an instrumented application, ``wait=False``) counts on
-  ctxscope's compact table (:mod:`ctxscope.core.bpe`): about 4 MB for
-  o200k_base, read back from ctxscope's cache in a few milliseconds, where
-  tiktoken's encoder holds 41 MB. It is pure Python, 2 to 7 times tiktoken's
-  CPU a character, a cost a live process pays only for what each call adds.
-  An encoding already in tiktoken's registry (the application or a library
-  loaded it) is used as it is instead: one copy a process, shared.
-- **The batch commands** (``analyze``, ``replay``, ``watch``, ``inspect``:
-  ``wait=True``) count whole files, where speed matters more than 40 MB, on
-  tiktoken's own encoder (:func:`_counting_encoding`).
+Every counter counts on ctxscope's compact table (:mod:`ctxscope.core.bpe`),
+the live path (an instrumented application, ``wait=False``) and the batch
+commands (``analyze``, ``replay``, ``watch``, ``inspect``: ``wait=True``)
+alike: about 4 MB for o200k_base, read back from ctxscope's cache in a few
+milliseconds, where tiktoken's encoder holds 41 MB and its build costs 0.3-0.45
+s of CPU a process. Its counts are tiktoken's (``tests/core/test_bpe.py``);
+it is pure Python, and on the bench's sessions it counts at about the CPU a
+character of tiktoken's Rust ``encode_ordinary`` (both are their regex split:
+docs/analyze.md "Performance"), so a batch run is the build's CPU and 60 MB
+of RSS the cheaper. An encoding already in tiktoken's registry (the
+application or a library loaded it) is used as it is instead: one copy a
+process, shared, counted by :class:`TiktokenCounter`. An encoding the table
+cannot hold is counted by tiktoken's own encoder (:func:`_counting_encoding`),
+which ``load_encoding`` also gives with its default engine.
 
 What tiktoken's encoder costs (``bench/bench_peers.py``, docs/instrumentation.md
 "What it costs"): ``tiktoken.get_encoding("o200k_base")`` adds about 76 MB
@@ -233,7 +234,8 @@ def encoding_cached(name: str) -> bool:
     return path is not None and os.path.exists(path)  # as tiktoken checks it
 
 
-# Which encoder counts (module docstring): tiktoken's own, the batch commands'; the compact table, the live path's.
+# Which encoder a load builds (module docstring): the compact table, what every counter counts on;
+# tiktoken's own, load_encoding's default (and the counters' where the table cannot hold an encoding).
 ENGINE_TIKTOKEN = "tiktoken"
 ENGINE_COMPACT = "compact"
 
@@ -278,7 +280,7 @@ def _registered(name: str) -> object | None:
 
 
 def _live_encoding(name: str) -> object:
-    """The live path's encoding ``name``: tiktoken's registered one if loaded, else ctxscope's compact table.
+    """The counters' encoding ``name``: tiktoken's registered one if loaded, else ctxscope's compact table.
 
     The compact table (:mod:`ctxscope.core.bpe`, about 4 MB for o200k) comes
     from ctxscope's cache without importing tiktoken, or is built once from
@@ -374,15 +376,19 @@ def preload(names: Sequence[str] = ()) -> None:
         _load(name, ENGINE_COMPACT)
 
 
-def load_encoding(name: str, timeout_s: float | None = None, *, warn: bool = True) -> object | None:
-    """The tiktoken encoding ``name``, waiting for it (see the module docstring); None when unavailable.
+def load_encoding(name: str, timeout_s: float | None = None, *, warn: bool = True,
+                  engine: str = ENGINE_TIKTOKEN) -> object | None:
+    """The encoding ``name``, waiting for it (see the module docstring); None when unavailable.
 
+    ``engine`` :data:`ENGINE_TIKTOKEN` (the default) is a ``tiktoken.Encoding``;
+    :data:`ENGINE_COMPACT` is what the counters count on (the compact table, or
+    tiktoken's own where it cannot be compact or is already registered).
     ``timeout_s`` defaults to :data:`CACHED_LOAD_TIMEOUT_S` with a local copy,
     else :data:`ENCODING_LOAD_TIMEOUT_S`. A timeout is remembered for the
     process (one run counts on one basis); a failure is logged once (unless
     ``warn`` is false: the caller reports it itself).
     """
-    load = _load(name)
+    load = _load(name, engine)
     if load.given_up:
         return None  # decided once for the process
     if timeout_s is None:
@@ -452,7 +458,7 @@ def counter_for(model: str | None = None, tokenizer: str = "auto", *, wait: bool
     if tokenizer not in ("auto", "tiktoken"):
         raise ValueError(f"unknown tokenizer {tokenizer!r}: choose one of {', '.join(TOKENIZERS)}")
     name = encoding_for_model(model)
-    engine = ENGINE_TIKTOKEN if wait else ENGINE_COMPACT
+    engine = ENGINE_COMPACT  # every counter counts on the compact table (module docstring)
     counter = _tiktoken_counters.get((name, engine))
     if counter is not None:
         return counter
@@ -465,10 +471,10 @@ def counter_for(model: str | None = None, tokenizer: str = "auto", *, wait: bool
             _warn_unavailable(load, load.reason())
             return _UNAVAILABLE
     else:
-        encoding = load_encoding(name, warn=tokenizer != "tiktoken")
+        encoding = load_encoding(name, warn=tokenizer != "tiktoken", engine=engine)
         if encoding is None:
             if tokenizer == "tiktoken":
-                load = _load(name)
+                load = _load(name, engine)
                 raise EncodingUnavailableError(
                     f"--tokenizer tiktoken: the {name} encoding cannot be loaded ({load.reason()}); point "
                     "TIKTOKEN_CACHE_DIR at a folder holding it, or use --tokenizer auto to count chars/4")
