@@ -23,7 +23,7 @@ Pure: no OpenTelemetry, no provider SDK.
 
 from __future__ import annotations
 
-from _blake2 import blake2b  # hashlib.blake2b itself, without hashlib's OpenSSL load (a start-up cost)
+from ctxscope._blake2b import blake2b
 import json
 import posixpath
 import re

@@ -36,7 +36,7 @@ Pure: no OpenTelemetry, no provider SDK.
 
 from __future__ import annotations
 
-from _blake2 import blake2b  # hashlib.blake2b itself, without hashlib's OpenSSL load (a start-up cost)
+from ctxscope._blake2b import blake2b
 from dataclasses import dataclass
 
 from ctxscope.schema import INFERRED_PREFIX_ID, INFERRED_PREFIX_LABEL, INFERRED_PREFIX_PART, Category, Item

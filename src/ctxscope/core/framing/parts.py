@@ -10,7 +10,7 @@ a server tool's hidden part in ``tools``.
 
 from __future__ import annotations
 
-from _blake2 import blake2b  # hashlib.blake2b itself, without hashlib's OpenSSL load (a start-up cost)
+from ctxscope._blake2b import blake2b
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from functools import lru_cache
