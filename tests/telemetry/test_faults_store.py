@@ -133,3 +133,31 @@ def test_a_rotation_leftover_is_not_listed_by_the_cli(tmp_path, capsys):
     assert main(["context", "--data-dir", str(tmp_path), "--list", "--json"]) == 0
     listed = [s["session_id"] for s in json.loads(capsys.readouterr().out)]
     assert sorted(listed) == ["agent-0", "agent-1", "agent-2"]
+
+
+def test_a_writer_stopped_in_a_rotation_leaves_the_file_as_it_was_within_the_cap(tmp_path, monkeypatch):
+    """The record that overflows the cap goes in with the rotation's one atomic replace: stopped before
+    the replace (as a SIGKILL there would), the file is the one before, within the cap, no temporary left."""
+    store = LocalStore(tmp_path, max_file_bytes=2_000)
+    for n in range(19):  # 19 records of 100 bytes: 1,900 bytes, under the cap
+        record = {"session": "s1", "n": n, "pad": ""}
+        record["pad"] = "p" * (100 - len(json.dumps(record, separators=(",", ":"))) - 1)
+        store.append("s1", record)
+    before = store.path_for("s1").read_bytes()
+    assert len(before) == 1_900
+    # {"session":"s1","n":19,"pad":""} is 32 bytes: with 200 of pad and a newline, 233.
+    big = {"session": "s1", "n": 19, "pad": "p" * 200}
+
+    def stopped(*args: object) -> None:
+        raise KeyboardInterrupt  # the process stops here, before the new file replaces the old
+
+    monkeypatch.setattr(os, "replace", stopped)  # the store's os.replace (os is one module)
+    with pytest.raises(KeyboardInterrupt):
+        store.append("s1", big)  # 1,900 + 233 > 2,000: a rotation
+    assert store.path_for("s1").read_bytes() == before
+    assert not list(store.sessions_dir.glob(".tmp-*"))
+    monkeypatch.undo()
+    store.append("s1", big)
+    # The newest records up to half the cap, the new one among them: 233 + 7 x 100 = 933 (one more: 1,033).
+    assert [r["n"] for r in store.read("s1")] == list(range(12, 20))
+    assert store.path_for("s1").stat().st_size == 933

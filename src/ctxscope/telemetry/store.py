@@ -366,10 +366,13 @@ class LocalStore:
                 size = os.fstat(fd).st_size
                 if size and os.pread(fd, 1, size - 1) != b"\n":
                     line = b"\n" + line  # a torn last line (a writer killed mid-write) stays alone
-                os.write(fd, line)
-                size += len(line)
-                if size > self.max_file_bytes:
-                    self._drop_oldest_half(path, fd)
+                if size + len(line) > self.max_file_bytes:
+                    # The record goes in with the rotation, one atomic replace: a writer killed at any
+                    # moment leaves the file within the cap (written first and rotated after, a kill
+                    # between the two left it over the cap until the session's next record).
+                    self._drop_oldest_half(path, fd, line)
+                else:
+                    os.write(fd, line)
             finally:
                 os.close(fd)  # releases the flock
             if created:
@@ -459,10 +462,10 @@ class LocalStore:
                     self._busy -= 1
                     self._cond.notify_all()
 
-    def _drop_oldest_half(self, path: Path, fd: int) -> None:
-        """Keep the newest records up to half the cap (``fd`` holds the file's lock)."""
+    def _drop_oldest_half(self, path: Path, fd: int, line: bytes) -> None:
+        """The file and ``line`` after it, keeping the newest records up to half the cap (``fd`` holds its lock)."""
         size = os.fstat(fd).st_size
-        data = os.pread(fd, size, 0)
+        data = os.pread(fd, size, 0) + line
         keep = self.max_file_bytes // 2
         lines = data.splitlines(keepends=True)
         kept: list[bytes] = []
