@@ -15,8 +15,9 @@ from __future__ import annotations
 
 import heapq
 import itertools
+from dataclasses import dataclass, field
 from decimal import Decimal
-from typing import Any, Callable
+from typing import Callable
 
 from ctxscope.schema import Category, ChangeType, Coverage
 from ctxscope.core.tokens import counter_for
@@ -32,45 +33,21 @@ from ctxscope.core.waste import Report, WasteOptions, WasteTracker
 ADDITIONS_KEPT = 20
 
 
-class _Record:
-    """Equality and repr over ``__slots__``, as ``@dataclass`` gives them.
-
-    The classes below were dataclasses; ``dataclasses`` writes their methods as source
-    and compiles it when the module is imported (a twentieth of a short ``analyze``'s
-    start-up for the dataclasses it imports). These write the same methods by hand.
-    """
-
-    __slots__ = ()
-    __hash__ = None  # type: ignore[assignment]  # mutable, compared by value: unhashable, as a dataclass
-
-    def _values(self) -> tuple[Any, ...]:
-        names: tuple[str, ...] = self.__slots__
-        return tuple(getattr(self, name) for name in names)
-
-    def __eq__(self, other: object) -> bool:
-        if other.__class__ is not self.__class__ or not isinstance(other, _Record):
-            return NotImplemented
-        return self._values() == other._values()
-
-    def __repr__(self) -> str:
-        names: tuple[str, ...] = self.__slots__
-        fields = ", ".join(f"{name}={getattr(self, name)!r}" for name in names)
-        return f"{type(self).__qualname__}({fields})"
-
-
-class Addition(_Record):
+@dataclass(slots=True)
+class Addition:
     """One item a call added to the context (an ``addition`` or a growing ``replacement`` change).
 
     ``tool_call_id`` and ``tool`` where the transcript recorded the contributing
     tool call; otherwise the request (``call``, ``line``) is the way back.
     """
 
-    __slots__ = ("tokens", "call", "line", "category", "item", "tool", "tool_call_id")
-
-    def __init__(self, tokens: int, call: int, line: int | None, category: str, item: str,
-                 tool: str | None = None, tool_call_id: str | None = None) -> None:
-        self.tokens, self.call, self.line, self.category, self.item = tokens, call, line, category, item
-        self.tool, self.tool_call_id = tool, tool_call_id
+    tokens: int
+    call: int
+    line: int | None
+    category: str
+    item: str
+    tool: str | None = None
+    tool_call_id: str | None = None
 
     def to_json(self) -> dict[str, object]:
         return {"tokens": self.tokens, "category": self.category, "call": self.call, "line": self.line,
@@ -80,30 +57,26 @@ class Addition(_Record):
 # Categories sent again on every turn whatever the conversation does: the prefix.
 EVERY_TURN = frozenset((Category.SYSTEM, Category.TOOLS, Category.RULES, Category.SKILLS))
 _EVERY_TURN_ORDER = tuple(EVERY_TURN)  # looked up in a call's categories, not its categories scanned
-_PARTIAL = Coverage.PARTIAL.value
 
 
-class SessionFinding(_Record):
+@dataclass(slots=True)
+class SessionFinding:
     """One waste source over the whole session: its tokens summed over the calls it rode along in."""
 
-    __slots__ = ("kind", "reference", "token_calls", "cost_usd")
+    kind: str
+    reference: str
+    token_calls: int
+    cost_usd: Decimal | None  # at the model's input price; None where the price is unknown
 
-    def __init__(self, kind: str, reference: str, token_calls: int, cost_usd: Decimal | None) -> None:
-        self.kind, self.reference, self.token_calls = kind, reference, token_calls
-        self.cost_usd = cost_usd  # at the model's input price; None where the price is unknown
 
-
-class SessionWaste(_Record):
+@dataclass(slots=True)
+class SessionWaste:
     """The session view users pay for (docs/analyze.md, "Waste over the session")."""
 
-    __slots__ = ("findings", "every_turn_token_calls", "conversation_token_calls", "input_price_per_mtok")
-
-    def __init__(self, findings: list[SessionFinding], every_turn_token_calls: int, conversation_token_calls: int,
-                 input_price_per_mtok: Decimal | None) -> None:
-        self.findings = findings
-        self.every_turn_token_calls = every_turn_token_calls  # system, tools, rules, skills: paid again on every call
-        self.conversation_token_calls = conversation_token_calls  # the rest: it could be compacted away
-        self.input_price_per_mtok = input_price_per_mtok
+    findings: list[SessionFinding]
+    every_turn_token_calls: int  # system, tools, rules, skills: paid again on every call
+    conversation_token_calls: int  # the rest: paid each call too, but it could be compacted away
+    input_price_per_mtok: Decimal | None
 
     @property
     def token_calls(self) -> int:
@@ -117,30 +90,28 @@ def _cost(token_calls: int, price: Decimal | None) -> Decimal | None:
     return None if price is None else (Decimal(token_calls) * price / Decimal(1_000_000))
 
 
-class SessionResult(_Record):
-    __slots__ = ("session_id", "path", "format", "provider", "parent_session_id", "rows", "parts", "basis", "model",
-                 "window", "waste", "compactions", "inference", "prefix_moves", "session_waste",
-                 "every_turn_token_calls", "conversation_token_calls", "coverage", "additions")
-
-    def __init__(self, session_id: str, path: str, format: str, provider: str, parent_session_id: str | None = None,
-                 rows: CallRows | None = None, parts: dict[str, int] | None = None, basis: str = "",
-                 model: str | None = None, window: int | None = None, waste: Report | None = None,
-                 compactions: int = 0, inference: str = INFERENCE, prefix_moves: list[PrefixMove] | None = None,
-                 session_waste: SessionWaste | None = None, every_turn_token_calls: int = 0,
-                 conversation_token_calls: int = 0, coverage: str = _PARTIAL,
-                 additions: list[tuple[int, int, int, Addition]] | None = None) -> None:
-        self.session_id, self.path, self.format, self.provider = session_id, path, format, provider
-        self.parent_session_id = parent_session_id
-        self.rows: CallRows = CallRows() if rows is None else rows  # one packed row per call (call_rows)
-        self.parts: dict[str, int] = {} if parts is None else parts  # apportioned parts of the last call
-        self.basis, self.model, self.window, self.waste = basis, model, window, waste
-        self.compactions, self.inference = compactions, inference
-        self.prefix_moves: list[PrefixMove] = [] if prefix_moves is None else prefix_moves
-        self.session_waste = session_waste
-        self.every_turn_token_calls, self.conversation_token_calls = every_turn_token_calls, conversation_token_calls
-        self.coverage = coverage  # of the last call; "unrecorded": the transcript holds no text
-        # The largest additions: a min-heap of (tokens, -call, n, addition), at most ADDITIONS_KEPT.
-        self.additions: list[tuple[int, int, int, Addition]] = [] if additions is None else additions
+@dataclass(slots=True)
+class SessionResult:
+    session_id: str
+    path: str
+    format: str
+    provider: str
+    parent_session_id: str | None = None
+    rows: CallRows = field(default_factory=CallRows)  # one packed row per call (call_rows)
+    parts: dict[str, int] = field(default_factory=dict)  # apportioned parts of the last call
+    basis: str = ""
+    model: str | None = None
+    window: int | None = None
+    waste: Report | None = None
+    compactions: int = 0
+    inference: str = INFERENCE
+    prefix_moves: list[PrefixMove] = field(default_factory=list)
+    session_waste: SessionWaste | None = None
+    every_turn_token_calls: int = 0
+    conversation_token_calls: int = 0
+    coverage: str = Coverage.PARTIAL.value  # of the last call; "unrecorded": the transcript holds no text
+    # The largest additions: a min-heap of (tokens, -call, n, addition), at most ADDITIONS_KEPT.
+    additions: list[tuple[int, int, int, Addition]] = field(default_factory=list)
 
     @property
     def largest_additions(self) -> list[Addition]:
@@ -186,12 +157,13 @@ class SessionResult(_Record):
         return self.waste.ratio if self.waste is not None else 0.0
 
 
-class FileResult(_Record):
-    __slots__ = ("path", "format", "records", "problems", "sessions")
-
-    def __init__(self, path: str, format: str | None, records: int, problems: list[Problem],
-                 sessions: list[SessionResult]) -> None:
-        self.path, self.format, self.records, self.problems, self.sessions = path, format, records, problems, sessions
+@dataclass(slots=True)
+class FileResult:
+    path: str
+    format: str | None
+    records: int
+    problems: list[Problem]
+    sessions: list[SessionResult]
 
 
 class _Live:
