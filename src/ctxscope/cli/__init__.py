@@ -8,13 +8,13 @@ Expected errors (:class:`ctxscope.errors.UserError`) print one line, exit 1.
 from __future__ import annotations
 
 import argparse
-import gc
 import importlib
 import logging
 import sys
 from typing import Sequence
 
 from ctxscope.errors import UserError
+from ctxscope.gc_pause import cyclic_gc_paused
 
 # Subcommand modules, in the order `ctxscope --help` lists them.
 COMMANDS = (
@@ -90,13 +90,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     # The command's modules are imported here: their ~10^5 objects are no garbage, and the
     # cyclic collector would scan them several times over while they load (a twentieth of
     # a short `analyze`'s instructions). Back on, as it was, once they are.
-    collecting = gc.isenabled()
-    gc.disable()
-    try:
+    with cyclic_gc_paused():
         parser = build_parser([words[0]] if words and words[0] in COMMANDS else COMMANDS)
-    finally:
-        if collecting:
-            gc.enable()
     try:
         args = parser.parse_args(words)
     except SystemExit as exc:  # argparse exits 2 on usage errors; ours is 1 (2 means threshold)

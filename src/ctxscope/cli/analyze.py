@@ -14,7 +14,7 @@ import time
 from typing import TYPE_CHECKING, Callable
 
 from ctxscope.errors import UserError
-from ctxscope.transcripts.gc_pause import cyclic_gc_paused
+from ctxscope.gc_pause import cyclic_gc_paused
 from ctxscope.core.waste import DEFAULT_AGING_CALLS, DEFAULT_RESULT_CAP, DEFAULT_TOOL_BUDGET, WasteOptions
 from ctxscope.cli import EXIT_ERROR, EXIT_OK, EXIT_THRESHOLD
 from ctxscope.cli._common import (MAX_PROBLEMS_SHOWN, add_transcript_options, check_ratio, print_problem,

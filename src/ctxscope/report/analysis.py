@@ -24,7 +24,7 @@ from ctxscope.core.tokens import counter_for
 from ctxscope.core.pipeline import TranscriptAccount
 from ctxscope.report.call_rows import CallRow, CallRows
 from ctxscope.transcripts import Problem, TranscriptCall, TranscriptFile
-from ctxscope.transcripts.gc_pause import cyclic_gc_paused
+from ctxscope.gc_pause import cyclic_gc_paused
 from ctxscope.transcripts.prefix import INFERENCE, PrefixMove
 from ctxscope.core.waste import Report, WasteOptions, WasteTracker
 

@@ -38,7 +38,7 @@ from opentelemetry.trace import Tracer
 
 from ctxscope import config
 from ctxscope.transcripts.follow import FollowedFile, TimedCall
-from ctxscope.transcripts.gc_pause import cyclic_gc_paused
+from ctxscope.gc_pause import cyclic_gc_paused
 from ctxscope.core.ledger import Snapshot
 from ctxscope.core.observation import Observation, Usage
 from ctxscope.core.pipeline import TranscriptAccount
