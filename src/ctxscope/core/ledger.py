@@ -686,6 +686,7 @@ def _largest(sizes: list[int]) -> list[int]:
 def _change(item: Item, change_type: ChangeType, tokens: int, delta: int, full_label: bool = False) -> Change:
     # full_label: the item's reference (``Read:file_path=src/app.py``) where it has one.
     label = (item.reference or item.label) if full_label else item.label
-    return Change(id=item.id, category=item.category, estimated_tokens=tokens, delta_tokens=delta,
-                  change_type=change_type, chars=item.chars, label=label,
-                  source_kind=item.source_kind, source_call_id=item.source_call_id)
+    # Positional, in Change's field order (id, category, estimated_tokens, delta_tokens, change_type, chars,
+    # label, source_kind, source_call_id): keywords cost a name match each, for up to 64 changes a call.
+    return Change(item.id, item.category, tokens, delta, change_type, item.chars, label,
+                  item.source_kind, item.source_call_id)

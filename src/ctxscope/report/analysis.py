@@ -239,9 +239,13 @@ def _account(state: _Live, call: TranscriptCall, keep_text: bool) -> None:
         compaction = trigger.value if trigger is not None else "auto"
         result.compactions += 1
     shown = {c: v for c, v in calibrated.items() if v}
-    result.rows.append(CallRow(call.index, call.line, call.timestamp_ns, call.model,
-                               ann.estimated_tokens, ann.reported_tokens, inferred,
-                               shown, sum(waste.values()), compaction, sum(shown.values())))
+    rows = result.rows
+    row = (call.index, call.line, call.timestamp_ns, call.model, ann.estimated_tokens, ann.reported_tokens,
+           inferred, shown, sum(waste.values()), compaction, sum(shown.values()))
+    if type(rows) is CallRows:
+        rows.add(*row)  # no CallRow object a call: its values go straight into the packed columns
+    else:
+        rows.append(CallRow(*row))
     if call.model and call.model != result.model:
         result.model = call.model
         # The window of the model, as replay and the live path know it (limits.limits_for):

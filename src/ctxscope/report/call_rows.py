@@ -78,14 +78,29 @@ class CallRows:
     # -- the list's surface ------------------------------------------------
 
     def append(self, row: CallRow) -> None:
+        self.add(row.index, row.line, row.timestamp_ns, row.model, row.estimated, row.reported, row.inferred,
+                 row.calibrated, row.waste, row.compaction, row.used)
+
+    def add(self, index: int, line: int | None, timestamp_ns: int | None, model: str | None, estimated: int,
+            reported: int | None, inferred: int, calibrated: dict[Category, int], waste: int,
+            compaction: str | None, used: int) -> None:
+        """``append(CallRow(...))`` without the row object: analyze adds one row a call."""
         ints = self._ints
-        for column, value in enumerate((row.index, row.line, row.timestamp_ns, row.estimated, row.reported,
-                                        row.inferred, row.waste, row.used)):
+        for column, value in enumerate((index, line, timestamp_ns, estimated, reported, inferred, waste, used)):
+            target = ints[column]
+            # _push's common case written out (an array column, a value it holds exactly): once a column a call.
+            if type(target) is array:
+                if value is None:
+                    target.append(_NONE)
+                    continue
+                if type(value) is int and -_INT64_MAX <= value <= _INT64_MAX:
+                    target.append(value)
+                    continue
             _push(ints, column, _NONE if value is None else value, value is None)
-        self._model.append(self._name_code(row.model))
-        self._compaction.append(self._name_code(row.compaction))
+        self._model.append(self._name_code(model))
+        self._compaction.append(self._name_code(compaction))
         codes, values = self._cat_codes, self._cat_values
-        for category, tokens in row.calibrated.items():
+        for category, tokens in calibrated.items():
             code = self._category_codes.get(category)
             if code is None:
                 code = self._category_codes[category] = len(self._categories)

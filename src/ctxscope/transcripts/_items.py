@@ -40,9 +40,11 @@ def text_item(item_id: str, text: str, role: str, *, summary: bool = False,
         category, part = Category.SYSTEM, "system"
     else:
         category, part = Category.PROMPTS, "prompts/text"
-    return Item(id=item_id, category=category, part=part, chars=len(text), text=text,
-                label=label or part.rsplit("/", 1)[-1], source_kind=role,
-                digest=content_digest(text))
+    # Items are built positionally here, in Item's field order (id, category, part, chars, text,
+    # fixed_tokens, label, source_kind, source_call_id, reference, digest): a reader makes several a
+    # call, and a keyword costs a name match each.
+    return Item(item_id, category, part, len(text), text, None, label or part.rsplit("/", 1)[-1], role,
+                None, None, content_digest(text))
 
 
 def text_items(item_id: str, text: str, role: str, *, summary: bool = False,
@@ -91,9 +93,8 @@ def result_items(item_id: str, tool: str | None, text: str, call_id: str | None,
 
 
 def thinking_item(item_id: str, text: str) -> Item:
-    return Item(id=item_id, category=Category.ASSISTANT, part="assistant/thinking",
-                chars=len(text), text=text, label="thinking", source_kind="assistant",
-                digest=content_digest(text))
+    return Item(item_id, Category.ASSISTANT, "assistant/thinking", len(text), text, None, "thinking",
+                "assistant", None, None, content_digest(text))  # positional: see text_item
 
 
 def call_item(call_id: str, tool: str, args: Any) -> tuple[Item, str | None]:
@@ -113,9 +114,8 @@ def call_item(call_id: str, tool: str, args: Any) -> tuple[Item, str | None]:
             _references.clear()
         _references[key] = ref
     name = _name(tool)
-    item = Item(id=call_id, category=Category.ASSISTANT, part=_call_part(name),
-                chars=len(text), text=text, label=name, source_kind="tool_call",
-                source_call_id=call_id, reference=ref, digest=digest)
+    item = Item(call_id, Category.ASSISTANT, _call_part(name), len(text), text, None, name, "tool_call",
+                call_id, ref, digest)  # positional: see text_item
     return item, ref
 
 
@@ -154,9 +154,8 @@ class ToolCalls:
 def result_item(item_id: str, tool: str | None, text: str, call_id: str | None,
                 ref: str | None) -> Item:
     name = _name(tool or "unknown")
-    return Item(id=item_id, category=Category.RESULTS, part=_result_part(name), chars=len(text),
-                text=text, label=name, source_kind="tool_result", source_call_id=call_id,
-                reference=ref, digest=content_digest(text))
+    return Item(item_id, Category.RESULTS, _result_part(name), len(text), text, None, name, "tool_result",
+                call_id, ref, content_digest(text))  # positional: see text_item
 
 
 def image_item(item_id: str, source: Any, provider: str, role: str, kind: str = "image",
