@@ -359,28 +359,31 @@ class SessionLedger:
         cat_tokens, cat_items = self._cat_tokens, self._cat_items
         categories = {c: cat_tokens[c] for c in CATEGORIES if cat_items.get(c)}
         estimated = sum(categories.values())
-        common = dict(
-            basis=counter.basis, coverage=coverage, categories=categories,
-            estimated_tokens=estimated, window_tokens=window_tokens,
-            effective_window_tokens=effective_window_tokens,
-            compact_threshold_tokens=compact_threshold_tokens, model=model,
-            basis_fallback=getattr(counter, "fallback", None))
+        basis, fallback = counter.basis, getattr(counter, "fallback", None)
         if baseline:
             changes, omitted = self._baseline_changes(items)
         else:
             changes, omitted = self._diff_changes(diff)
-        annotation = Annotation(stage=stage, baseline=baseline, item_stage=item_stage,
-                                sample_offset_ns=sample_offset_ns, changes=changes,
-                                omitted_changes=omitted, **common)  # type: ignore[arg-type]
+        # Keywords written out, not a dict of the common ones splatted: this runs once a call.
+        annotation = Annotation(stage=stage, basis=basis, coverage=coverage, baseline=baseline,
+                                categories=categories, estimated_tokens=estimated, item_stage=item_stage,
+                                sample_offset_ns=sample_offset_ns, window_tokens=window_tokens,
+                                effective_window_tokens=effective_window_tokens,
+                                compact_threshold_tokens=compact_threshold_tokens, model=model,
+                                basis_fallback=fallback, omitted_changes=omitted, changes=changes)
         record = None
         if trigger is not None:
             self.compactions += 1
             post_changes, post_omitted = self._diff_changes(diff)
             post_item_stage = item_stage or (stage if stage is not Stage.POST_COMPACTION else None)
-            post = Annotation(stage=Stage.POST_COMPACTION, baseline=False, item_stage=post_item_stage,
-                              changes=post_changes, omitted_changes=post_omitted,
-                              compaction_trigger=trigger, categories=dict(categories),
-                              **{k: v for k, v in common.items() if k != "categories"})  # type: ignore[arg-type]
+            # The call's annotation's values (sample_offset_ns aside), after the compaction.
+            post = Annotation(stage=Stage.POST_COMPACTION, basis=basis, coverage=coverage, baseline=False,
+                              categories=dict(categories), estimated_tokens=estimated,
+                              item_stage=post_item_stage, window_tokens=window_tokens,
+                              effective_window_tokens=effective_window_tokens,
+                              compact_threshold_tokens=compact_threshold_tokens, model=model,
+                              basis_fallback=fallback, omitted_changes=post_omitted, changes=post_changes,
+                              compaction_trigger=trigger)
             record = Compaction(
                 trigger=trigger, declared=not inferred, tokens_before=tokens_before,
                 tokens_after=estimated,

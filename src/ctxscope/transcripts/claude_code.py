@@ -181,12 +181,12 @@ class ClaudeCodeReader:
         items: Sequence[Item] = ItemRun(session.items)
         if session.cleared:
             items, added, reset = self._clear(session, items, added, reset)
+        # Positional, in TranscriptCall's field order (session_id, index, items, added, reset, provider,
+        # model, usage, compaction, timestamp_ns, line, parent_session_id): one a call.
         call = TranscriptCall(
-            session_id=session.session_id, index=session.calls, items=items,
-            added=added, reset=reset, provider=PROVIDER,
-            model=model if isinstance(model, str) else None, usage=usage, compaction=compaction,
-            timestamp_ns=parse_timestamp_ns(record.get("timestamp")), line=line,
-            parent_session_id=session.parent_session_id)
+            session.session_id, session.calls, items, added, reset, PROVIDER,
+            model if isinstance(model, str) else None, usage, compaction,
+            parse_timestamp_ns(record.get("timestamp")), line, session.parent_session_id)
         session.calls += 1
         return call
 
@@ -266,6 +266,11 @@ class ClaudeCodeReader:
 
     def _session(self, record: Mapping[str, Any]) -> _Session:
         base = record.get("sessionId")
+        # The usual link (a string sessionId, not a sidechain): its session by that key, as below.
+        if type(base) is str and base and record.get("isSidechain") is not True:
+            session = self._sessions.get(base)
+            if session is not None:
+                return session
         base = base if isinstance(base, str) and base else (self.name.rsplit(".", 1)[0] or "session")
         key, parent = base, None
         if record.get("isSidechain") is True:
