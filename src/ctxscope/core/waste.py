@@ -339,7 +339,9 @@ class WasteTracker:
 
     def _regroup(self, key: str) -> None:
         group = self._groups[key]
-        if group.items or group.duplicate or group.stale:
+        # _charge's own test first (tokens above 0, calls since): most regroups charge nothing, and
+        # then need no reference either.
+        if (group.duplicate > 0 or group.stale > 0) and self.calls > group.since:
             reference = _reference(key, group.items[-1] if group.items else group.kept)
             self._charge(_DUPLICATE, reference, group.duplicate, group.since)
             self._charge(_STALE, reference, group.stale, group.since)
