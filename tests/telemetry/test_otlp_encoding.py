@@ -81,6 +81,17 @@ def test_a_cached_attribute_is_written_with_its_own_fields_tag():
     assert encoder.encode(spans) == sdk_bytes(spans)
 
 
+def test_counts_and_long_strings_that_repeat_or_change_are_the_sdks_bytes():
+    """A count and an id kept once they repeat their key's last value, then changed, at every varint size."""
+    conversation = "3464640e-efef-4bce-b4c3-b9ac99b74908"
+    spans = [span("chat m", n, attributes={"conversation": conversation, "tokens": tokens, "long": "x" * 200},
+                  events=[Event("llm.context.change", {"id": f"result:toolu_{n:030d}", "chars": tokens}, 15)])
+             for n, tokens in enumerate([4096, 4096, 4096, 16_384, 2_097_152, 268_435_456, 1 << 62, 4096], 1)]
+    encoder = SpanEncoder(cache_limit=3)  # small: both caches also start again mid-batch
+    assert encoder.encode(spans) == sdk_bytes(spans)
+    assert encoder.encode(spans[::-1]) == sdk_bytes(spans[::-1])
+
+
 def test_real_spans_of_a_tracer_are_the_sdks_bytes():
     """Spans the SDK itself built (BoundedAttributes, events added, ended), as the batch processor hands them."""
     memory = InMemorySpanExporter()
