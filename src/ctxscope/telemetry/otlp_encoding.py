@@ -26,6 +26,9 @@ import struct
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from opentelemetry.sdk.trace import Event, ReadableSpan
+from opentelemetry.trace import SpanKind, StatusCode
+
 __all__ = ["SpanEncoder", "UnencodableError"]
 
 _log = logging.getLogger(__name__)
@@ -186,11 +189,14 @@ def _trace_state(trace_state: Any) -> str | None:
     return ",".join([f"{key}={value}" for key, value in trace_state.items()])
 
 
-def _span_flags(parent: Any) -> bytes:
-    flags = _FLAGS_HAS_IS_REMOTE
-    if parent and parent.is_remote:
-        flags |= _FLAGS_IS_REMOTE
-    return _S_FLAGS + _pack_fixed32(flags)
+# Fields written whole, the same for every span: the id fields' tags and lengths, each kind,
+# an unset status, the flags of a local and of a remote parent.
+_TRACE_ID_PREFIX, _SPAN_ID_PREFIX = _S_TRACE_ID + _VARINT1[16], _S_SPAN_ID + _VARINT1[8]
+_PARENT_PREFIX = _S_PARENT + _VARINT1[8]
+_KIND_FIELDS = {kind: _uint_field(_S_KIND, kind.value + _KIND_OFFSET) for kind in SpanKind}
+_UNSET_STATUS = _len_field(_S_STATUS, b"")
+_LOCAL_FLAGS = _S_FLAGS + _pack_fixed32(_FLAGS_HAS_IS_REMOTE)
+_REMOTE_PARENT_FLAGS = _S_FLAGS + _pack_fixed32(_FLAGS_HAS_IS_REMOTE | _FLAGS_IS_REMOTE)
 
 
 class AttributeEncoder:
@@ -366,34 +372,53 @@ class SpanEncoder(FallbackEncoder):
     def _span(self, span: Any) -> bytes:
         context = span.get_span_context()
         parent = span.parent
+        trace_state = context.trace_state
+        name, kind, start, end = span.name, span.kind, span.start_time, span.end_time
+        kind_field = _KIND_FIELDS.get(kind)
+        if kind_field is None:
+            kind_field = _uint_field(_S_KIND, kind.value + _KIND_OFFSET)
         parts = [
-            _len_field(_S_TRACE_ID, context.trace_id.to_bytes(16, "big")),
-            _len_field(_S_SPAN_ID, context.span_id.to_bytes(8, "big")),
-            _string_field(_S_TRACE_STATE, _trace_state(context.trace_state)),
-            _len_field(_S_PARENT, parent.span_id.to_bytes(8, "big")) if parent else b"",
-            _string_field(_S_NAME, span.name),
-            _uint_field(_S_KIND, span.kind.value + _KIND_OFFSET),
-            _fixed64_field(_S_START, span.start_time),
-            _fixed64_field(_S_END, span.end_time),
+            _TRACE_ID_PREFIX + context.trace_id.to_bytes(16, "big"),
+            _SPAN_ID_PREFIX + context.span_id.to_bytes(8, "big"),
+            _string_field(_S_TRACE_STATE, _trace_state(trace_state)) if trace_state else b"",
+            _PARENT_PREFIX + parent.span_id.to_bytes(8, "big") if parent else b"",
+            _string_field(_S_NAME, name) if name else b"",
+            kind_field,
+            _S_START + _pack_fixed64(start) if start else b"",
+            _S_END + _pack_fixed64(end) if end else b"",
             self._attributes(_S_ATTRIBUTE, span.attributes),
-            _uint_field(_S_DROPPED_ATTRIBUTES, span.dropped_attributes),
         ]
+        # A ReadableSpan built with plain containers (replay's finished spans) dropped nothing:
+        # the SDK counts drops only on its bounded ones, through a costly abstract-class check.
+        plain = (type(span) is ReadableSpan and type(span._attributes) is dict  # noqa: SLF001
+                 and type(span._events) is list and type(span._links) is tuple)  # noqa: SLF001
+        if not plain:
+            parts.append(_uint_field(_S_DROPPED_ATTRIBUTES, span.dropped_attributes))
         events = span.events
         if events:
             attributes = self._attributes
+            append = parts.append
             # A span's events mostly share their time and name (a replayed call's changes):
             # their two fields are written once for each run of equal ones.
-            last: tuple[Any, Any] | None = None
+            last_time: Any = None
+            last_name: Any = None
             head = b""
             for event in events:
-                timestamp, name = event.timestamp, event.name
-                if last is None or timestamp != last[0] or name != last[1]:
-                    last = (timestamp, name)
-                    head = _fixed64_field(_E_TIME, timestamp) + _string_field(_E_NAME, name)
-                body = head + attributes(_E_ATTRIBUTE, event.attributes) + _uint_field(_E_DROPPED,
-                                                                                    event.dropped_attributes)
-                parts.append(_S_EVENT + _varint(len(body)) + body)
-        parts.append(_uint_field(_S_DROPPED_EVENTS, span.dropped_events))
+                timestamp, event_name = event.timestamp, event.name
+                if timestamp != last_time or event_name != last_name or not head:
+                    last_time, last_name = timestamp, event_name
+                    head = _fixed64_field(_E_TIME, timestamp) + _string_field(_E_NAME, event_name)
+                event_attributes = event.attributes
+                # The SDK's Event counts dropped attributes only on BoundedAttributes: a dict drops none.
+                if type(event) is Event and type(event_attributes) is dict:
+                    body = head + attributes(_E_ATTRIBUTE, event_attributes)
+                else:
+                    body = head + attributes(_E_ATTRIBUTE, event_attributes) + _uint_field(
+                        _E_DROPPED, event.dropped_attributes)
+                size = len(body)
+                append(_S_EVENT + (_VARINT1[size] if size < 0x80 else _varint(size)) + body)
+        if not plain:
+            parts.append(_uint_field(_S_DROPPED_EVENTS, span.dropped_events))
         for link in span.links or ():
             link_context = link.context
             parts.append(_len_field(_S_LINK, b"".join((
@@ -403,10 +428,14 @@ class SpanEncoder(FallbackEncoder):
                 _uint_field(_L_DROPPED, link.dropped_attributes),
                 _L_FLAGS + _pack_fixed32(_FLAGS_HAS_IS_REMOTE | (_FLAGS_IS_REMOTE if link_context.is_remote
                                                                  else 0))))))
-        parts.append(_uint_field(_S_DROPPED_LINKS, span.dropped_links))
+        if not plain:
+            parts.append(_uint_field(_S_DROPPED_LINKS, span.dropped_links))
         status = span.status
         if status is not None:
-            parts.append(_len_field(_S_STATUS, _string_field(_ST_MESSAGE, status.description)
-                                    + _uint_field(_ST_CODE, status.status_code.value)))
-        parts.append(_span_flags(parent))
+            if status.status_code is StatusCode.UNSET and not status.description:
+                parts.append(_UNSET_STATUS)
+            else:
+                parts.append(_len_field(_S_STATUS, _string_field(_ST_MESSAGE, status.description)
+                                        + _uint_field(_ST_CODE, status.status_code.value)))
+        parts.append(_REMOTE_PARENT_FLAGS if parent and parent.is_remote else _LOCAL_FLAGS)
         return b"".join(parts)
