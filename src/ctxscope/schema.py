@@ -394,12 +394,13 @@ class Change:
     def to_attributes(self) -> dict[str, Any]:
         attrs: dict[str, Any] = {
             ChangeAttr.ID: self.id,
-            ChangeAttr.CATEGORY: self.category.value,
+            ChangeAttr.CATEGORY: self.category._value_,
             ChangeAttr.ESTIMATED_TOKENS: self.estimated_tokens,
             ChangeAttr.DELTA_TOKENS: self.delta_tokens,
-            ChangeAttr.CHANGE_TYPE: self.change_type.value,
+            ChangeAttr.CHANGE_TYPE: self.change_type._value_,
         }
-        # Written out rather than looped: every change event of every span is built here.
+        # Written out rather than looped: every change event of every span is built here
+        # (an enum member's _value_ is its value without the .value descriptor's two calls).
         if self.chars is not None:
             attrs[ChangeAttr.CHARS] = self.chars
         if self.label is not None:
@@ -498,9 +499,9 @@ class Annotation:
         """Span attributes (changes go to events: see :meth:`change_events`)."""
         attrs: dict[str, Any] = {
             Attr.VERSION: self.version,
-            Attr.STAGE: self.stage.value,
+            Attr.STAGE: self.stage._value_,
             Attr.BASIS: self.basis,
-            Attr.COVERAGE: self.coverage.value,
+            Attr.COVERAGE: self.coverage._value_,
             Attr.BASELINE: self.baseline,
         }
         categories = self.categories

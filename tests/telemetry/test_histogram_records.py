@@ -87,6 +87,16 @@ def test_an_unsampled_span_gives_no_exemplar():
     assert (point["count"], point["sum"], point["exemplars"]) == (2, 110, [])
 
 
+def test_each_context_has_its_own_exemplar_decision():
+    """Sampled, then unsampled, then sampled again, two measurements each: only the sampled ones' exemplars."""
+    reader = InMemoryMetricReader()
+    recorder = HistogramRecorder(histogram(reader))
+    first, unsampled, third = in_span(1, 11), in_span(2, 22, sampled=False), in_span(3, 33)
+    for value, context in ((5, first), (6, first), (50, unsampled), (60, unsampled), (500, third), (600, third)):
+        recorder.record(value, "A", lambda: dict(A), context)  # a call's measurements share its context
+    assert collected(reader)[frozenset(A.items())]["exemplars"] == [(6, 1, 11, {}), (600, 3, 33, {})]
+
+
 def test_a_delta_reader_sees_each_collection_alone():
     """Its aggregations are replaced at each collection: record() takes every measurement."""
     reader = InMemoryMetricReader(preferred_temporality={SdkHistogramKind: AggregationTemporality.DELTA})

@@ -10,6 +10,8 @@ from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import Event, ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExportResult
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.attributes import BoundedAttributes
+from opentelemetry.sdk.util import BoundedList
 from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 from opentelemetry.trace import Link, SpanContext, SpanKind, Status, StatusCode, TraceFlags, TraceState
 
@@ -79,6 +81,29 @@ def test_a_cached_attribute_is_written_with_its_own_fields_tag():
     encoder = SpanEncoder(cache_limit=2)  # small: the cache also starts again mid-batch
     assert encoder.encode(spans) == sdk_bytes(spans)
     assert encoder.encode(spans) == sdk_bytes(spans)
+
+
+def test_counts_and_long_strings_that_repeat_or_change_are_the_sdks_bytes():
+    """A count and an id kept once they repeat their key's last value, then changed, at every varint size."""
+    conversation = "3464640e-efef-4bce-b4c3-b9ac99b74908"
+    spans = [span("chat m", n, attributes={"conversation": conversation, "tokens": tokens, "long": "x" * 200},
+                  events=[Event("llm.context.change", {"id": f"result:toolu_{n:030d}", "chars": tokens}, 15)])
+             for n, tokens in enumerate([4096, 4096, 4096, 16_384, 2_097_152, 268_435_456, 1 << 62, 4096], 1)]
+    encoder = SpanEncoder(cache_limit=3)  # small: both caches also start again mid-batch
+    assert encoder.encode(spans) == sdk_bytes(spans)
+    assert encoder.encode(spans[::-1]) == sdk_bytes(spans[::-1])
+
+
+def test_spans_built_as_replay_builds_them_and_bounded_ones_that_dropped_are_the_sdks_bytes():
+    """Plain containers (a dict, a list of events, no links) drop nothing; bounded ones write their drops."""
+    bounded = BoundedAttributes(2, {"a": 1, "b": 2, "c": 3})
+    spans = [span("chat m", 1, attributes={"a": 1}, events=[Event("e", {"id": "x"}, 15), Event("e", {}, 15)],
+                  links=()),
+             span("capture-start", 2, parent=context(1), kind=SpanKind.INTERNAL, attributes={}, events=[],
+                  links=(), status=Status(StatusCode.UNSET)),
+             span("bounded", 3, attributes=bounded, events=BoundedList.from_seq(1, [Event("e", bounded, 15)] * 2),
+                  links=BoundedList.from_seq(0, [Link(context(7))]))]
+    assert SpanEncoder().encode(spans) == sdk_bytes(spans)
 
 
 def test_real_spans_of_a_tracer_are_the_sdks_bytes():

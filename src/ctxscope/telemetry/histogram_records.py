@@ -29,6 +29,7 @@ from time import time_ns
 from typing import Any, Callable, Hashable, Mapping
 
 from opentelemetry.context import get_current
+from opentelemetry.sdk.metrics import TraceBasedExemplarFilter as _TraceBasedFilter
 
 __all__ = ["HistogramRecorder"]
 
@@ -62,6 +63,9 @@ class HistogramRecorder:
         self._fast = _SdkHistogram is not None and type(histogram) is _SdkHistogram
         # series -> (the attributes as given, as the SDK cleans them, the SDK's series key)
         self._series: dict[Hashable, tuple[Mapping[str, Any], dict[str, Any], Any]] = {}
+        # The exemplar filter's last decision and the context it was made in.
+        self._sampled_context: Any = None
+        self._sampled = False
 
     def record(self, value: int | float, series: Hashable, attributes: Callable[[], Mapping[str, Any]],
                context: Any = None) -> None:
@@ -108,8 +112,15 @@ class HistogramRecorder:
             _set(measurement, "instrument", histogram)
             _set(measurement, "context", context or get_current())
             _set(measurement, "attributes", attributes)
-            sample = consumer._sdk_config.exemplar_filter.should_sample(  # noqa: SLF001
-                value, measurement.time_unix_nano, attributes, measurement.context)
+            exemplar_filter = consumer._sdk_config.exemplar_filter  # noqa: SLF001
+            if measurement.context is self._sampled_context and type(exemplar_filter) is _TraceBasedFilter:
+                # The SDK's trace-based filter decides on the context alone: a call's
+                # measurements (one context) share the decision of its first.
+                sample = self._sampled
+            else:
+                sample = exemplar_filter.should_sample(value, measurement.time_unix_nano, attributes,
+                                                       measurement.context)
+                self._sampled_context, self._sampled = measurement.context, sample
         except (AttributeError, TypeError):
             _log.debug("ctxscope: this SDK's histogram internals differ; recording through record()",
                        exc_info=True)

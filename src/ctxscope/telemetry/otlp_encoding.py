@@ -26,6 +26,9 @@ import struct
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from opentelemetry.sdk.trace import Event, ReadableSpan
+from opentelemetry.trace import SpanKind, StatusCode
+
 __all__ = ["SpanEncoder", "UnencodableError"]
 
 _log = logging.getLogger(__name__)
@@ -46,6 +49,7 @@ _SHORT_STR = 24
 _pack_double = struct.Struct("<d").pack
 _pack_fixed64 = struct.Struct("<Q").pack
 _pack_fixed32 = struct.Struct("<I").pack
+_NOTHING = object()
 
 
 class UnencodableError(ValueError):
@@ -185,72 +189,107 @@ def _trace_state(trace_state: Any) -> str | None:
     return ",".join([f"{key}={value}" for key, value in trace_state.items()])
 
 
-def _span_flags(parent: Any) -> bytes:
-    flags = _FLAGS_HAS_IS_REMOTE
-    if parent and parent.is_remote:
-        flags |= _FLAGS_IS_REMOTE
-    return _S_FLAGS + _pack_fixed32(flags)
+# Fields written whole, the same for every span: the id fields' tags and lengths, each kind,
+# an unset status, the flags of a local and of a remote parent.
+_TRACE_ID_PREFIX, _SPAN_ID_PREFIX = _S_TRACE_ID + _VARINT1[16], _S_SPAN_ID + _VARINT1[8]
+_PARENT_PREFIX = _S_PARENT + _VARINT1[8]
+_KIND_FIELDS = {kind: _uint_field(_S_KIND, kind.value + _KIND_OFFSET) for kind in SpanKind}
+_UNSET_STATUS = _len_field(_S_STATUS, b"")
+_LOCAL_FLAGS = _S_FLAGS + _pack_fixed32(_FLAGS_HAS_IS_REMOTE)
+_REMOTE_PARENT_FLAGS = _S_FLAGS + _pack_fixed32(_FLAGS_HAS_IS_REMOTE | _FLAGS_IS_REMOTE)
 
 
 class AttributeEncoder:
     """Repeated ``KeyValue`` fields, with a bounded cache of the pairs spans and points share.
 
-    The keys, and the short string, boolean and small integer values, are
-    encoded once; a count or a long string (an item's id, rarely shared by
-    two spans) is written from its key's cached head, so it neither fills
-    the cache nor empties it of the values that repeat. The cache is a dict
-    of immutable bytes: one get, set or clear needs no lock, and a lost entry
-    is encoded again.
+    Every string, boolean and integer pair is looked up first (one tuple, one
+    dict get): the keys, the short strings, booleans and small integers are
+    kept once written. A count or a long string (an item's id) is kept only
+    when it repeats its key's last value (a conversation id, a model, a count
+    that did not change since the last span), so the ids that never repeat
+    neither fill the cache nor empty it of the values that do. A pair not
+    found is written from its key's cached prefix: the field's tag, length
+    and key, and the value's tag, with one concatenation for a count.
+    The caches are dicts of immutable bytes: one get, set or clear needs no
+    lock, and a lost entry is encoded again.
     """
 
     def __init__(self, cache_limit: int = _CACHE_LIMIT) -> None:
         self._cache: dict[tuple[bytes, str, type, Any], bytes] = {}
         self._cache_limit = cache_limit
-        self._heads: dict[str, bytes] = {}  # a key's KeyValue.key field and the value's tag
-
-    def _head(self, key: str) -> bytes:
-        head = self._heads[key] = _len_field(_KV_KEY, _utf8(key)) + _KV_VALUE if key else _KV_VALUE
-        return head
+        # (tag, key) -> the key's KeyValue.key field and the value's tag, and its length
+        self._heads: dict[tuple[bytes, str], tuple[bytes, int]] = {}
+        # (tag, key) -> the whole field but the varint, for each varint size (1-10 bytes)
+        self._int_prefixes: dict[tuple[bytes, str], tuple[bytes, ...]] = {}
+        # (tag, key) -> the last count or long string written, which is kept if it repeats
+        self._last: dict[tuple[bytes, str], Any] = {}
 
     def encode(self, tag: bytes, attributes: Mapping[str, Any] | None) -> bytes:
         """A repeated KeyValue field: each attribute, tag and length included."""
         if not attributes:
             return b""
-        cache, heads = self._cache, self._heads
+        cache_get = self._cache.get
+        missing = self._missing
         parts: list[bytes] = []
         append = parts.append
         for key, value in _items(attributes):
             kind = value.__class__
-            if kind is str and len(value) > _SHORT_STR:
-                # An id: rarely shared, written from the key's cached head.
-                head = heads.get(key) or self._head(key)
-                try:
-                    data = value.encode("utf-8")
-                except UnicodeEncodeError as exc:  # lone surrogates: the SDK's encoder refuses them too
-                    raise UnencodableError(str(exc)) from None
-                size = len(data)
-                number = _VARINT1[size] if size < 0x80 else _varint(size)
-                size += len(number) + 1  # the AnyValue: its tag, the length, the bytes
-                pair = head + (_VARINT1[size] if size < 0x80 else _varint(size)) + _ANY_STRING + number + data
-                size = len(pair)
-                append(tag + (_VARINT1[size] if size < 0x80 else _varint(size)) + pair)
-            elif kind is int and (value >= _SMALL_INT and value <= _INT64_MAX):
-                # A count: rarely shared, written from the key's cached head.
-                head = heads.get(key) or self._head(key)
-                number = _ANY_INT + _varint(value)
-                pair = head + _VARINT1[len(number)] + number
-                append(tag + _VARINT1[len(pair)] + pair if len(pair) < 0x80 else tag + _varint(len(pair)) + pair)
-            elif kind is str or kind is bool or kind is int:
-                cache_key = (tag, key, kind, value)
-                encoded = cache.get(cache_key)
-                if encoded is None:
-                    if len(cache) >= self._cache_limit:
-                        cache.clear()
-                    encoded = cache[cache_key] = _len_field(tag, _key_value(key, value))
-                append(encoded)
+            if kind is str or kind is int or kind is bool:
+                encoded = cache_get((tag, key, kind, value))
+                append(encoded if encoded is not None else missing(tag, key, kind, value))
             else:
                 append(_len_field(tag, _key_value(key, value)))
         return b"".join(parts)
+
+    def _missing(self, tag: bytes, key: str, kind: type, value: Any) -> bytes:
+        """A string, boolean or integer pair the cache lacks: written, and kept where it may repeat."""
+        if kind is int and 0 <= value <= _INT64_MAX:
+            prefixes = self._int_prefixes.get((tag, key)) or self._new_int_prefixes(tag, key)
+            number = _varint(value)
+            encoded = prefixes[len(number)] + number
+            kept = value < _SMALL_INT
+        elif kind is str and len(value) > _SHORT_STR:
+            head, head_size = self._heads.get((tag, key)) or self._new_head(tag, key)
+            try:
+                data = value.encode("utf-8")
+            except UnicodeEncodeError as exc:  # lone surrogates: the SDK's encoder refuses them too
+                raise UnencodableError(str(exc)) from None
+            size = len(data)
+            number = _VARINT1[size] if size < 0x80 else _varint(size)
+            size += len(number) + 1  # the AnyValue: its tag, the length, the bytes
+            length = _VARINT1[size] if size < 0x80 else _varint(size)
+            size += head_size + len(length)
+            encoded = b"".join((tag, _VARINT1[size] if size < 0x80 else _varint(size), head, length, _ANY_STRING,
+                                number, data))
+            kept = False
+        else:
+            encoded = _len_field(tag, _key_value(key, value))  # raises UnencodableError as the SDK refuses
+            kept = True
+        if not kept:
+            # A count or an id: kept once it repeats its key's last value.
+            last = self._last
+            kept = last.get((tag, key), _NOTHING) == value
+            last[(tag, key)] = value
+            if len(last) > self._cache_limit:
+                last.clear()
+        if kept:
+            cache = self._cache
+            if len(cache) >= self._cache_limit:
+                cache.clear()
+            cache[(tag, key, kind, value)] = encoded
+        return encoded
+
+    def _new_head(self, tag: bytes, key: str) -> tuple[bytes, int]:
+        head = _len_field(_KV_KEY, _utf8(key)) + _KV_VALUE if key else _KV_VALUE
+        entry = self._heads[(tag, key)] = (head, len(head))
+        return entry
+
+    def _new_int_prefixes(self, tag: bytes, key: str) -> tuple[bytes, ...]:
+        head, head_size = self._heads.get((tag, key)) or self._new_head(tag, key)
+        # For a varint of n bytes: the AnyValue is its tag and the varint (n + 1 bytes).
+        prefixes = self._int_prefixes[(tag, key)] = (b"",) + tuple(
+            tag + _varint(head_size + 1 + n + 1) + head + _VARINT1[n + 1] + _ANY_INT for n in range(1, 11))
+        return prefixes
 
 
 def encode_scope(scope: Any, attributes: Any) -> bytes:
@@ -333,34 +372,53 @@ class SpanEncoder(FallbackEncoder):
     def _span(self, span: Any) -> bytes:
         context = span.get_span_context()
         parent = span.parent
+        trace_state = context.trace_state
+        name, kind, start, end = span.name, span.kind, span.start_time, span.end_time
+        kind_field = _KIND_FIELDS.get(kind)
+        if kind_field is None:
+            kind_field = _uint_field(_S_KIND, kind.value + _KIND_OFFSET)
         parts = [
-            _len_field(_S_TRACE_ID, context.trace_id.to_bytes(16, "big")),
-            _len_field(_S_SPAN_ID, context.span_id.to_bytes(8, "big")),
-            _string_field(_S_TRACE_STATE, _trace_state(context.trace_state)),
-            _len_field(_S_PARENT, parent.span_id.to_bytes(8, "big")) if parent else b"",
-            _string_field(_S_NAME, span.name),
-            _uint_field(_S_KIND, span.kind.value + _KIND_OFFSET),
-            _fixed64_field(_S_START, span.start_time),
-            _fixed64_field(_S_END, span.end_time),
+            _TRACE_ID_PREFIX + context.trace_id.to_bytes(16, "big"),
+            _SPAN_ID_PREFIX + context.span_id.to_bytes(8, "big"),
+            _string_field(_S_TRACE_STATE, _trace_state(trace_state)) if trace_state else b"",
+            _PARENT_PREFIX + parent.span_id.to_bytes(8, "big") if parent else b"",
+            _string_field(_S_NAME, name) if name else b"",
+            kind_field,
+            _S_START + _pack_fixed64(start) if start else b"",
+            _S_END + _pack_fixed64(end) if end else b"",
             self._attributes(_S_ATTRIBUTE, span.attributes),
-            _uint_field(_S_DROPPED_ATTRIBUTES, span.dropped_attributes),
         ]
+        # A ReadableSpan built with plain containers (replay's finished spans) dropped nothing:
+        # the SDK counts drops only on its bounded ones, through a costly abstract-class check.
+        plain = (type(span) is ReadableSpan and type(span._attributes) is dict  # noqa: SLF001
+                 and type(span._events) is list and type(span._links) is tuple)  # noqa: SLF001
+        if not plain:
+            parts.append(_uint_field(_S_DROPPED_ATTRIBUTES, span.dropped_attributes))
         events = span.events
         if events:
             attributes = self._attributes
+            append = parts.append
             # A span's events mostly share their time and name (a replayed call's changes):
             # their two fields are written once for each run of equal ones.
-            last: tuple[Any, Any] | None = None
+            last_time: Any = None
+            last_name: Any = None
             head = b""
             for event in events:
-                timestamp, name = event.timestamp, event.name
-                if last is None or timestamp != last[0] or name != last[1]:
-                    last = (timestamp, name)
-                    head = _fixed64_field(_E_TIME, timestamp) + _string_field(_E_NAME, name)
-                body = head + attributes(_E_ATTRIBUTE, event.attributes) + _uint_field(_E_DROPPED,
-                                                                                    event.dropped_attributes)
-                parts.append(_S_EVENT + _varint(len(body)) + body)
-        parts.append(_uint_field(_S_DROPPED_EVENTS, span.dropped_events))
+                timestamp, event_name = event.timestamp, event.name
+                if timestamp != last_time or event_name != last_name or not head:
+                    last_time, last_name = timestamp, event_name
+                    head = _fixed64_field(_E_TIME, timestamp) + _string_field(_E_NAME, event_name)
+                event_attributes = event.attributes
+                # The SDK's Event counts dropped attributes only on BoundedAttributes: a dict drops none.
+                if type(event) is Event and type(event_attributes) is dict:
+                    body = head + attributes(_E_ATTRIBUTE, event_attributes)
+                else:
+                    body = head + attributes(_E_ATTRIBUTE, event_attributes) + _uint_field(
+                        _E_DROPPED, event.dropped_attributes)
+                size = len(body)
+                append(_S_EVENT + (_VARINT1[size] if size < 0x80 else _varint(size)) + body)
+        if not plain:
+            parts.append(_uint_field(_S_DROPPED_EVENTS, span.dropped_events))
         for link in span.links or ():
             link_context = link.context
             parts.append(_len_field(_S_LINK, b"".join((
@@ -370,10 +428,14 @@ class SpanEncoder(FallbackEncoder):
                 _uint_field(_L_DROPPED, link.dropped_attributes),
                 _L_FLAGS + _pack_fixed32(_FLAGS_HAS_IS_REMOTE | (_FLAGS_IS_REMOTE if link_context.is_remote
                                                                  else 0))))))
-        parts.append(_uint_field(_S_DROPPED_LINKS, span.dropped_links))
+        if not plain:
+            parts.append(_uint_field(_S_DROPPED_LINKS, span.dropped_links))
         status = span.status
         if status is not None:
-            parts.append(_len_field(_S_STATUS, _string_field(_ST_MESSAGE, status.description)
-                                    + _uint_field(_ST_CODE, status.status_code.value)))
-        parts.append(_span_flags(parent))
+            if status.status_code is StatusCode.UNSET and not status.description:
+                parts.append(_UNSET_STATUS)
+            else:
+                parts.append(_len_field(_S_STATUS, _string_field(_ST_MESSAGE, status.description)
+                                        + _uint_field(_ST_CODE, status.status_code.value)))
+        parts.append(_REMOTE_PARENT_FLAGS if parent and parent.is_remote else _LOCAL_FLAGS)
         return b"".join(parts)

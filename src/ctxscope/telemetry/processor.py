@@ -126,7 +126,9 @@ def _series(base: Mapping[str, Any], category: Category) -> dict[str, Any]:
 
 def calibrated_view(categories: Mapping[Category, int], reported: int | None) -> dict[Category, int]:
     """SPEC section 5 calibrated categories (``unattributed`` included once measured)."""
-    return {Category(c): int(v) for c, v in calibrate(categories, reported)[0].items()}
+    # A key that is a Category already skips the enum's lookup (a Python call for each).
+    return {c if c.__class__ is Category else Category(c): int(v)
+            for c, v in calibrate(categories, reported)[0].items()}
 
 
 # ---------------------------------------------------------------------------

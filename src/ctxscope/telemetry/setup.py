@@ -29,7 +29,6 @@ from typing import Any, Mapping
 from opentelemetry import metrics as otel_metrics
 from opentelemetry import trace as otel_trace
 from opentelemetry.environment_variables import OTEL_METRICS_EXPORTER, OTEL_TRACES_EXPORTER
-from opentelemetry.sdk._configuration import _BaseConfigurator, _OTelSDKConfigurator
 from opentelemetry.sdk.environment_variables import (
     OTEL_EXPORTER_OTLP_ENDPOINT,
     OTEL_EXPORTER_OTLP_METRICS_ENDPOINT,
@@ -46,13 +45,13 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
 from ctxscope.telemetry import shutdown as _shutdown
-from ctxscope.config import otel, set_default, settings
+from ctxscope.config import otel, settings
 from ctxscope.config import read as read_settings
 from ctxscope.telemetry.processor import ContextSpanProcessor, ensure_processor
 from ctxscope.telemetry.store import LocalStore
 from ctxscope.telemetry.views import gauge_views
 
-__all__ = ["CtxscopeConfigurator", "Telemetry", "setup"]
+__all__ = ["CtxscopeConfigurator", "Telemetry", "setup"]  # noqa: F822 - CtxscopeConfigurator: __getattr__
 
 _log = logging.getLogger(__name__)
 
@@ -301,38 +300,18 @@ def _attach_store(store: bool | None, *, exporting: bool, data_dir: Any,
 _configured: Telemetry | None = None
 
 
-class CtxscopeConfigurator(_BaseConfigurator):
-    """``opentelemetry_configurator`` entry point ``ctxscope``.
+def __getattr__(name: str) -> Any:
+    """``CtxscopeConfigurator`` (the entry point's name here) from :mod:`ctxscope.telemetry.configurator`.
 
-    With exporters or an OTLP endpoint configured through ``OTEL_*``, the
-    SDK's own configuration runs (every standard variable honoured; the
-    exporters default to ``otlp`` when only an endpoint is given, as
-    opentelemetry-distro does) and ctxscope's processor is added to its tracer
-    provider. Otherwise the embedded mode: providers without exporters and the
-    local store.
+    Imported on first use: the SDK's configuration module it derives from, and
+    the SDK's log pipeline that module imports, are only needed under
+    ``opentelemetry-instrument``, not by :func:`setup` (``ctxscope replay``).
     """
+    if name == "CtxscopeConfigurator":
+        from ctxscope.telemetry.configurator import CtxscopeConfigurator
 
-    def _configure(self, **kwargs: Any) -> None:
-        global _configured
-        env = None  # the process environment, read through ctxscope.config
-        if (otel(env, OTEL_SDK_DISABLED) or "").lower() == "true":
-            return
-        endpoint = otel(env, OTEL_EXPORTER_OTLP_ENDPOINT, OTEL_EXPORTER_OTLP_TRACES_ENDPOINT,
-                        OTEL_EXPORTER_OTLP_METRICS_ENDPOINT)
-        named = otel(env, OTEL_TRACES_EXPORTER, OTEL_METRICS_EXPORTER)
-        if endpoint or named:
-            if endpoint:
-                set_default(OTEL_TRACES_EXPORTER, "otlp")
-                set_default(OTEL_METRICS_EXPORTER, "otlp")
-            _OTelSDKConfigurator()._configure(**kwargs)  # noqa: SLF001 - the SDK's standard path
-            tracer_provider = otel_trace.get_tracer_provider()
-            meter_provider = otel_metrics.get_meter_provider()  # its gauge views: offer_gauge_views
-            processor = ensure_processor(tracer_provider, meter_provider, max_sessions=_max_sessions(env))
-            local = _attach_store(None, exporting=_endpoint_configured(env), data_dir=None, environ=env)
-            _configured = Telemetry(MODE_OTLP, tracer_provider, meter_provider, processor, local,
-                                    owns_providers=False)
-            return
-        _configured = setup(instrument=False)  # the instrumentors are loaded by opentelemetry-instrument
+        return CtxscopeConfigurator
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def _endpoint_configured(environ: Mapping[str, str] | None) -> bool:
