@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import os
 import stat
 from pathlib import Path
@@ -220,3 +221,34 @@ def test_submit_writes_in_the_background_and_flush_waits(tmp_path):
         store.submit(obs)
     assert store.flush(10.0)
     assert [r["ts"] for r in store.read("s1")] == list(range(20))
+
+
+def test_a_record_cut_off_mid_write_is_not_read_and_the_next_append_drops_it(tmp_path, caplog):
+    """A SIGKILL between two pages of one write leaves a record without its end: readers skip it (a write in
+    progress looks the same), the next writer cuts it away (once, a warning) and every line parses after."""
+    store = LocalStore(tmp_path)
+    path = store.append("s1", {"session": "s1", "ts": 1})
+    store.append("s1", {"session": "s1", "ts": 2})
+    whole = path.read_bytes()
+    with path.open("ab") as f:
+        f.write(b'{"session":"s1","ts":3,"pa')  # 26 bytes of a record, no newline
+    assert [r["ts"] for r in store.read("s1")] == [1, 2]
+    with caplog.at_level(logging.WARNING, logger="ctxscope.telemetry.store"):
+        store.append("s1", {"session": "s1", "ts": 4})
+    assert path.read_bytes() == whole + b'{"session":"s1","ts":4}\n'
+    assert [r["ts"] for r in store.read("s1")] == [1, 2, 4]
+    assert [r.getMessage() for r in caplog.records] == [
+        f"ctxscope: {path}: dropped 26 bytes of a record its writer did not finish (stopped mid-write)"]
+
+
+def test_a_whole_record_without_its_newline_is_kept(tmp_path, caplog):
+    """Stopped just before the newline (or written so by hand): the record is whole, read and kept."""
+    store = LocalStore(tmp_path)
+    path = store.append("s1", {"session": "s1", "ts": 1})
+    with path.open("ab") as f:
+        f.write(b'{"session":"s1","ts":2}')
+    assert [r["ts"] for r in store.read("s1")] == [1, 2]
+    with caplog.at_level(logging.WARNING, logger="ctxscope.telemetry.store"):
+        store.append("s1", {"session": "s1", "ts": 3})
+    assert [r["ts"] for r in store.read("s1")] == [1, 2, 3]
+    assert path.read_bytes().count(b"\n") == 3 and caplog.records == []

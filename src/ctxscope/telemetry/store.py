@@ -180,6 +180,29 @@ def _remove_dead_temporaries(folder: Path) -> None:
             continue
 
 
+def _drop_torn_tail(path: Path, fd: int, size: int) -> int:
+    """End a session file (``fd`` holds its lock) at its last whole line; its new size.
+
+    Every writer writes under the file's lock, so a last line without its
+    newline, seen under the lock, is a record whose writer stopped mid-write: a
+    SIGKILL can land between two pages of one ``write``. It was never a record:
+    kept, it would sit between two whole ones and make the file unreadable.
+    """
+    data = os.pread(fd, size, 0)
+    whole = data.rfind(b"\n") + 1
+    try:
+        finished = isinstance(json.loads(data[whole:]), dict)
+    except ValueError:
+        finished = False
+    if finished:  # stopped just before its newline (or written so by hand): the record is whole
+        os.write(fd, b"\n")
+        return size + 1
+    os.ftruncate(fd, whole)
+    _log.warning("ctxscope: %s: dropped %d bytes of a record its writer did not finish (stopped mid-write)",
+                 path, size - whole)
+    return whole
+
+
 def _temporary(folder: Path, suffix: str) -> tuple[int, str]:
     """A new 0600 temporary file in ``folder`` whose name carries this process's id."""
     while True:
@@ -365,7 +388,7 @@ class LocalStore:
                 os.fchmod(fd, 0o600)
                 size = os.fstat(fd).st_size
                 if size and os.pread(fd, 1, size - 1) != b"\n":
-                    line = b"\n" + line  # a torn last line (a writer killed mid-write) stays alone
+                    size = _drop_torn_tail(path, fd, size)
                 if size + len(line) > self.max_file_bytes:
                     # The record goes in with the rotation, one atomic replace: a writer killed at any
                     # moment leaves the file within the cap (written first and rotated after, a kill
@@ -546,12 +569,17 @@ class LocalStore:
         limit = max_bytes if max_bytes is not None else bounded_input.max_bytes(None)
         data = bounded_input.read_bytes(path, limit)
         records = []
-        for number, raw in enumerate(data.split(b"\n"), 1):
+        lines = data.split(b"\n")
+        for number, raw in enumerate(lines, 1):
             if not raw.strip():
                 continue
             try:
                 record = bounded_input.loads(raw, str(path), number)
             except InputError as exc:
+                if number == len(lines):
+                    # The last line, without its newline, no record: a write in progress (readers take no
+                    # lock) or a writer stopped mid-write, whose bytes the next append drops. Not data yet.
+                    break
                 reason = str(exc).split(": ", 1)[-1]
                 raise InputError(str(path), f"not a JSON record ({reason}); a damaged local store file: "
                                  "delete it", number) from None
