@@ -149,39 +149,3 @@ def test_the_second_load_reads_the_table_back_without_building(o200k: Any, tmp_p
     assert bpe.load("o200k_base", rank_file, constructor).count("Hello, world!") == 4
     assert len(runs) == 2
     assert bpe.load("o200k_base", rank_file, constructor).n_tokens == 199_998 and len(runs) == 2
-
-
-# Every boundary the chunk cuts (core/bpe.py "Chunks") lean on: newlines then '/', runs of spaces and
-# newlines, punctuation then newlines, tabs, \r\n, \x0b\x0c, contractions, digits, leading/trailing spaces.
-CHUNK_ALPHABET = list("aZ09 \t\n\r\x0b\x0c./'-_sS") + ["\n/", "\r\n", "\n \n", ".\n", "'s", "'LL", "  ", "123456",
-                                                     "\u00a0", "\u3000"]
-CHUNK_CASES = ("a\n/b", ".\n\n/x", "x\n \n y", ".\n  foo", "a\t\tb", "\r\n\r\n  y", "a\x0b b\x0c\nc", "it's 1234 ",
-               "  lead", "trail  ", "     3\tfrom __future__ import annotations\n     4\t", " \n", "\n", "a \n b")
-
-
-def chunked_and_plain(encoding: Any, text: str) -> tuple[int, int]:
-    """The text's count by chunks (every chunk counted afresh) and by its pieces alone."""
-    fresh = bpe.CompactEncoding(encoding.name, encoding.pattern, encoding._tokens,  # noqa: SLF001
-                                encoding._starts, encoding._slots)  # noqa: SLF001
-    plain = fresh._count_pieces(fresh._split_ascii(text) if text.isascii() else fresh._split(text))  # noqa: SLF001
-    return fresh.count(text), plain
-
-
-def test_chunks_count_as_pieces_and_tiktoken_on_hand_picked_text(encodings: dict[str, tuple[Any, Any]]) -> None:
-    theirs, ours = encodings["o200k_base"]
-    for text in CHUNK_CASES:
-        chunked, plain = chunked_and_plain(ours, text)
-        assert chunked == plain == len(theirs.encode_ordinary(text)), repr(text)
-    assert "".join(ours._chunks(CHUNK_CASES[10])) == CHUNK_CASES[10]  # noqa: SLF001
-    assert ours._chunks(CHUNK_CASES[10])[:3] == ["     3", "\tfrom", " __future__"]  # noqa: SLF001
-
-
-@given(st.lists(st.sampled_from(CHUNK_ALPHABET), max_size=50).map("".join))
-@settings(max_examples=1500, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-def test_chunks_count_as_pieces_on_generated_text(encodings: dict[str, tuple[Any, Any]], text: str) -> None:
-    """Chunked counting (each chunk counted alone) equals counting the whole text's pieces, and tiktoken."""
-    theirs, ours = encodings["o200k_base"]
-    chunked, plain = chunked_and_plain(ours, text)
-    assert chunked == plain == len(theirs.encode_ordinary(text))
-    if text.isascii():
-        assert "".join(ours._chunks(text)) == text  # noqa: SLF001

@@ -1,4 +1,4 @@
-r"""tiktoken's exact count in a few megabytes: the live path's counter (chosen in ``core/tokens.py``).
+"""tiktoken's exact count in a few megabytes: the live path's counter (chosen in ``core/tokens.py``).
 
 tiktoken's Rust encoder keeps three copies of an encoding's tokens (its
 encoder and decoder maps and the sorted token bytes, each entry its own heap
@@ -23,29 +23,6 @@ pair by pair, the lowest-ranked pair first and the leftmost of equal ones
 o200k_base's pattern rewritten for the standard library's ``re`` (the same
 pieces for ASCII input, at about 2.5 times the speed). Pieces' counts are
 remembered in a bounded table (:data:`PIECE_MEMORY`), cleared when full.
-
-Chunks (o200k_base, ASCII text without a newline followed by '/'): the text
-is cut by one cheap ``re`` pattern into chunks whose counts are remembered
-(:data:`CHUNK_MEMORY`, chunks up to :data:`LONG_CHUNK` characters), and its
-count is their sum. Exact, because every cut is a piece boundary and the
-pieces of the text's part after a cut depend only on that part (the pattern
-has no lookbehind; its one lookahead, ``\s+(?!\S)``, reads the same at a cut
-as at a text's end, below). The cuts:
-
-- A: before whitespace other than \r, \n that follows non-whitespace. No
-  alternative matches non-whitespace then such whitespace: the letter
-  alternatives take one optional non-letter only first, then letters and a
-  contraction; digits are digits; the punctuation one takes an optional
-  space only first, then [\r\n/]*; the whitespace ones hold no
-  non-whitespace. The last piece before the cut ends in non-whitespace, so
-  cutting the text there changes no match before it (whitespace or the end
-  after it: ``(?!\S)`` holds either way).
-- B: after the last \r or \n of a whitespace run when the next character
-  is not '/' (the pattern only takes texts with no "\n/", "\r/"). Inside a
-  run with a newline left, ``\s*[\r\n]+`` (tried before ``\s+(?!\S)``,
-  ``\s+``) matches, and its greedy ``\s*`` ends it just after the run's last
-  newline; a punctuation piece's ``[\r\n/]*`` stops there too, as the next
-  character is neither \r, \n nor '/'.
 
 The counts are tiktoken's ``encode_ordinary`` lengths, special tokens'
 text counted as text and lone surrogates replaced as tiktoken replaces
@@ -92,13 +69,6 @@ _O200K_ASCII = (f"[^\\r\\nA-Za-z0-9]?[A-Z]*[a-z]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?"
                 f"|[^\\r\\nA-Za-z0-9]?[A-Z]+[a-z]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?|[0-9]{{1,3}}"
                 f"| ?[^{_S}A-Za-z0-9]+[\\r\\n/]*|[{_S}]*[\\r\\n]+|[{_S}]+(?![^{_S}])|[{_S}]+")
 _ASCII_PATTERNS = {_O200K: _O200K_ASCII}
-# Chunks of an ASCII text cut only where o200k_base's pieces are cut (module docstring, "Chunks"): leading
-# horizontal whitespace, non-whitespace, then the newlines of the whitespace run after it through its last.
-_H = "\\t\\x0b\\x0c "
-_CHUNK_PATTERNS = {_O200K: f"[{_H}]*+[^{_S}]*+(?:[{_H}]*[\\r\\n])*+"}
-# Chunks whose counts are remembered (a dict of str -> int, cleared when full), and the longest remembered.
-CHUNK_MEMORY = 1 << 16
-LONG_CHUNK = 256
 
 
 class NotCompactableError(Exception):
@@ -125,9 +95,6 @@ class CompactEncoding:
         self._tokens, self._starts, self._slots = tokens, starts, slots
         self._mask = len(slots) - 1
         self._pieces: dict[str, int] = {}
-        chunk_pattern = _CHUNK_PATTERNS.get(pattern)
-        self._chunks = re.compile(chunk_pattern).findall if chunk_pattern else None
-        self._chunk_counts: dict[str, int] = {"": 0}
 
     def nbytes(self) -> int:
         """What the table holds (its three arrays), in bytes."""
@@ -145,34 +112,7 @@ class CompactEncoding:
             return self._count(text.encode("utf-16", "surrogatepass").decode("utf-16", "replace"))
 
     def _count(self, text: str) -> int:
-        if not text.isascii():
-            return self._count_pieces(self._split(text))
-        if self._chunks is not None and "\n/" not in text and "\r/" not in text:
-            return self._count_chunks(text)
-        return self._count_pieces(self._split_ascii(text))
-
-    def _count_chunks(self, text: str) -> int:
-        """An ASCII text's count as the sum of its chunks' (module docstring, "Chunks"), each remembered."""
-        chunks = self._chunks(text)  # type: ignore[misc]  # _count checks it is there
-        try:
-            return sum(map(self._chunk_counts.get, chunks))  # type: ignore[arg-type]  # None: a miss
-        except TypeError:
-            pass
-        remembered = self._chunk_counts
-        if len(remembered) > CHUNK_MEMORY:
-            remembered.clear()
-            remembered[""] = 0  # findall's empty match at the text's end
-        total = 0
-        for chunk in chunks:
-            tokens = remembered.get(chunk)
-            if tokens is None:
-                tokens = self._count_pieces(self._split_ascii(chunk))
-                if len(chunk) <= LONG_CHUNK:
-                    remembered[chunk] = tokens
-            total += tokens
-        return total
-
-    def _count_pieces(self, pieces: list[str]) -> int:
+        pieces = self._split_ascii(text) if text.isascii() else self._split(text)
         try:
             # Every piece remembered (most texts, most pieces repeating): the sum runs in C, with no
             # list of the counts and no scan of it for a missing one; a missing one is a None, which
