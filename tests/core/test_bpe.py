@@ -116,6 +116,32 @@ def test_ascii_text_splits_on_re_as_on_regex(encodings: dict[str, tuple[Any, Any
     assert ours._split_ascii(text) == ours._split(text)  # noqa: SLF001
 
 
+# Every character class the ASCII rewrite tells apart, and the runs at its alternatives' edges: a newline
+# before '/', whitespace-only lines, punctuation before a newline, \r\n, \x0b \x0c, capitals before
+# lowercase, contractions in both cases, digit runs past three, a text starting or ending with spaces.
+TRICKY = list("aAzZ09 \t\n\r\x0b\x0c\x1c\x1f\x7f/.'_-(sSdDtTmMlLrReEvV")
+TRICKY += ["\n/", "\n \n", ".\n", "\r\n", "  ", "'s", "'LL", "'Re", "HTTPServer", "1234", "\t\t", " /"]
+
+
+@given(st.lists(st.sampled_from(TRICKY), max_size=30).map("".join))
+@settings(max_examples=3000, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+def test_ascii_rewrite_splits_as_the_original_on_tricky_text(encodings: dict[str, tuple[Any, Any]],
+                                                              text: str) -> None:
+    """The rewrite's alternatives (first classes, possessive runs) give the original pattern's pieces."""
+    ours = encodings["o200k_base"][1]
+    assert ours._split_ascii(text) == ours._split(text)  # noqa: SLF001
+
+
+def test_ascii_rewrite_counts_as_tiktoken_at_every_alternative_edge(encodings: dict[str, tuple[Any, Any]]) -> None:
+    theirs, ours = encodings["o200k_base"]
+    for text in ("a\n/b", "x.\n/\n/y", "a \n \n b", "  \n\n  ", "end.\n", "\r\n\r\n  x", "a\x0b\x0c b",
+                 "\t\tfoo\t", "     3\tfrom __future__ import annotations\n", "HTTPServer fooBar ABC",
+                 "I'M they'll we'Re don't 'S", "12345 1 22 333", "   leading", "trailing   ", " ", "\n",
+                 "a_b.c(d) ((e)) //f ...\n", "x  1", "\x1c\x1fz\x7f"):
+        assert ours._split_ascii(text) == ours._split(text), text  # noqa: SLF001
+        assert ours.count(text) == len(theirs.encode_ordinary(text)), text
+
+
 @requires_corpus
 def test_counts_as_tiktoken_on_every_text_of_the_corpus(encodings: dict[str, tuple[Any, Any]]) -> None:
     theirs, ours = encodings["o200k_base"]
