@@ -154,3 +154,18 @@ def test_a_result_written_after_the_compaction_for_a_call_it_freed_is_named_afte
     assert (result.label, result.source_call_id, result.reference) == ("Read", "t1", last[1].reference)
     assert result.reference is not None and "src/app.py" in result.reference
     assert _calls(calls) == _fed(path)
+
+
+def test_a_call_written_again_long_after_is_still_one_call(tmp_path):
+    """1,100 calls (their keys past the 1,024 kept as strings go to their lines), then call 0's line again."""
+    records = [_user("u0", None, "hi")]
+    parent = "u0"
+    for n in range(1100):
+        records.append(_assistant(f"a{n}", parent, n, "ok"))
+        parent = f"a{n}"
+    records.append(records[1])  # a resumed session writes call 0 again: same uuid, message and request ids
+    records.append(_assistant("b", parent, 0, "ok"))  # another line of call 0's response
+    path = _write(tmp_path / "s.jsonl", records)
+    assert len(list(TranscriptFile(path).calls())) == 1100
+    reader = make_reader("claude-code", "s.jsonl")
+    assert sum(len(reader.feed(r, i)) for i, r in enumerate(records, 1)) == 1100

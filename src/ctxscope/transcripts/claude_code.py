@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any, Iterator, Mapping
 from ctxscope.core.diff import ItemRun
 from ctxscope.schema import Category, CompactionTrigger, Item
 from ctxscope.transcripts import _items
-from ctxscope.transcripts.spill import LinkOffsets
+from ctxscope.transcripts.spill import KeyOffsets, LinkOffsets
 from ctxscope.transcripts.model import (FORMAT_CLAUDE_CODE, Compaction, Problem, TranscriptCall, anthropic_usage,
                                         as_int, dumps, note_new_type, parse_timestamp_ns, record_type)
 
@@ -57,6 +57,9 @@ KNOWN_TYPES = frozenset({
 MICROCOMPACT_SUBTYPE = "microcompact_boundary"
 CLEARED_RESULT_TEXT = "[Old tool result content cleared]"
 # Attachment types injected into context as reminders, and where they count.
+# Call keys kept as strings (the calls being written: one response's lines follow each other); past
+# twice this many, all but the latest go to their lines (KeyOffsets), when the file can be read again.
+_RECENT_CALLS = 2048
 _NO_IDS: frozenset[str] = frozenset()  # a link that clears nothing (built once, not a call a link)
 _ATTACHMENT_PARTS = {"skill_listing": "skills", "invoked_skills": "skills", "dynamic_skill": "skills",
                      "nested_memory": "rules", "deferred_tools_delta": "tools",
@@ -67,9 +70,9 @@ _ATTACHMENT_PARTS = {"skill_listing": "skills", "invoked_skills": "skills", "dyn
 class _Node:
     parent: str | None
     items: tuple[Item, ...]
+    offset: int = -1  # where its line starts in the file, when the reader can read it again (else -1)
     compaction: Compaction | None = None
     cleared: frozenset[str] = _NO_IDS  # a microcompaction: tool call ids whose results were cleared
-    offset: int = -1  # where its line starts in the file, when the reader can read it again (else -1)
 
 
 @dataclass(slots=True)
@@ -117,7 +120,9 @@ class ClaudeCodeReader:
         self.problems: list[Problem] = []
         self._sessions: dict[str, _Session] = {}
         # One string a call (_call_key): a tuple of two strings cost twice as much, for every call of the file.
-        self._seen_calls: set[str] = set()
+        # -> the offset of the call's first line; the older ones in _old_calls (_retire_calls).
+        self._seen_calls: dict[str, int] = {}
+        self._old_calls: KeyOffsets | None = None
         self._tools = _items.ToolCalls()
         self._new_types: set[str] = set()
         # The file read again by offset (spill_from), and the offset of the line being fed, which
@@ -125,6 +130,7 @@ class ClaudeCodeReader:
         self._lines: LineSource | None = None
         self.line_offset = -1
         self._lost = False  # a freed link not found again was said (once a file)
+        self._restoring = False  # feed() is reading a freed link's line again (_restore)
         self._freed_calls: LinkOffsets | None = None  # call id -> line, of the tool calls _let_go gave up
 
     # -- public -------------------------------------------------------------
@@ -145,19 +151,39 @@ class ClaudeCodeReader:
         # Any record with a uuid is a link of the parentUuid chain, whatever its
         # type (progress, system, attachment and the types new versions add):
         # the chain is walked through it. Only some links carry context.
-        session = self._session(record)
+        base = record.get("sessionId")
+        # _session's usual case written out (a known string sessionId, not a sidechain): once a link.
+        session = self._sessions.get(base) if type(base) is str and record.get("isSidechain") is not True else None
+        if session is None:
+            session = self._session(record)
         parent = record.get("parentUuid")
         parent = parent if isinstance(parent, str) else None
         # Only a system line or a new root can be a boundary (_compaction): most lines are neither.
         compaction = _compaction(record, kind, parent, line) if kind == "system" or parent is None else None
+        offset = self.line_offset
+        if compaction is not None:
+            session.nodes[uuid] = _Node(None, (), offset, compaction)
+            return []
+        if kind == "system" and record.get("subtype") == MICROCOMPACT_SUBTYPE:
+            session.nodes[uuid] = _Node(parent, (), offset, None, _cleared_ids(record))
+            return []
+        if kind == "attachment":
+            session.nodes[uuid] = _Node(parent, self._attachment_items(uuid, record.get("attachment")), offset)
+            return []
+        message = record.get("message") if kind in ("user", "assistant") else None
+        if not isinstance(message, dict):
+            session.nodes[uuid] = _Node(parent, (), offset)
+            return []
         calls: list[TranscriptCall] = []
-        if kind == "assistant" and compaction is None:
-            message = record.get("message")
-            if isinstance(message, dict):
+        if kind == "assistant":
+            if not self._restoring:
                 call = self._maybe_call(session, record, message, parent, line)
                 if call is not None:
                     calls.append(call)
-        session.nodes[uuid] = self._node(record, kind, uuid, parent, compaction, self.line_offset, True)
+            items = self._assistant_items(uuid, message)
+        else:
+            items = self._user_items(uuid, record, message)
+        session.nodes[uuid] = _Node(parent, items, offset)
         return calls
 
     def finish(self) -> list[TranscriptCall]:
@@ -173,40 +199,25 @@ class ClaudeCodeReader:
 
     # -- links ------------------------------------------------------------------
 
-    def _node(self, record: Mapping[str, Any], kind: str, uuid: str, parent: str | None,
-              compaction: Compaction | None, offset: int, remember: bool) -> _Node:
-        """A link's node: its parent, its items, what it declares (``remember``: note its tool calls)."""
-        if compaction is not None:
-            return _Node(None, (), compaction, _NO_IDS, offset)
-        if kind == "system" and record.get("subtype") == MICROCOMPACT_SUBTYPE:
-            return _Node(parent, (), None, _cleared_ids(record), offset)
-        if kind == "attachment":
-            return _Node(parent, self._attachment_items(uuid, record.get("attachment")), None, _NO_IDS, offset)
-        message = record.get("message") if kind in ("user", "assistant") else None
-        if not isinstance(message, dict):
-            return _Node(parent, (), None, _NO_IDS, offset)
-        if kind == "assistant":
-            items = self._assistant_items(uuid, message, remember)
-        else:
-            items = self._user_items(uuid, record, message)
-        return _Node(parent, items, None, _NO_IDS, offset)
-
     def _restore(self, session: _Session, uuid: str) -> _Node | None:
-        """A link a cut let go, parsed again from its line (None when the file no longer has it)."""
+        """A link a cut let go, parsed again from its line (None when the file no longer has it).
+
+        Through :meth:`feed` itself, so its node is the one the first read made; ``_restoring``
+        makes that read start no call and note no tool call (the first read did both).
+        """
         lines = self._lines
         assert lines is not None
         for offset in session.freed.find(uuid):
             record = lines.record(offset)
-            if type(record) is not dict or record.get("uuid") != uuid:
+            if type(record) is not dict or record.get("uuid") != uuid or not isinstance(record.get("type"), str):
                 continue  # another uuid of the same hash, or a file rewritten since
-            kind = record.get("type")
-            parent = record.get("parentUuid")
-            parent = parent if isinstance(parent, str) else None
-            if not isinstance(kind, str):
-                continue
-            compaction = _compaction(record, kind, parent, 0) if kind == "system" or parent is None else None
-            # Its tool calls were noted when it was first read: not again (a later call of the same id stands).
-            return self._node(record, kind, uuid, parent, compaction, offset, False)
+            records, line_offset = self.records, self.line_offset
+            self._restoring, self.line_offset = True, offset
+            try:
+                self.feed(record, 0)
+            finally:
+                self._restoring, self.line_offset, self.records = False, line_offset, records
+            return session.nodes.get(uuid)
         if session.freed.find(uuid) and not self._lost:
             self._lost = True
             self.problems.append(Problem(None, f"link {uuid} is no longer where it was read (the file changed): "
@@ -229,15 +240,13 @@ class ClaudeCodeReader:
         model = message.get("model")
         if model == "<synthetic>":
             return None
-        message_id = message.get("id")
-        request_id = record.get("requestId")
-        if message_id is None and request_id is None:
-            key = _call_key("uuid", str(record.get("uuid")))
-        else:
-            key = _call_key(str(message_id), str(request_id))
-        if key in self._seen_calls:
+        key = _key_of(record, message)
+        seen = self._seen_calls
+        if key in seen or (self._old_calls is not None and self._called_before(key)):
             return None
-        self._seen_calls.add(key)
+        seen[key] = self.line_offset
+        if len(seen) > 2 * _RECENT_CALLS and self._lines is not None:
+            self._retire_calls()
         added, reset, compaction = self._advance(session, parent)
         usage_data = message.get("usage")
         usage = anthropic_usage(usage_data) if isinstance(usage_data, dict) else None
@@ -253,6 +262,33 @@ class ClaudeCodeReader:
             parse_timestamp_ns(record.get("timestamp")), line, session.parent_session_id)
         session.calls += 1
         return call
+
+    def _retire_calls(self) -> None:
+        """All call keys but the latest _RECENT_CALLS to their lines: a hash and an offset each."""
+        items = list(self._seen_calls.items())
+        old = items[:-_RECENT_CALLS]
+        if self._old_calls is None:
+            self._old_calls = KeyOffsets()
+        self._old_calls.add([k for k, _ in old], [o for _, o in old])
+        # A new dict, not the old one with its first keys deleted (iterating it would scan their slots).
+        self._seen_calls = dict(items[-_RECENT_CALLS:])
+
+    def _called_before(self, key: str) -> bool:
+        """Whether a call key retired by _retire_calls is ``key`` (its line read again to tell)."""
+        assert self._old_calls is not None and self._lines is not None
+        offsets = self._old_calls.find(key)
+        if not offsets:
+            return False
+        lines = self._lines
+        try:
+            for offset in offsets:
+                record = lines.record(offset)
+                message = record.get("message") if type(record) is dict else None
+                if isinstance(message, dict) and _key_of(record, message) == key:
+                    return True
+            return False
+        finally:
+            lines.close()
 
     def _advance(self, session: _Session, tip: str | None) -> tuple[list[Item], bool, Compaction | None]:
         """Move the live chain to end at ``tip``: the items added, whether it was reset, a compaction."""
@@ -434,7 +470,7 @@ class ClaudeCodeReader:
 
     # -- items ------------------------------------------------------------------
 
-    def _assistant_items(self, uuid: str, message: Mapping[str, Any], remember: bool = True) -> tuple[Item, ...]:
+    def _assistant_items(self, uuid: str, message: Mapping[str, Any]) -> tuple[Item, ...]:
         content = message.get("content")
         if isinstance(content, str):
             return (_items.text_item(f"{uuid}:0", content, "assistant"),) if content else ()
@@ -452,8 +488,9 @@ class ClaudeCodeReader:
                 call_id = block.get("id")
                 call_id = call_id if isinstance(call_id, str) else item_id
                 tool, args = str(block.get("name") or "unknown"), block.get("input") or {}
-                out.append(self._tools.call_item(call_id, tool, args) if remember
-                           else _items.call_item(call_id, tool, args)[0])
+                # Read again (_restore): noted when first read; a later call of the same id stands.
+                out.append(_items.call_item(call_id, tool, args)[0] if self._restoring
+                           else self._tools.call_item(call_id, tool, args))
         return tuple(out)
 
     def _user_items(self, uuid: str, record: Mapping[str, Any], message: Mapping[str, Any]) -> tuple[Item, ...]:
@@ -500,6 +537,15 @@ class ClaudeCodeReader:
         item.category = Category(category)
         item.part = category
         return (item,)
+
+
+def _key_of(record: Mapping[str, Any], message: Mapping[str, Any]) -> str:
+    """The key of the call an assistant line belongs to (_call_key of its message and request ids)."""
+    message_id = message.get("id")
+    request_id = record.get("requestId")
+    if message_id is None and request_id is None:
+        return _call_key("uuid", str(record.get("uuid")))
+    return _call_key(str(message_id), str(request_id))
 
 
 def _call_key(first: str, second: str) -> str:
