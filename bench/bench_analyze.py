@@ -4,17 +4,18 @@
     python bench/bench_analyze.py --quick         # the dense 50 MB session only (no 200 MB, no replay)
     python bench/bench_analyze.py --replay-only   # replay of the dense 50 MB session only, before and after
     python bench/bench_analyze.py --compare       # also: findings of both tools on ../shared/corpus
-    python bench/bench_analyze.py --compacting    # only: peak RSS of the compacting 50 and 200 MB sessions
+    python bench/bench_analyze.py --compacting --before REV  # only: peak RSS, compacting 50 and 200 MB, REV and now
 
 Sessions (``../shared/tools/gen_sessions.py``): ``default`` (few, large calls:
 ``claude --target-mb 50``), ``dense50`` (realistic density, ~110 calls a MB:
 ``claude --target-mb 50 --bash-scale 0.06 --file-lines 100 --thinking-words 250
 --seed 7``) and ``dense200`` (the same at 200 MB: peak memory only). With
 ``--compacting``: ``compact50`` and ``compact200``, the dense sessions with
-``--compact-every 300`` (a compaction every 300 turns, as real long sessions
-have), ctxscope alone (``--tokenizer chars``): the peak RSS of each and their
-ratio, the memory a compaction frees (issue 14's own ``dense200`` figure is
-unchanged: it never compacts).
+``--compact-every 300`` (a compaction every 300 responses, as real long
+sessions have), ctxscope alone (``--tokenizer chars``), this checkout and
+``--before REV``'s ``src``: the peak RSS of each and the 200/50 ratios, the
+memory a compaction frees (issue 14's own ``dense200`` figure is unchanged: it
+never compacts).
 
 ctxlens-cli is not a project dependency: it is installed into its own venv
 (``bench/out/venv-ctxlens``) on first use. Every tool runs as a subprocess;
@@ -121,9 +122,12 @@ def _best(runs: list[tuple[float, int, float]]) -> dict[str, float]:
             "peak_rss_kib": max(r[1] for r in runs)}
 
 
-def speed(session: Path, repeat: int, lens: bool = True) -> dict[str, object]:
-    """ctxlens, ctxscope chars and ctxscope tiktoken on one session, alternating, best of ``repeat``."""
-    env = _env()
+def speed(session: Path, repeat: int, lens: bool = True, src: Path | None = None) -> dict[str, object]:
+    """ctxlens, ctxscope chars and ctxscope tiktoken on one session, alternating, best of ``repeat``.
+
+    ``src``: ctxscope's ``src`` to run instead of this checkout's (first on ``PYTHONPATH``).
+    """
+    env = _env(src)
     tools: dict[str, list[str]] = {}
     if lens:
         tools["ctxlens"] = [str(ensure_ctxlens()), "analyze", "--json", str(session)]
@@ -229,15 +233,24 @@ def replay(session: Path, before_rev: str, repeat: int) -> dict[str, object] | N
     return out
 
 
-def compacting(work: Path, repeat: int) -> dict[str, object]:
-    """Peak RSS of ``analyze --tokenizer chars`` on the compacting 50 and 200 MB sessions, and their ratio."""
-    result: dict[str, object] = {}
+def compacting(work: Path, repeat: int, before_rev: str) -> dict[str, object]:
+    """Peak RSS of ``analyze --tokenizer chars`` on the compacting 50 and 200 MB sessions, and their ratio.
+
+    This checkout and ``before_rev``'s ``src`` on each session, in one run.
+    """
+    before = export_before(before_rev)
+    result: dict[str, object] = {"before": before_rev}
+    rss: dict[str, int] = {}
     for name in ("compact50", "compact200"):
         session = generate(name, work)
-        result[name] = speed(session, repeat, lens=False)
+        for side, src in (("before", before), ("after", None)):
+            figures = speed(session, repeat, lens=False, src=src)
+            result[f"{name}_{side}"] = figures
+            rss[f"{name}_{side}"] = figures["tools"]["ctxscope-chars"]["peak_rss_kib"]  # type: ignore[index]
         session.unlink()
-    rss = [result[n]["tools"]["ctxscope-chars"]["peak_rss_kib"] for n in ("compact50", "compact200")]  # type: ignore[index]
-    result["rss_200_over_50"] = round(rss[1] / rss[0], 3)
+    for side in ("before", "after"):
+        result[f"rss_200_over_50_{side}"] = round(rss[f"compact200_{side}"] / rss[f"compact50_{side}"], 3)
+    result["rss_200_over_50"] = result["rss_200_over_50_after"]
     return result
 
 
@@ -247,7 +260,7 @@ def run_all(repeat: int, quick: bool, before_rev: str, replay_only: bool = False
     result: dict[str, object] = {}
     try:
         if compacting_only:
-            result["compacting"] = compacting(work, repeat)
+            result["compacting"] = compacting(work, repeat, before_rev)
             result["pass"] = verdict(result)
             return result
         names = ["dense50"] if quick or replay_only else ["default", "dense50"]
