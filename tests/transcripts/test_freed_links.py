@@ -169,3 +169,18 @@ def test_a_call_written_again_long_after_is_still_one_call(tmp_path):
     assert len(list(TranscriptFile(path).calls())) == 1100
     reader = make_reader("claude-code", "s.jsonl")
     assert sum(len(reader.feed(r, i)) for i, r in enumerate(records, 1)) == 1100
+
+
+def test_a_file_replaced_under_the_reader_is_not_read_for_its_freed_links(tmp_path):
+    """The same bytes under a new inode: not the file the offsets were taken in, so nothing is read from it."""
+    path = tmp_path / "s.jsonl"
+    _write(path, RECORDS[:7])
+    source = TranscriptFile(str(path))
+    assert len(list(source.poll())) == 3
+    copy = tmp_path / "copy.jsonl"
+    copy.write_text(path.read_text(encoding="utf-8") + json.dumps(RECORDS[7]) + "\n" + json.dumps(RECORDS[8]) + "\n",
+                    encoding="utf-8")
+    os.replace(copy, path)  # both existed at once: another inode
+    calls = list(source.poll(final=True))
+    assert [(c.index, [i.id for i in c.items]) for c in calls] == [(3, ["u4:0"])]
+    assert sum("no longer where it was read" in p.message for p in source.problems) == 1
