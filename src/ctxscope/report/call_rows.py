@@ -3,8 +3,8 @@
 ``analyze`` keeps one row of numbers per call for the growth table (issue 14:
 memory flat in the session's size). As objects a row cost about 550 bytes (a
 slotted :class:`CallRow`, its category dict, its ints); :class:`CallRows`
-keeps the same values in typed arrays, one per field, about 130 bytes a row,
-and builds a :class:`CallRow` only when one is asked for. It reads like the
+keeps the same values in typed arrays, one per field (74 bytes a row on a
+dense generated session: below), and builds a :class:`CallRow` only when one is asked for. It reads like the
 list it replaces (``len``, index, iterate, ``append``), so renderers and tests
 see :class:`CallRow` objects as before.
 
@@ -14,9 +14,9 @@ widens to 64 bits at the first value it cannot hold (``array.append`` raises
 ``OverflowError``, caught: the common case pays nothing); a value an ``int64``
 cannot hold (a corrupt count, a line number beyond it) turns its column into
 a plain list, never raises and never rounds; :attr:`CallRows.int64` says
-whether every value fits (the streamed JSON report relies on it). Narrow
-columns: about 85 bytes a row instead of 150 (issue 14: a compacting
-session's rows are most of what still grows with it).
+whether every value fits (the streamed JSON report relies on it). All in 64
+bits a row took 155 bytes; narrow, 74 (issue 14: a compacting session's rows
+are most of what still grows with it).
 """
 
 from __future__ import annotations
