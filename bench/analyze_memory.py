@@ -39,7 +39,9 @@ RULES = [
     ("transcripts/model.py", {"content_digest"}, ITEMS),
     ("core/classify.py", None, ITEMS),
     ("transcripts/claude_code.py", {"_assistant_items", "_user_items", "_attachment_items"}, ITEMS),
-    ("transcripts/claude_code.py", {"feed"}, "nodes (links off the chain)"),
+    ("transcripts/claude_code.py", {"feed", "_node"}, "nodes (links off the chain)"),
+    ("transcripts/spill.py", None, "freed links (uuid hash, line offset)"),
+    ("transcripts/claude_code.py", {"_let_go"}, "freed links (uuid hash, line offset)"),
     ("transcripts/source.py", {"_read_lines"}, "JSON strings kept (uuids, call ids), recent line times"),
 ]
 

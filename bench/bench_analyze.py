@@ -4,11 +4,18 @@
     python bench/bench_analyze.py --quick         # the dense 50 MB session only (no 200 MB, no replay)
     python bench/bench_analyze.py --replay-only   # replay of the dense 50 MB session only, before and after
     python bench/bench_analyze.py --compare       # also: findings of both tools on ../shared/corpus
+    python bench/bench_analyze.py --compacting --before REV  # only: peak RSS, compacting 50 and 200 MB, REV and now
 
 Sessions (``../shared/tools/gen_sessions.py``): ``default`` (few, large calls:
 ``claude --target-mb 50``), ``dense50`` (realistic density, ~110 calls a MB:
 ``claude --target-mb 50 --bash-scale 0.06 --file-lines 100 --thinking-words 250
---seed 7``) and ``dense200`` (the same at 200 MB: peak memory only).
+--seed 7``) and ``dense200`` (the same at 200 MB: peak memory only). With
+``--compacting``: ``compact50`` and ``compact200``, the dense sessions with
+``--compact-every 300`` (a compaction every 300 responses, as real long
+sessions have), ctxscope alone (``--tokenizer chars``), this checkout and
+``--before REV``'s ``src``: the peak RSS of each and the 200/50 ratios, the
+memory a compaction frees (issue 14's own ``dense200`` figure is unchanged: it
+never compacts).
 
 ctxlens-cli is not a project dependency: it is installed into its own venv
 (``bench/out/venv-ctxlens``) on first use. Every tool runs as a subprocess;
@@ -54,7 +61,9 @@ CTXSCOPE = [sys.executable, "-c", "from ctxscope.cli import run; run()"]
 # The last commit before the work of issue 14 (the "today" of its replay target).
 BEFORE = "8642d46"
 DENSE = ["--bash-scale", "0.06", "--file-lines", "100", "--thinking-words", "250", "--seed", "7"]
-SESSIONS = {"default": ("50", []), "dense50": ("50", DENSE), "dense200": ("200", DENSE)}
+COMPACTING = [*DENSE, "--compact-every", "300"]
+SESSIONS = {"default": ("50", []), "dense50": ("50", DENSE), "dense200": ("200", DENSE),
+            "compact50": ("50", COMPACTING), "compact200": ("200", COMPACTING)}
 # What issue 14 asks (docs/analyze.md, "Speed and memory").
 TARGET_SPEEDUP = 10.0
 TARGET_MEMORY = 0.2
@@ -113,9 +122,12 @@ def _best(runs: list[tuple[float, int, float]]) -> dict[str, float]:
             "peak_rss_kib": max(r[1] for r in runs)}
 
 
-def speed(session: Path, repeat: int, lens: bool = True) -> dict[str, object]:
-    """ctxlens, ctxscope chars and ctxscope tiktoken on one session, alternating, best of ``repeat``."""
-    env = _env()
+def speed(session: Path, repeat: int, lens: bool = True, src: Path | None = None) -> dict[str, object]:
+    """ctxlens, ctxscope chars and ctxscope tiktoken on one session, alternating, best of ``repeat``.
+
+    ``src``: ctxscope's ``src`` to run instead of this checkout's (first on ``PYTHONPATH``).
+    """
+    env = _env(src)
     tools: dict[str, list[str]] = {}
     if lens:
         tools["ctxlens"] = [str(ensure_ctxlens()), "analyze", "--json", str(session)]
@@ -221,10 +233,36 @@ def replay(session: Path, before_rev: str, repeat: int) -> dict[str, object] | N
     return out
 
 
-def run_all(repeat: int, quick: bool, before_rev: str, replay_only: bool = False) -> dict[str, object]:
+def compacting(work: Path, repeat: int, before_rev: str) -> dict[str, object]:
+    """Peak RSS of ``analyze --tokenizer chars`` on the compacting 50 and 200 MB sessions, and their ratio.
+
+    This checkout and ``before_rev``'s ``src`` on each session, in one run.
+    """
+    before = export_before(before_rev)
+    result: dict[str, object] = {"before": before_rev}
+    rss: dict[str, int] = {}
+    for name in ("compact50", "compact200"):
+        session = generate(name, work)
+        for side, src in (("before", before), ("after", None)):
+            figures = speed(session, repeat, lens=False, src=src)
+            result[f"{name}_{side}"] = figures
+            rss[f"{name}_{side}"] = figures["tools"]["ctxscope-chars"]["peak_rss_kib"]  # type: ignore[index]
+        session.unlink()
+    for side in ("before", "after"):
+        result[f"rss_200_over_50_{side}"] = round(rss[f"compact200_{side}"] / rss[f"compact50_{side}"], 3)
+    result["rss_200_over_50"] = result["rss_200_over_50_after"]
+    return result
+
+
+def run_all(repeat: int, quick: bool, before_rev: str, replay_only: bool = False,
+            compacting_only: bool = False) -> dict[str, object]:
     work = Path(tempfile.mkdtemp(prefix="ctxscope-bench-"))
     result: dict[str, object] = {}
     try:
+        if compacting_only:
+            result["compacting"] = compacting(work, repeat, before_rev)
+            result["pass"] = verdict(result)
+            return result
         names = ["dense50"] if quick or replay_only else ["default", "dense50"]
         sessions = {name: generate(name, work) for name in names}
         for name in [] if replay_only else names:
@@ -259,6 +297,9 @@ def verdict(result: dict[str, object]) -> dict[str, bool]:
                 out[f"{name}_tiktoken"] = figures["tiktoken_over_chars_cpu"] <= TARGET_TIKTOKEN
     if "rss_200_over_50" in result:
         out["flat_memory"] = result["rss_200_over_50"] <= TARGET_FLAT  # type: ignore[operator]
+    compacted = result.get("compacting")
+    if isinstance(compacted, dict):
+        out["compacting_flat_memory"] = compacted["rss_200_over_50"] <= TARGET_FLAT
     replayed = result.get("replay")
     if isinstance(replayed, dict):
         # A faster replay that delivers fewer spans is not faster: every span must arrive.
@@ -340,12 +381,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--before", default=BEFORE, metavar="REV", help=f"replay's before side (default {BEFORE})")
     parser.add_argument("--replay-only", action="store_true", help="only replay's figure (dense50, before and after)")
     parser.add_argument("--compare", action="store_true", help="compare findings on ../shared/corpus too")
+    parser.add_argument("--compacting", action="store_true",
+                        help="only the compacting 50 and 200 MB sessions' peak RSS (ctxscope chars)")
     # Known options only: bench/run.py calls main() with its own argv (the bench names).
     args, _ = parser.parse_known_args(argv)
     if not GEN.exists():
         print(f"bench: {GEN} is not here (needs ../shared)", file=sys.stderr)
         return 1
-    result = run_all(args.repeat, args.quick, args.before, args.replay_only)
+    result = run_all(args.repeat, args.quick, args.before, args.replay_only, args.compacting)
     print(json.dumps(result, indent=2))
     if args.compare:
         print(json.dumps(compare(), indent=1))

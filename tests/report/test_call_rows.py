@@ -44,3 +44,18 @@ def test_a_value_no_int64_holds_is_kept_exact_and_said():
     assert rows[0].reported is None and rows[2].reported is None and rows[2].line == 12
     assert not rows.int64
     assert CallRows().max_used() == 0 and not CallRows()
+
+
+def test_columns_widen_past_32_bits_and_past_127_names_without_losing_a_value():
+    """2**31 (one past int32) in a count, a line and a category, and 130 model names: all read back, int64 holds."""
+    given = [_row(0), _row(1, estimated=2 ** 31, line=2 ** 31 + 5, calibrated={Category.PROMPTS: 2 ** 31},
+                          used=-(2 ** 31) - 1)]
+    given += [_row(k, model=f"m{k}", compaction="auto" if k % 2 else None) for k in range(2, 132)]
+    given.append(_row(132, reported=-(2 ** 63) + 1, waste=2 ** 62))
+    rows = CallRows(given)
+    assert rows == given
+    assert rows[1].estimated == 2 ** 31 and rows[1].line == 2 ** 31 + 5 and rows[1].used == -(2 ** 31) - 1
+    assert rows[1].calibrated == {Category.PROMPTS: 2 ** 31}
+    assert [r.model for r in rows[129:132]] == ["m129", "m130", "m131"]
+    assert rows[132].reported == -(2 ** 63) + 1 and rows[0].reported is None and rows.int64
+    assert rows.max_used() == 132 + 100

@@ -354,6 +354,9 @@ class WasteTracker:
         if not group.items:
             del self._groups[key]
             group.duplicate = group.stale = 0
+            # Its last use is read only while the group is there (aging), and set again by the
+            # result that makes it anew: a compaction's references leave with their groups.
+            self._last_use.pop(key, None)
             return
         group.duplicate, group.stale = group.totals()
         self._duplicate += group.duplicate

@@ -10,7 +10,7 @@ live request give the same parts.
 from __future__ import annotations
 
 from functools import lru_cache
-from typing import Any, Callable
+from typing import Any, Callable, Iterable
 
 from ctxscope.core import classify as _classify
 from ctxscope.core import payload
@@ -140,15 +140,35 @@ class ToolCalls:
         self._seen[call_id] = (call_id, tool, ref)
         return item
 
-    def result_items(self, call_id: Any, text: str, fallback_id: Callable[[], str]) -> list[Item]:
+    def result_items(self, call_id: Any, text: str, fallback_id: Callable[[], str],
+                     call: tuple[str, str, str | None] | None = None) -> list[Item]:
         """A tool result's items (:func:`result_items`): id ``result:<call id>``, named after its call.
 
-        ``fallback_id()`` gives the id of a result without a call id (called only then).
+        ``fallback_id()`` gives the id of a result without a call id (called only then);
+        ``call`` is what :meth:`call_item` noted for a call :meth:`let_go` gave up, found again.
         """
         if not isinstance(call_id, str):
             return result_items(fallback_id(), "unknown", text, None, None)
-        call_id, name, ref = self._seen.get(call_id, (call_id, "unknown", None))
+        call_id, name, ref = call or self._seen.get(call_id, (call_id, "unknown", None))
         return result_items(f"result:{call_id}", name, text, call_id, ref)
+
+    def knows(self, call_id: str) -> bool:
+        return call_id in self._seen
+
+    def let_go(self, items: Iterable[Item]) -> list[str]:
+        """Forget the calls these items noted (a reader that can find them again): their call ids.
+
+        Only a call's own item lets its note go: one the same id noted later stands.
+        """
+        seen = self._seen
+        out = []
+        for item in items:
+            if item.source_kind == "tool_call" and item.source_call_id is not None:
+                note = seen.get(item.source_call_id)
+                if note is not None and note[0] is item.source_call_id:
+                    del seen[item.source_call_id]
+                    out.append(item.source_call_id)
+        return out
 
 
 def result_item(item_id: str, tool: str | None, text: str, call_id: str | None,

@@ -31,13 +31,17 @@ from __future__ import annotations
 from array import array
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Iterator, Mapping
+from typing import TYPE_CHECKING, Any, Iterator, Mapping
 
 from ctxscope.core.diff import ItemRun
 from ctxscope.schema import Category, CompactionTrigger, Item
 from ctxscope.transcripts import _items
+from ctxscope.transcripts.spill import KeyOffsets, LinkOffsets
 from ctxscope.transcripts.model import (FORMAT_CLAUDE_CODE, Compaction, Problem, TranscriptCall, anthropic_usage,
                                         as_int, dumps, note_new_type, parse_timestamp_ns, record_type)
+
+if TYPE_CHECKING:
+    from ctxscope.transcripts.source import LineSource
 
 PROVIDER = "anthropic"
 # Record types this reader knows: the ones that carry context and those seen (../shared/corpus, versions
@@ -53,6 +57,10 @@ KNOWN_TYPES = frozenset({
 MICROCOMPACT_SUBTYPE = "microcompact_boundary"
 CLEARED_RESULT_TEXT = "[Old tool result content cleared]"
 # Attachment types injected into context as reminders, and where they count.
+# Call keys kept as strings (the calls being written: one response's lines follow each other); past
+# twice this many, all but the latest go to their lines (KeyOffsets), when the file can be read again.
+_RECENT_CALLS = 2048
+_NO_IDS: frozenset[str] = frozenset()  # a link that clears nothing (built once, not a call a link)
 _ATTACHMENT_PARTS = {"skill_listing": "skills", "invoked_skills": "skills", "dynamic_skill": "skills",
                      "nested_memory": "rules", "deferred_tools_delta": "tools",
                      "mcp_instructions_delta": "system"}
@@ -62,8 +70,9 @@ _ATTACHMENT_PARTS = {"skill_listing": "skills", "invoked_skills": "skills", "dyn
 class _Node:
     parent: str | None
     items: tuple[Item, ...]
+    offset: int = -1  # where its line starts in the file, when the reader can read it again (else -1)
     compaction: Compaction | None = None
-    cleared: frozenset[str] = frozenset()  # a microcompaction: tool call ids whose results were cleared
+    cleared: frozenset[str] = _NO_IDS  # a microcompaction: tool call ids whose results were cleared
 
 
 @dataclass(slots=True)
@@ -78,6 +87,11 @@ class _Session:
     ``items``, so a rewind that cuts it off makes its node again
     (``ClaudeCodeReader._advance``). In a session without rewinds the chain
     is the whole file, and this keeps no second copy of it (issue 14).
+
+    When the reader can read its file again (``spill_from``), a plain link a
+    cut removes from the chain (a compaction, a rewind's abandoned branch)
+    gets no node: ``freed`` keeps where its line starts, 16 bytes, and a later
+    walk into it parses that line again (``ClaudeCodeReader._restore``).
     """
 
     session_id: str
@@ -86,6 +100,8 @@ class _Session:
     chain: list[str] = field(default_factory=list)  # uuids from the root to the tip
     position: dict[str, int] = field(default_factory=dict)  # uuid -> index in chain
     counts: array[int] = field(default_factory=lambda: array("q"))  # items before chain[i] (cumulative)
+    offsets: array[int] = field(default_factory=lambda: array("q"))  # chain[i]'s line offset (-1: none)
+    freed: LinkOffsets = field(default_factory=LinkOffsets)  # links let go, found again by their line
     items: list[Item] = field(default_factory=list)  # the live context along the chain
     calls: int = 0
     last_root_compaction: Compaction | None = None
@@ -104,9 +120,18 @@ class ClaudeCodeReader:
         self.problems: list[Problem] = []
         self._sessions: dict[str, _Session] = {}
         # One string a call (_call_key): a tuple of two strings cost twice as much, for every call of the file.
-        self._seen_calls: set[str] = set()
+        # -> the offset of the call's first line; the older ones in _old_calls (_retire_calls).
+        self._seen_calls: dict[str, int] = {}
+        self._old_calls: KeyOffsets | None = None
         self._tools = _items.ToolCalls()
         self._new_types: set[str] = set()
+        # The file read again by offset (spill_from), and the offset of the line being fed, which
+        # the file reader sets before each feed: without a file to read again nothing is let go.
+        self._lines: LineSource | None = None
+        self.line_offset = -1
+        self._lost = False  # a freed link not found again was said (once a file)
+        self._restoring = False  # feed() is reading a freed link's line again (_restore)
+        self._freed_calls: LinkOffsets | None = None  # call id -> line, of the tool calls _let_go gave up
 
     # -- public -------------------------------------------------------------
 
@@ -126,37 +151,87 @@ class ClaudeCodeReader:
         # Any record with a uuid is a link of the parentUuid chain, whatever its
         # type (progress, system, attachment and the types new versions add):
         # the chain is walked through it. Only some links carry context.
-        session = self._session(record)
+        base = record.get("sessionId")
+        # _session's usual case written out (a known string sessionId, not a sidechain): once a link.
+        session = self._sessions.get(base) if type(base) is str and record.get("isSidechain") is not True else None
+        if session is None:
+            session = self._session(record)
         parent = record.get("parentUuid")
         parent = parent if isinstance(parent, str) else None
         # Only a system line or a new root can be a boundary (_compaction): most lines are neither.
         compaction = _compaction(record, kind, parent, line) if kind == "system" or parent is None else None
+        offset = self.line_offset
         if compaction is not None:
-            session.nodes[uuid] = _Node(None, (), compaction)
+            session.nodes[uuid] = _Node(None, (), offset, compaction)
             return []
         if kind == "system" and record.get("subtype") == MICROCOMPACT_SUBTYPE:
-            session.nodes[uuid] = _Node(parent, (), None, _cleared_ids(record))
+            session.nodes[uuid] = _Node(parent, (), offset, None, _cleared_ids(record))
             return []
         if kind == "attachment":
-            session.nodes[uuid] = _Node(parent, self._attachment_items(uuid, record.get("attachment")))
+            session.nodes[uuid] = _Node(parent, self._attachment_items(uuid, record.get("attachment")), offset)
             return []
         message = record.get("message") if kind in ("user", "assistant") else None
         if not isinstance(message, dict):
-            session.nodes[uuid] = _Node(parent, ())
+            session.nodes[uuid] = _Node(parent, (), offset)
             return []
         calls: list[TranscriptCall] = []
         if kind == "assistant":
-            call = self._maybe_call(session, record, message, parent, line)
-            if call is not None:
-                calls.append(call)
+            if not self._restoring:
+                call = self._maybe_call(session, record, message, parent, line)
+                if call is not None:
+                    calls.append(call)
             items = self._assistant_items(uuid, message)
         else:
             items = self._user_items(uuid, record, message)
-        session.nodes[uuid] = _Node(parent, items)
+        session.nodes[uuid] = _Node(parent, items, offset)
         return calls
 
     def finish(self) -> list[TranscriptCall]:
         return []
+
+    def spill_from(self, lines: LineSource) -> None:
+        """Let go of the links a cut removes, and read their lines from ``lines`` when walked again.
+
+        The file reader calls it for a file it can read again (a regular file), and sets
+        ``line_offset`` before each ``feed``; without it the reader keeps every link (a pipe).
+        """
+        self._lines = lines
+
+    # -- links ------------------------------------------------------------------
+
+    def _restore(self, session: _Session, uuid: str) -> _Node | None:
+        """A link a cut let go, parsed again from its line (None when the file no longer has it).
+
+        Through :meth:`feed` itself, so its node is the one the first read made; ``_restoring``
+        makes that read start no call and note no tool call (the first read did both).
+        """
+        lines = self._lines
+        assert lines is not None
+        for offset in session.freed.find(uuid):
+            record = lines.record(offset)
+            if type(record) is not dict or record.get("uuid") != uuid or not isinstance(record.get("type"), str):
+                continue  # another uuid of the same hash, or a file rewritten since
+            records, line_offset = self.records, self.line_offset
+            self._restoring, self.line_offset = True, offset
+            try:
+                self.feed(record, 0)
+            finally:
+                self._restoring, self.line_offset, self.records = False, line_offset, records
+            return session.nodes.get(uuid)
+        if session.freed.find(uuid) and not self._lost:
+            self._lost = True
+            self.problems.append(Problem(None, f"link {uuid} is no longer where it was read (the file changed): "
+                                               "a call walking back into it goes without what it held"))
+        return None
+
+    def held(self, session_id: str) -> tuple[int, int]:
+        """(items the reader holds for the session, links it let go to the file): what cuts freed (issue 14).
+
+        The items are the live chain's and those of the links off it that it still keeps.
+        """
+        session = self._sessions[session_id]
+        off_chain = sum(len(node.items) for uuid, node in session.nodes.items() if uuid not in session.position)
+        return len(session.items) + off_chain, len(session.freed)
 
     # -- calls ------------------------------------------------------------------
 
@@ -165,15 +240,13 @@ class ClaudeCodeReader:
         model = message.get("model")
         if model == "<synthetic>":
             return None
-        message_id = message.get("id")
-        request_id = record.get("requestId")
-        if message_id is None and request_id is None:
-            key = _call_key("uuid", str(record.get("uuid")))
-        else:
-            key = _call_key(str(message_id), str(request_id))
-        if key in self._seen_calls:
+        key = _key_of(record, message)
+        seen = self._seen_calls
+        if key in seen or (self._old_calls is not None and self._called_before(key)):
             return None
-        self._seen_calls.add(key)
+        seen[key] = self.line_offset
+        if len(seen) > 2 * _RECENT_CALLS and self._lines is not None:
+            self._retire_calls()
         added, reset, compaction = self._advance(session, parent)
         usage_data = message.get("usage")
         usage = anthropic_usage(usage_data) if isinstance(usage_data, dict) else None
@@ -190,16 +263,55 @@ class ClaudeCodeReader:
         session.calls += 1
         return call
 
+    def _retire_calls(self) -> None:
+        """All call keys but the latest _RECENT_CALLS to their lines: a hash and an offset each."""
+        items = list(self._seen_calls.items())
+        old = items[:-_RECENT_CALLS]
+        if self._old_calls is None:
+            self._old_calls = KeyOffsets()
+        self._old_calls.add([k for k, _ in old], [o for _, o in old])
+        # A new dict, not the old one with its first keys deleted (iterating it would scan their slots).
+        self._seen_calls = dict(items[-_RECENT_CALLS:])
+
+    def _called_before(self, key: str) -> bool:
+        """Whether a call key retired by _retire_calls is ``key`` (its line read again to tell)."""
+        assert self._old_calls is not None and self._lines is not None
+        offsets = self._old_calls.find(key)
+        if not offsets:
+            return False
+        lines = self._lines
+        try:
+            for offset in offsets:
+                record = lines.record(offset)
+                message = record.get("message") if type(record) is dict else None
+                if isinstance(message, dict) and _key_of(record, message) == key:
+                    return True
+            return False
+        finally:
+            lines.close()
+
     def _advance(self, session: _Session, tip: str | None) -> tuple[list[Item], bool, Compaction | None]:
         """Move the live chain to end at ``tip``: the items added, whether it was reset, a compaction."""
         walked: list[str] = []
         nodes, position = session.nodes, session.position
         current = tip
         seen: set[str] = set()
-        while current is not None and current not in position and current in nodes and current not in seen:
-            seen.add(current)  # a cycle in a corrupt file must not loop forever
-            walked.append(current)
-            current = nodes[current].parent
+        restored = False
+        while True:
+            while current is not None and current not in position and current in nodes and current not in seen:
+                seen.add(current)  # a cycle in a corrupt file must not loop forever
+                walked.append(current)
+                current = nodes[current].parent
+            if current is None or current in position or current in seen or not session.freed:
+                break
+            # A link a cut let go (_Session.freed): its line parsed again, a node until it is walked.
+            node = self._restore(session, current)
+            restored = True
+            if node is None:
+                break
+            nodes[current] = node
+        if restored and self._lines is not None:
+            self._lines.close()
         reset = session.calls == 0
         if current is not None and current in position:
             keep = position[current] + 1
@@ -208,10 +320,13 @@ class ClaudeCodeReader:
         if keep < len(session.chain):
             reset = True  # a rewind or a new root: items after the fork leave the context
             chain, counts = session.chain, session.counts
-            for i in range(keep, len(chain)):
-                if chain[i] not in nodes:  # a plain link (see _Session): its node again, a later call may walk it
-                    end = counts[i + 1] if i + 1 < len(counts) else len(session.items)
-                    nodes[chain[i]] = _Node(chain[i - 1], tuple(session.items[counts[i]:end]))
+            if self._lines is not None:
+                self._let_go(session, keep, seen)  # the file can be read again: offsets, not nodes
+            else:
+                for i in range(keep, len(chain)):
+                    if chain[i] not in nodes:  # a plain link (see _Session): its node again, a later call may walk it
+                        end = counts[i + 1] if i + 1 < len(counts) else len(session.items)
+                        nodes[chain[i]] = _Node(chain[i - 1], tuple(session.items[counts[i]:end]))
             if session.cleared:
                 session.cleared = [(p, ids) for p, ids in session.cleared if p < keep]
             for uuid in session.chain[keep:]:
@@ -219,6 +334,7 @@ class ClaudeCodeReader:
             del session.chain[keep:]
             cut = session.counts[keep] if keep < len(session.counts) else len(session.items)
             del session.counts[keep:]
+            del session.offsets[keep:]
             # A new list, never a cut one: calls already handed out hold runs of the old list.
             session.items = session.items[:cut]
         added: list[Item] = []
@@ -233,6 +349,7 @@ class ClaudeCodeReader:
             position[uuid] = at
             session.chain.append(uuid)
             session.counts.append(len(session.items))
+            session.offsets.append(node.offset)
             if node.compaction is not None:
                 compaction = node.compaction
             if node.cleared:
@@ -244,6 +361,75 @@ class ClaudeCodeReader:
         if compaction is not None:
             reset = True
         return (list(session.items) if reset else added), reset, compaction
+
+    def _let_go(self, session: _Session, keep: int, walked: set[str]) -> None:
+        """A cut at ``keep``: the links it removes, and every link off the chain no walk is on, to their lines.
+
+        The plain links cut (their items are slices of the chain's) get no node: their uuid and
+        line offset go to ``freed``. So do the links off the chain, which a cut leaves behind (the
+        end of an abandoned branch, the lines after a compacted chain's last call, a chain's
+        first link): any could be walked again, none is on the walk being made (``walked``).
+        Compaction and microcompaction links keep their small nodes (a compaction's line
+        number, the cleared ids). The tool calls among the items let go are forgotten by
+        ``_tools`` and found again by their line (``_freed_calls``) when a result names one.
+        """
+        chain, counts, offsets, items = session.chain, session.counts, session.offsets, session.items
+        nodes = session.nodes
+        uuids: list[str] = []
+        lines: list[int] = []
+        call_ids: list[str] = []
+        call_lines: list[int] = []
+        let_go = self._tools.let_go
+        for i in range(keep, len(chain)):
+            end = counts[i + 1] if i + 1 < len(counts) else len(items)
+            if end > counts[i]:
+                ids = let_go(items[counts[i]:end])
+                call_ids.extend(ids)
+                call_lines.extend([offsets[i]] * len(ids))
+            if chain[i] not in nodes:
+                uuids.append(chain[i])
+                lines.append(offsets[i])
+        position = session.position
+        for uuid, node in list(nodes.items()):
+            if uuid in walked or node.offset < 0 or node.compaction is not None or node.cleared:
+                continue
+            if position.get(uuid, keep) >= keep:  # not on the part of the chain the cut keeps
+                del nodes[uuid]
+                uuids.append(uuid)
+                lines.append(node.offset)
+                if node.items:
+                    ids = let_go(node.items)
+                    call_ids.extend(ids)
+                    call_lines.extend([node.offset] * len(ids))
+        session.freed.add(uuids, lines)
+        if call_ids:
+            if self._freed_calls is None:
+                self._freed_calls = LinkOffsets()
+            self._freed_calls.add(call_ids, call_lines)
+
+    def _freed_call(self, call_id: Any) -> tuple[str, str, str | None] | None:
+        """What ``_tools`` noted for a call it let go (``_let_go``), from the call's line again."""
+        if not isinstance(call_id, str) or self._freed_calls is None or self._tools.knows(call_id):
+            return None
+        lines = self._lines
+        assert lines is not None
+        found = None
+        for offset in self._freed_calls.find(call_id):  # the latest line first: the note that stood
+            record = lines.record(offset)
+            message = record.get("message") if type(record) is dict else None
+            if not isinstance(message, dict):
+                continue
+            for item_id, kind, block in _blocks(str(record.get("uuid")), message.get("content")):
+                if kind in ("tool_use", "server_tool_use"):
+                    block_id = block.get("id")
+                    if (block_id if isinstance(block_id, str) else item_id) == call_id:
+                        tool = str(block.get("name") or "unknown")
+                        found = (call_id, tool, _items.call_item(call_id, tool, block.get("input") or {})[1])
+                        break
+            if found is not None:
+                break
+        lines.close()
+        return found
 
     def _clear(self, session: _Session, items: Sequence[Item], added: list[Item],
                reset: bool) -> tuple[list[Item], list[Item], bool]:
@@ -301,8 +487,10 @@ class ClaudeCodeReader:
             elif kind in ("tool_use", "server_tool_use"):
                 call_id = block.get("id")
                 call_id = call_id if isinstance(call_id, str) else item_id
-                out.append(self._tools.call_item(call_id, str(block.get("name") or "unknown"),
-                                                 block.get("input") or {}))
+                tool, args = str(block.get("name") or "unknown"), block.get("input") or {}
+                # Read again (_restore): noted when first read; a later call of the same id stands.
+                out.append(_items.call_item(call_id, tool, args)[0] if self._restoring
+                           else self._tools.call_item(call_id, tool, args))
         return tuple(out)
 
     def _user_items(self, uuid: str, record: Mapping[str, Any], message: Mapping[str, Any]) -> tuple[Item, ...]:
@@ -320,8 +508,10 @@ class ClaudeCodeReader:
                 out.extend(_items.media_items(item_id, block.get("source"), PROVIDER, "user", kind))
             elif kind == "tool_result":
                 body = block.get("content")
-                out.extend(self._tools.result_items(block.get("tool_use_id"), _items.block_text(body),
-                                                    lambda: item_id))  # noqa: B023 - called at once, or never
+                use_id = block.get("tool_use_id")
+                call = self._freed_call(use_id) if self._freed_calls is not None else None
+                out.extend(self._tools.result_items(use_id, _items.block_text(body),
+                                                    lambda: item_id, call))  # noqa: B023 - called at once, or never
                 if isinstance(body, list):
                     for sub, part in enumerate(body):
                         if isinstance(part, dict) and part.get("type") == "image":
@@ -347,6 +537,15 @@ class ClaudeCodeReader:
         item.category = Category(category)
         item.part = category
         return (item,)
+
+
+def _key_of(record: Mapping[str, Any], message: Mapping[str, Any]) -> str:
+    """The key of the call an assistant line belongs to (_call_key of its message and request ids)."""
+    message_id = message.get("id")
+    request_id = record.get("requestId")
+    if message_id is None and request_id is None:
+        return _call_key("uuid", str(record.get("uuid")))
+    return _call_key(str(message_id), str(request_id))
 
 
 def _call_key(first: str, second: str) -> str:

@@ -31,6 +31,7 @@ call's, the span has no length.
 from __future__ import annotations
 
 import os
+import stat
 from dataclasses import dataclass
 from typing import Any, BinaryIO, Callable, Iterator
 
@@ -64,6 +65,56 @@ def file_identity(st: os.stat_result) -> tuple[int, int]:
     return (st.st_dev, st.st_ino)
 
 
+class LineSource:
+    """The lines of the file a reader is fed from, read again by their byte offset.
+
+    A reader that lets go of links (``ClaudeCodeReader``: what a compaction or a
+    rewind cut off) keeps only their lines' offsets, and reads a line back here
+    when a later record walks into it (``transcripts/spill.py``). Only a regular
+    file gets one (a pipe cannot be read twice); a followed file only grows, so
+    an offset stays valid. A file replaced since (another inode) is not read:
+    :meth:`record` answers None, and the reader's own check (the line's uuid)
+    catches one rewritten in place.
+    """
+
+    __slots__ = ("path", "identity", "_handle")
+
+    def __init__(self, path: str, identity: tuple[int, int]) -> None:
+        self.path = path
+        self.identity = identity
+        self._handle: BinaryIO | None = None
+
+    def record(self, offset: int) -> Any:
+        """The JSON record of the line at ``offset``, or None when it cannot be read as one."""
+        handle = self._handle
+        if handle is None:
+            try:
+                handle = open(self.path, "rb")
+                if file_identity(os.fstat(handle.fileno())) != self.identity:
+                    handle.close()
+                    return None
+            except OSError:
+                return None
+            self._handle = handle
+        try:
+            handle.seek(offset)
+            raw = handle.readline(MAX_LINE_BYTES + 1)
+        except OSError:
+            return None
+        if offset == 0 and raw.startswith(_BOM):
+            raw = raw[3:]
+        try:
+            return loads(raw.strip())
+        except ValueError:
+            return None
+
+    def close(self) -> None:
+        """Let the handle go (a walk's reads are done; a watcher follows hundreds of files)."""
+        if self._handle is not None:
+            self._handle.close()
+            self._handle = None
+
+
 class TranscriptFile:
     """A transcript file being read: the reader's state, the byte offset and line reached."""
 
@@ -88,6 +139,8 @@ class TranscriptFile:
         self._last_ts: Any = None  # the raw timestamp of the last record that had one
         # line -> (raw timestamp of the record before it, byte offset where the line starts), recent lines
         self._before: dict[int, tuple[Any, int]] = {}
+        # The reader told where each line starts, to let go of links it can read again (spill_from).
+        self._offsets_to: Any = None
 
     # -- public -------------------------------------------------------------
 
@@ -220,6 +273,11 @@ class TranscriptFile:
         self.format = fmt
         self._document = document
         self.reader = make_reader(fmt, os.path.basename(self.path), self.path)
+        spill_from = getattr(self.reader, "spill_from", None)
+        if spill_from is not None and not document and self.identity is not None and _regular(handle):
+            # A file read again by offset (not a pipe): the reader may free what it can find there.
+            spill_from(LineSource(self.path, self.identity))
+            self._offsets_to = self.reader
         return True
 
     def _read_document(self, handle: BinaryIO, size: int) -> Iterator[TranscriptCall]:
@@ -249,6 +307,7 @@ class TranscriptFile:
         before = self._before
         reader_problems = reader.problems
         readline = handle.readline
+        offsets_to = self._offsets_to
         # The lines read here, not through a generator of (line, complete, oversize):
         # this loop runs for every line of the file.
         while True:
@@ -295,6 +354,8 @@ class TranscriptFile:
                 # The line numbers of the last _MAX_LINE_TIMES lines, by key: taking the dict's
                 # oldest entry (next(iter(...))) scans the slots freed before it, on every line.
                 before.pop(lineno - _MAX_LINE_TIMES, None)
+            if offsets_to is not None:
+                offsets_to.line_offset = start
             # _guard written out: this runs for every line.
             try:
                 calls = reader.feed(record, lineno)
@@ -365,6 +426,13 @@ def _binary(first_line: bytes) -> bool:
     except UnicodeDecodeError as exc:
         return exc.start < len(first_line) - 4  # a multi-byte character cut at the 8 KB edge is text
     return False
+
+
+def _regular(handle: BinaryIO) -> bool:
+    try:
+        return stat.S_ISREG(os.fstat(handle.fileno()).st_mode)
+    except OSError:
+        return False
 
 
 def _size(handle: BinaryIO) -> int:
