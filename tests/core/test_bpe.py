@@ -30,6 +30,16 @@ def test_a_piece_that_is_a_token_counts_one_and_others_merge_lowest_rank_first()
     assert [encoding.rank(t) for t in (b"abc", b"ab", b"cb", b"")] == [5, 3, -1, -1]
 
 
+def test_a_full_piece_memory_is_cleared_and_the_counts_stay_the_same(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Room for one piece: each text with a new piece clears the memory first (abcb bcab's abcb and space are
+    new: all three of its pieces are merged again), and the counts are those above; the last text's piece
+    (cbc, 2) is what is left."""
+    monkeypatch.setattr(bpe, "PIECE_MEMORY", 1)
+    encoding = toy()
+    assert [encoding.count(t) for t in ("abc", "abcb", "bcab", "abcb bcab", "abc abc", "cbc")] == [1, 2, 2, 5, 3, 2]
+    assert encoding._pieces == {"cbc": 2}  # noqa: SLF001
+
+
 def test_ranks_must_be_0_to_n_minus_1() -> None:
     with pytest.raises(bpe.NotCompactableError, match="not 0..1"):
         bpe.CompactEncoding.build("gappy", r"\S+", {b"a": 0, b"b": 2})
