@@ -50,6 +50,8 @@ _pack_double = struct.Struct("<d").pack
 _pack_fixed64 = struct.Struct("<Q").pack
 _pack_fixed32 = struct.Struct("<I").pack
 _NOTHING = object()
+# The value types whose pairs the attribute cache keeps (exactly these classes: a bool is not one).
+_CACHED_KINDS = frozenset({str, int})
 
 
 class UnencodableError(ValueError):
@@ -219,7 +221,9 @@ class AttributeEncoder:
     """
 
     def __init__(self, cache_limit: int = _CACHE_LIMIT) -> None:
-        self._cache: dict[tuple[bytes, str, type, Any], bytes] = {}
+        # tag -> (key, value) -> the encoded field, for string and integer values only: neither
+        # equals the other, so the pair alone is the key (True == 1 and 1.0 == 1: no bool, no float)
+        self._caches: dict[bytes, dict[tuple[str, Any], bytes]] = {}
         self._cache_limit = cache_limit
         # (tag, key) -> what a pair of the key the cache lacks is written from
         self._states: dict[tuple[bytes, str], _KeyState] = {}
@@ -228,25 +232,28 @@ class AttributeEncoder:
         """A repeated KeyValue field: each attribute, tag and length included."""
         if not attributes:
             return b""
-        cache_get = self._cache.get
+        cache = self._caches.get(tag)
+        if cache is None:
+            cache = self._caches[tag] = {}
+        cache_get = cache.get
         missing = self._missing
         parts: list[bytes] = []
         append = parts.append
-        for key, value in _items(attributes):
-            kind = value.__class__
-            if kind is str or kind is int or kind is bool:
-                encoded = cache_get((tag, key, kind, value))
-                append(encoded if encoded is not None else missing(tag, key, kind, value))
+        for pair in _items(attributes):
+            if pair[1].__class__ in _CACHED_KINDS:
+                encoded = cache_get(pair)
+                append(encoded if encoded is not None else missing(tag, pair, cache))
             else:
-                append(_len_field(tag, _key_value(key, value)))
+                append(_len_field(tag, _key_value(*pair)))
         return b"".join(parts)
 
-    def _missing(self, tag: bytes, key: str, kind: type, value: Any) -> bytes:
-        """A string, boolean or integer pair the cache lacks: written, and kept where it may repeat."""
+    def _missing(self, tag: bytes, pair: tuple[str, Any], cache: dict[tuple[str, Any], bytes]) -> bytes:
+        """A string or integer pair the cache lacks: written, and kept where it may repeat."""
+        key, value = pair
         state = self._states.get((tag, key))
         if state is None:
             state = self._new_state(tag, key)
-        if kind is int and 0 <= value <= _INT64_MAX:
+        if value.__class__ is int and 0 <= value <= _INT64_MAX:
             # The varint written out for one to three bytes (token counts up to 2 M).
             if value < 0x80:
                 encoded = state.int_prefixes[1] + _VARINT1[value]
@@ -259,7 +266,7 @@ class AttributeEncoder:
                 number = _varint(value)
                 encoded = state.int_prefixes[len(number)] + number
             kept = value < _SMALL_INT
-        elif kind is str and len(value) > _SHORT_STR:
+        elif value.__class__ is str and len(value) > _SHORT_STR:
             try:
                 data = value.encode("utf-8")
             except UnicodeEncodeError as exc:  # lone surrogates: the SDK's encoder refuses them too
@@ -280,10 +287,9 @@ class AttributeEncoder:
             kept = state.last == value
             state.last = value
         if kept:
-            cache = self._cache
             if len(cache) >= self._cache_limit:
                 cache.clear()
-            cache[(tag, key, kind, value)] = encoded
+            cache[pair] = encoded
         return encoded
 
     def _new_state(self, tag: bytes, key: str) -> "_KeyState":
