@@ -20,8 +20,10 @@ def test_paused_inside_and_back_on_after() -> None:
     frozen = gc.get_freeze_count()
     with cyclic_gc_paused():
         assert not gc.isenabled()
+        made = [[n] for n in range(10)]
     assert gc.isenabled()
     assert gc.get_freeze_count() == frozen  # nothing frozen without freeze=True
+    assert any(found is made for found in gc.get_objects())
 
 
 def test_freeze_moves_what_was_made_to_the_permanent_generation() -> None:
@@ -31,6 +33,8 @@ def test_freeze_moves_what_was_made_to_the_permanent_generation() -> None:
         made = [[n] for n in range(1000)]  # 1,001 tracked lists
     assert gc.isenabled()
     assert gc.get_freeze_count() >= 1001
+    # Frozen: in none of the generations a collection scans.
+    assert not any(found is made for found in gc.get_objects())
 
 
 def test_a_pause_inside_a_pause_leaves_it_to_the_outer_one() -> None:
