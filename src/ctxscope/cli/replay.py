@@ -12,6 +12,7 @@ import argparse
 import sys
 
 from ctxscope.errors import UserError
+from ctxscope.gc_pause import cyclic_gc_paused
 from ctxscope.cli._common import (MAX_PROBLEMS_SHOWN, add_transcript_options, emitter_for, export_setup, print_problem,
                       transcript_paths)
 
@@ -37,6 +38,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    # The collector paused for the whole command, the set-up's imports and the exports and
+    # shutdown after the reading included, then what the replay made frozen, not scanned:
+    # it lives until the process ends (gc_pause).
+    with cyclic_gc_paused(freeze=True):
+        return _run(args)
+
+
+def _run(args: argparse.Namespace) -> int:
     from ctxscope.telemetry.replay import replay_files
 
     if args.speed < 0:

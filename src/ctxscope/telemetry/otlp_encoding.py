@@ -50,6 +50,8 @@ _pack_double = struct.Struct("<d").pack
 _pack_fixed64 = struct.Struct("<Q").pack
 _pack_fixed32 = struct.Struct("<I").pack
 _NOTHING = object()
+# The value types whose pairs the attribute cache keeps (exactly these classes: a bool is not one).
+_CACHED_KINDS = frozenset({str, int})
 
 
 class UnencodableError(ValueError):
@@ -161,7 +163,7 @@ def _items(attributes: Mapping[str, Any]) -> Any:
     ``BoundedAttributes``, whose items go through two Python calls each;
     its ``copy()`` is one C dict copy.
     """
-    if isinstance(attributes, dict):
+    if attributes.__class__ is dict or isinstance(attributes, dict):
         return attributes.items()
     try:
         plain = attributes.copy()  # type: ignore[attr-defined]
@@ -208,48 +210,63 @@ class AttributeEncoder:
     when it repeats its key's last value (a conversation id, a model, a count
     that did not change since the last span), so the ids that never repeat
     neither fill the cache nor empty it of the values that do. A pair not
-    found is written from its key's cached prefix: the field's tag, length
-    and key, and the value's tag, with one concatenation for a count.
-    The caches are dicts of immutable bytes: one get, set or clear needs no
-    lock, and a lost entry is encoded again.
+    found is written from its key's state (:class:`_KeyState`: the field's
+    prefix for each size of a count, the key's field and the value's tag, the
+    last value), found with one dict get, with one concatenation for a count
+    (a third of the pairs of a replay miss the cache: dense50's change events'
+    ids and counts, a span's token counts).
+    The caches are dicts of immutable bytes and of key states whose fields are
+    each set in one step: one get, set or clear needs no lock, and a lost
+    entry is encoded again.
     """
 
     def __init__(self, cache_limit: int = _CACHE_LIMIT) -> None:
-        self._cache: dict[tuple[bytes, str, type, Any], bytes] = {}
+        # tag -> (key, value) -> the encoded field, for string and integer values only: neither
+        # equals the other, so the pair alone is the key (True == 1 and 1.0 == 1: no bool, no float)
+        self._caches: dict[bytes, dict[tuple[str, Any], bytes]] = {}
         self._cache_limit = cache_limit
-        # (tag, key) -> the key's KeyValue.key field and the value's tag, and its length
-        self._heads: dict[tuple[bytes, str], tuple[bytes, int]] = {}
-        # (tag, key) -> the whole field but the varint, for each varint size (1-10 bytes)
-        self._int_prefixes: dict[tuple[bytes, str], tuple[bytes, ...]] = {}
-        # (tag, key) -> the last count or long string written, which is kept if it repeats
-        self._last: dict[tuple[bytes, str], Any] = {}
+        # (tag, key) -> what a pair of the key the cache lacks is written from
+        self._states: dict[tuple[bytes, str], _KeyState] = {}
 
     def encode(self, tag: bytes, attributes: Mapping[str, Any] | None) -> bytes:
         """A repeated KeyValue field: each attribute, tag and length included."""
         if not attributes:
             return b""
-        cache_get = self._cache.get
+        cache = self._caches.get(tag)
+        if cache is None:
+            cache = self._caches[tag] = {}
+        cache_get = cache.get
         missing = self._missing
         parts: list[bytes] = []
         append = parts.append
-        for key, value in _items(attributes):
-            kind = value.__class__
-            if kind is str or kind is int or kind is bool:
-                encoded = cache_get((tag, key, kind, value))
-                append(encoded if encoded is not None else missing(tag, key, kind, value))
+        for pair in _items(attributes):
+            if pair[1].__class__ in _CACHED_KINDS:
+                encoded = cache_get(pair)
+                append(encoded if encoded is not None else missing(tag, pair, cache))
             else:
-                append(_len_field(tag, _key_value(key, value)))
+                append(_len_field(tag, _key_value(*pair)))
         return b"".join(parts)
 
-    def _missing(self, tag: bytes, key: str, kind: type, value: Any) -> bytes:
-        """A string, boolean or integer pair the cache lacks: written, and kept where it may repeat."""
-        if kind is int and 0 <= value <= _INT64_MAX:
-            prefixes = self._int_prefixes.get((tag, key)) or self._new_int_prefixes(tag, key)
-            number = _varint(value)
-            encoded = prefixes[len(number)] + number
+    def _missing(self, tag: bytes, pair: tuple[str, Any], cache: dict[tuple[str, Any], bytes]) -> bytes:
+        """A string or integer pair the cache lacks: written, and kept where it may repeat."""
+        key, value = pair
+        state = self._states.get((tag, key))
+        if state is None:
+            state = self._new_state(tag, key)
+        if value.__class__ is int and 0 <= value <= _INT64_MAX:
+            # The varint written out for one to three bytes (token counts up to 2 M).
+            if value < 0x80:
+                encoded = state.int_prefixes[1] + _VARINT1[value]
+            elif value < 0x4000:
+                encoded = state.int_prefixes[2] + bytes(((value & 0x7F) | 0x80, value >> 7))
+            elif value < 0x200000:
+                encoded = state.int_prefixes[3] + bytes(((value & 0x7F) | 0x80, ((value >> 7) & 0x7F) | 0x80,
+                                                         value >> 14))
+            else:
+                number = _varint(value)
+                encoded = state.int_prefixes[len(number)] + number
             kept = value < _SMALL_INT
-        elif kind is str and len(value) > _SHORT_STR:
-            head, head_size = self._heads.get((tag, key)) or self._new_head(tag, key)
+        elif value.__class__ is str and len(value) > _SHORT_STR:
             try:
                 data = value.encode("utf-8")
             except UnicodeEncodeError as exc:  # lone surrogates: the SDK's encoder refuses them too
@@ -258,38 +275,46 @@ class AttributeEncoder:
             number = _VARINT1[size] if size < 0x80 else _varint(size)
             size += len(number) + 1  # the AnyValue: its tag, the length, the bytes
             length = _VARINT1[size] if size < 0x80 else _varint(size)
-            size += head_size + len(length)
-            encoded = b"".join((tag, _VARINT1[size] if size < 0x80 else _varint(size), head, length, _ANY_STRING,
-                                number, data))
+            size += state.head_size + len(length)
+            encoded = b"".join((tag, _VARINT1[size] if size < 0x80 else _varint(size), state.head, length,
+                                _ANY_STRING, number, data))
             kept = False
         else:
             encoded = _len_field(tag, _key_value(key, value))  # raises UnencodableError as the SDK refuses
             kept = True
         if not kept:
             # A count or an id: kept once it repeats its key's last value.
-            last = self._last
-            kept = last.get((tag, key), _NOTHING) == value
-            last[(tag, key)] = value
-            if len(last) > self._cache_limit:
-                last.clear()
+            kept = state.last == value
+            state.last = value
         if kept:
-            cache = self._cache
             if len(cache) >= self._cache_limit:
                 cache.clear()
-            cache[(tag, key, kind, value)] = encoded
+            cache[pair] = encoded
         return encoded
 
-    def _new_head(self, tag: bytes, key: str) -> tuple[bytes, int]:
-        head = _len_field(_KV_KEY, _utf8(key)) + _KV_VALUE if key else _KV_VALUE
-        entry = self._heads[(tag, key)] = (head, len(head))
-        return entry
+    def _new_state(self, tag: bytes, key: str) -> "_KeyState":
+        states = self._states
+        if len(states) >= self._cache_limit:
+            states.clear()  # keys are few; past the limit (an application's own keys) it starts again
+        state = states[(tag, key)] = _KeyState(tag, key)
+        return state
 
-    def _new_int_prefixes(self, tag: bytes, key: str) -> tuple[bytes, ...]:
-        head, head_size = self._heads.get((tag, key)) or self._new_head(tag, key)
-        # For a varint of n bytes: the AnyValue is its tag and the varint (n + 1 bytes).
-        prefixes = self._int_prefixes[(tag, key)] = (b"",) + tuple(
-            tag + _varint(head_size + 1 + n + 1) + head + _VARINT1[n + 1] + _ANY_INT for n in range(1, 11))
-        return prefixes
+
+class _KeyState:
+    """What a pair of one key under one field tag is written from when the cache lacks it."""
+
+    __slots__ = ("head", "head_size", "int_prefixes", "last")
+
+    def __init__(self, tag: bytes, key: str) -> None:
+        # The KeyValue's key field and the value's tag, and their length.
+        head = _len_field(_KV_KEY, _utf8(key)) + _KV_VALUE if key else _KV_VALUE
+        self.head, self.head_size = head, len(head)
+        # For a varint of n bytes: the whole field but the varint (the AnyValue is its tag and the
+        # varint, n + 1 bytes).
+        self.int_prefixes = (b"",) + tuple(
+            tag + _varint(len(head) + 1 + n + 1) + head + _VARINT1[n + 1] + _ANY_INT for n in range(1, 11))
+        # The last count or long string written, which is kept if it repeats.
+        self.last: Any = _NOTHING
 
 
 def encode_scope(scope: Any, attributes: Any) -> bytes:
@@ -370,10 +395,20 @@ class SpanEncoder(FallbackEncoder):
         return encode_scope(scope, self._attributes)
 
     def _span(self, span: Any) -> bytes:
-        context = span.get_span_context()
-        parent = span.parent
+        # A ReadableSpan built with plain containers (replay's finished spans) dropped nothing:
+        # the SDK counts drops only on its bounded ones, through a costly abstract-class check.
+        # Its fields are read as they are, not through its properties (a Python call each, the
+        # attributes and events copied).
+        plain = (type(span) is ReadableSpan and type(span._attributes) is dict  # noqa: SLF001
+                 and type(span._events) is list and type(span._links) is tuple)  # noqa: SLF001
+        if plain:
+            context, parent, name, kind = span._context, span._parent, span._name, span._kind  # noqa: SLF001
+            start, end, attributes = span._start_time, span._end_time, span._attributes  # noqa: SLF001
+            events = span._events  # noqa: SLF001
+        else:
+            context, parent, name, kind = span.get_span_context(), span.parent, span.name, span.kind
+            start, end, attributes, events = span.start_time, span.end_time, span.attributes, span.events
         trace_state = context.trace_state
-        name, kind, start, end = span.name, span.kind, span.start_time, span.end_time
         kind_field = _KIND_FIELDS.get(kind)
         if kind_field is None:
             kind_field = _uint_field(_S_KIND, kind.value + _KIND_OFFSET)
@@ -386,17 +421,12 @@ class SpanEncoder(FallbackEncoder):
             kind_field,
             _S_START + _pack_fixed64(start) if start else b"",
             _S_END + _pack_fixed64(end) if end else b"",
-            self._attributes(_S_ATTRIBUTE, span.attributes),
+            self._attributes(_S_ATTRIBUTE, attributes),
         ]
-        # A ReadableSpan built with plain containers (replay's finished spans) dropped nothing:
-        # the SDK counts drops only on its bounded ones, through a costly abstract-class check.
-        plain = (type(span) is ReadableSpan and type(span._attributes) is dict  # noqa: SLF001
-                 and type(span._events) is list and type(span._links) is tuple)  # noqa: SLF001
         if not plain:
             parts.append(_uint_field(_S_DROPPED_ATTRIBUTES, span.dropped_attributes))
-        events = span.events
         if events:
-            attributes = self._attributes
+            encode = self._attributes
             append = parts.append
             # A span's events mostly share their time and name (a replayed call's changes):
             # their two fields are written once for each run of equal ones.
@@ -404,17 +434,18 @@ class SpanEncoder(FallbackEncoder):
             last_name: Any = None
             head = b""
             for event in events:
-                timestamp, event_name = event.timestamp, event.name
+                # The SDK's Event counts dropped attributes only on BoundedAttributes: a dict drops none.
+                # Its fields read as they are (its properties: a Python call each).
+                if type(event) is Event and type(event._attributes) is dict:  # noqa: SLF001
+                    timestamp, event_name, event_attributes = event._timestamp, event._name, event._attributes  # noqa: SLF001
+                    tail = b""
+                else:
+                    timestamp, event_name, event_attributes = event.timestamp, event.name, event.attributes
+                    tail = _uint_field(_E_DROPPED, event.dropped_attributes)
                 if timestamp != last_time or event_name != last_name or not head:
                     last_time, last_name = timestamp, event_name
                     head = _fixed64_field(_E_TIME, timestamp) + _string_field(_E_NAME, event_name)
-                event_attributes = event.attributes
-                # The SDK's Event counts dropped attributes only on BoundedAttributes: a dict drops none.
-                if type(event) is Event and type(event_attributes) is dict:
-                    body = head + attributes(_E_ATTRIBUTE, event_attributes)
-                else:
-                    body = head + attributes(_E_ATTRIBUTE, event_attributes) + _uint_field(
-                        _E_DROPPED, event.dropped_attributes)
+                body = head + encode(_E_ATTRIBUTE, event_attributes) + tail
                 size = len(body)
                 append(_S_EVENT + (_VARINT1[size] if size < 0x80 else _varint(size)) + body)
         if not plain:

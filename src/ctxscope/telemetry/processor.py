@@ -194,6 +194,12 @@ def reading_from_attributes(attrs: Mapping[str, Any]) -> SpanReading | None:
 
 def _plain_attributes(span: ReadableSpan) -> Mapping[str, Any]:
     """The span's attributes, as a plain dict where the SDK offers one cheaply."""
+    if type(span) is ReadableSpan:
+        # A finished span built with a plain dict (replay's, telemetry/finished_spans.py): read as it
+        # is, not through the read-only view and its copy (the SDK's own spans hold BoundedAttributes).
+        held = span._attributes  # noqa: SLF001
+        if type(held) is dict:
+            return held
     attrs = span.attributes or {}
     # The SDK's read-only view wraps BoundedAttributes, whose copy() is one C
     # dict copy, while each get through the view costs two Python calls.

@@ -92,10 +92,9 @@ class CallEmitter:
         self.writer = SpanWriter(tracer)
         self.tokenizer = tokenizer
         self.listener = listener
-        # SPEC section 7 labels opt-in, read once (the tracker's rule).
-        from ctxscope.telemetry.tracker import capture_labels_from_env
-
-        self.capture_labels = capture_labels_from_env()
+        # SPEC section 7 labels opt-in, read once: CTXSCOPE_CAPTURE_LABELS through config, as the
+        # tracker reads it (its capture_labels_from_env), without importing the live path's tracker.
+        self.capture_labels = config.settings().capture_labels
         self._sessions: dict[str, _Session] = {}
 
     @classmethod

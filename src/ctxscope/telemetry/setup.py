@@ -24,7 +24,7 @@ import os
 import sys
 import threading
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping
 
 from opentelemetry import metrics as otel_metrics
 from opentelemetry import trace as otel_trace
@@ -48,8 +48,10 @@ from ctxscope.telemetry import shutdown as _shutdown
 from ctxscope.config import otel, settings
 from ctxscope.config import read as read_settings
 from ctxscope.telemetry.processor import ContextSpanProcessor, ensure_processor
-from ctxscope.telemetry.store import LocalStore
 from ctxscope.telemetry.views import gauge_views
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ctxscope.telemetry.store import LocalStore
 
 __all__ = ["CtxscopeConfigurator", "Telemetry", "setup"]  # noqa: F822 - CtxscopeConfigurator: __getattr__
 
@@ -284,6 +286,9 @@ def _attach_store(store: bool | None, *, exporting: bool, data_dir: Any,
                   environ: Mapping[str, str] | None) -> LocalStore | None:
     if not _store_wanted(store, exporting, environ):
         return None
+    # Imported only when a store is kept (an exporting replay never needs it).
+    from ctxscope.telemetry.store import LocalStore
+
     try:
         local = LocalStore(data_dir)
         local.attach()
