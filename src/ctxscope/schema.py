@@ -355,7 +355,9 @@ class Item:
 
     ``text`` is what is counted; it stays in the process and is never exported
     (SPEC section 7). ``fixed_tokens`` is set where the count does not come
-    from text (an image by its size, provider framing).
+    from text (an image by its size, provider framing). ``released``: the text
+    was let go once counted (``analyze``, :func:`ctxscope.core.ledger.release_text`),
+    ``tokens`` is its count.
     """
 
     id: str
@@ -372,6 +374,7 @@ class Item:
     # Digest of the content, so that a persistent id with new content is a replacement.
     digest: str = ""
     tokens: int = 0
+    released: bool = False
 
 
 # ---------------------------------------------------------------------------

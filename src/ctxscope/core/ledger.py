@@ -403,6 +403,8 @@ class SessionLedger:
     def _tokens(self, item: Item, counter: Counter) -> int:
         tokens = item.fixed_tokens
         if tokens is None:
+            if item.released:
+                return item.tokens
             tokens = self._count_text(item, counter.count)
         item.tokens = tokens
         return tokens
@@ -465,7 +467,12 @@ class SessionLedger:
             tokens = cache.get(key)
             if tokens is None:
                 fixed = item.fixed_tokens
-                tokens = fixed if fixed is not None else count_text(item.text)
+                if fixed is not None:
+                    tokens = fixed
+                elif item.released:
+                    tokens = item.tokens
+                else:
+                    tokens = count_text(item.text)
                 cache[key] = tokens
             item.tokens = tokens
             category = item.category
@@ -627,6 +634,22 @@ class SessionLedger:
 
 # The kinds of content framing.proxy_kind tells apart, in the order their sums are kept.
 _PROXY_KINDS = (_framing.PROXY_CODE, _framing.PROXY_PROSE)
+
+
+def release_text(item: Item) -> None:
+    """Let a counted item's text go, keeping all the ledger reads of it later (``analyze``: memory follows counts).
+
+    Its count stays in ``tokens`` (``released``: never counted again) and
+    ``fixed_tokens`` stays None: the item is still counted text, which Claude's
+    proxy encoding weighs (a fixed count is skipped there). The text becomes
+    a stand-in that keeps the one property read after counting, whether it
+    looks like JSON (``framing.proxy_kind``: code or prose).
+    """
+    item.text = _CODE_STAND_IN if _framing.proxy_kind(item) == _framing.PROXY_CODE else ""
+    item.released = True
+
+
+_CODE_STAND_IN = "{}"  # what a released JSON-like text becomes (release_text)
 
 
 def _proxy_sums(items: Iterable[Item]) -> dict[str, int]:

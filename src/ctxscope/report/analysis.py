@@ -7,8 +7,8 @@ Each :class:`~ctxscope.transcripts.TranscriptCall` goes through the session's
 attached). Only one row of numbers per call is
 kept, packed (:class:`~ctxscope.report.call_rows.CallRows`), never the
 snapshots, so memory follows the live context, not the file.
-Item texts are released once counted (their count is kept as
-``fixed_tokens``) unless ``keep_text``.
+Item texts are released once counted (:func:`~ctxscope.core.ledger.release_text`:
+the count stays, the item is still counted text) unless ``keep_text``.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from typing import Callable
 
 from ctxscope.schema import Category, ChangeType, Coverage
 from ctxscope.core.tokens import counter_for
+from ctxscope.core.ledger import release_text
 from ctxscope.core.pipeline import TranscriptAccount
 from ctxscope.report.call_rows import CallRow, CallRows
 from ctxscope.transcripts import Problem, TranscriptCall, TranscriptFile
@@ -220,9 +221,8 @@ def _account(state: _Live, call: TranscriptCall, keep_text: bool) -> None:
     if not keep_text:
         # The ledger counted these; keep the count, let the text go (memory follows counts).
         for item in (call.items if call.reset else call.added):
-            if item.text:
-                item.fixed_tokens = item.tokens
-                item.text = ""
+            if item.text and not item.released:
+                release_text(item)
     ann = snapshot.annotation
     calibrated = snapshot.calibrated()
     result = state.result
