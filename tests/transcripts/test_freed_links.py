@@ -271,3 +271,27 @@ def test_a_call_key_the_filter_lets_through_is_read_back_and_another_call_is_not
     records.append(records[1])  # call 0 again: retired (past 2 x 2 keys), its line read back and matched
     path = _write(tmp_path / "s.jsonl", records)
     assert [c.index for c in TranscriptFile(path).calls()] == list(range(12))
+
+
+def test_a_rewind_in_one_session_leaves_another_sessions_note_of_the_same_one_character_id(tmp_path):
+    """Call id "x" is Read in session A (a1) and Bash in session B (b1, read after). A's rewind (a2) frees a1.
+
+    B's result for x (w2) is named Bash, after b1: a1's letting go takes only the note a1 made, told
+    by its line (a parser that shares one-character strings, as json.loads does, gives both lines one "x").
+    """
+    def tag(record: dict, session: str) -> dict:
+        return {**record, "sessionId": session}
+
+    records = [
+        tag(_user("u1", None, "p" * 40), "A"), tag(_tool_use("a1", "u1", 0, "x", "src/app.py"), "A"),
+        tag(_user("v1", None, "q" * 40), "B"), tag(_bash("b1", "v1", 1, "x", "ls"), "B"),
+        tag(_user("u2", "u1", "r" * 40), "A"), tag(_assistant("a2", "u2", 2, "ok"), "A"),
+        tag(_result("w2", "b1", "x", "y" * 40), "B"), tag(_assistant("b2", "w2", 3, "ok"), "B"),
+    ]
+    path = _write(tmp_path / "s.jsonl", records)
+    calls = list(TranscriptFile(path).calls())
+    assert [(c.session_id, c.index) for c in calls] == [("A", 0), ("B", 0), ("A", 1), ("B", 1)]
+    items = calls[3].items
+    assert [i.id for i in items] == ["v1:0", "x", "result:x"]
+    assert (items[1].label, items[2].label, items[2].reference) == ("Bash", "Bash", items[1].reference)
+    assert _calls(calls) == _fed(path)
