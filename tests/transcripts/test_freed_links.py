@@ -157,18 +157,18 @@ def test_a_result_written_after_the_compaction_for_a_call_it_freed_is_named_afte
 
 
 def test_a_call_written_again_long_after_is_still_one_call(tmp_path):
-    """1,100 calls (their keys past the 1,024 kept as strings go to their lines), then call 0's line again."""
+    """4,200 calls (past twice the 2,048 keys kept as strings, older keys go to their lines), then call 0 again."""
     records = [_user("u0", None, "hi")]
     parent = "u0"
-    for n in range(1100):
+    for n in range(4200):
         records.append(_assistant(f"a{n}", parent, n, "ok"))
         parent = f"a{n}"
     records.append(records[1])  # a resumed session writes call 0 again: same uuid, message and request ids
     records.append(_assistant("b", parent, 0, "ok"))  # another line of call 0's response
     path = _write(tmp_path / "s.jsonl", records)
-    assert len(list(TranscriptFile(path).calls())) == 1100
+    assert len(list(TranscriptFile(path).calls())) == 4200
     reader = make_reader("claude-code", "s.jsonl")
-    assert sum(len(reader.feed(r, i)) for i, r in enumerate(records, 1)) == 1100
+    assert sum(len(reader.feed(r, i)) for i, r in enumerate(records, 1)) == 4200
 
 
 def test_a_file_replaced_under_the_reader_is_not_read_for_its_freed_links(tmp_path):
@@ -184,3 +184,114 @@ def test_a_file_replaced_under_the_reader_is_not_read_for_its_freed_links(tmp_pa
     calls = list(source.poll(final=True))
     assert [(c.index, [i.id for i in c.items]) for c in calls] == [(3, ["u4:0"])]
     assert sum("no longer where it was read" in p.message for p in source.problems) == 1
+
+
+def _bash(uuid: str, parent: str, n: int, call_id: str, command: str) -> dict:
+    return {"type": "assistant", "uuid": uuid, "parentUuid": parent, "sessionId": "s", "requestId": f"r{n}",
+            "message": {"id": f"m{n}", "role": "assistant", "model": "m1", "content": [
+                {"type": "tool_use", "id": call_id, "name": "Bash", "input": {"command": command}}]}}
+
+
+def test_a_result_read_again_is_named_after_the_call_before_its_line_not_a_later_one_of_the_same_id(tmp_path):
+    """t1 is Read at a1 and answered at u2; after the compaction a3 writes a Bash call under the same id t1.
+
+    The rewind (u4, parent a2) reads u2 again: its result was named Read when first read (the call
+    before it), and stays so; a3's Bash note, written after u2, does not rename it.
+    """
+    records = [
+        _user("u1", None, "p" * 40), _tool_use("a1", "u1", 0, "t1", "src/app.py"),
+        _result("u2", "a1", "t1", "x" * 40), _assistant("a2", "u2", 1, "more"),
+        RECORDS[4], _user("s", "b", "s" * 40, isCompactSummary=True), _bash("a3", "s", 2, "t1", "ls"),
+        _user("u4", "a2", "r" * 40), _assistant("a4", "u4", 3, "ok"),
+    ]
+    path = _write(tmp_path / "s.jsonl", records)
+    calls = list(TranscriptFile(path).calls())
+    last = calls[3].items
+    assert [i.id for i in last] == ["u1:0", "t1", "result:t1", "a2:0", "u4:0"]
+    call, result = last[1], last[2]
+    assert (call.label, result.label, result.part) == ("Read", "Read", "results/Read")
+    assert result.reference == call.reference and "src/app.py" in str(result.reference)
+    assert _calls(calls) == _fed(path)
+
+
+def test_a_result_read_again_whose_only_call_came_after_it_stays_unknown(tmp_path):
+    """u2 answers t9 before any call t9 is written (a3, after the compaction): unknown when first read, and again."""
+    records = [
+        _user("u1", None, "p" * 40), _assistant("a1", "u1", 0, "done"),
+        _result("u2", "a1", "t9", "x" * 40), _assistant("a2", "u2", 1, "more"),
+        RECORDS[4], _user("s", "b", "s" * 40, isCompactSummary=True), _bash("a3", "s", 2, "t9", "ls"),
+        _user("u4", "a2", "r" * 40), _assistant("a4", "u4", 3, "ok"),
+    ]
+    path = _write(tmp_path / "s.jsonl", records)
+    calls = list(TranscriptFile(path).calls())
+    result = calls[3].items[2]
+    assert (result.id, result.label, result.reference) == ("result:t9", "unknown", None)
+    assert _calls(calls) == _fed(path)
+
+
+def test_a_byte_order_mark_and_crlf_line_ends_do_not_change_what_a_freed_link_reads_back(tmp_path):
+    """RECORDS with a BOM before u1 (the first line, let go at the compaction) and CRLF ends: the same contexts."""
+    path = tmp_path / "s.jsonl"
+    path.write_bytes(b"\xef\xbb\xbf" + b"".join(json.dumps(r).encode() + b"\r\n" for r in RECORDS))
+    session = analyze_file(str(path), tokenizer="chars").sessions[0]
+    assert [r.estimated - r.inferred for r in session.rows] == [10, 21, 10, 32]
+    calls = list(TranscriptFile(str(path)).calls())
+    assert [i.id for i in calls[3].items] == ["u1:0", "a1:0", "u2:0", "a2:0", "u4:0"]
+
+
+def test_a_followed_file_polled_as_it_grows_reads_freed_links_back_and_keeps_no_handle_open(tmp_path):
+    """Written up to the compaction's call, polled; the rewind appended half a line at a time, polled after each."""
+    path = tmp_path / "s.jsonl"
+    _write(path, RECORDS[:7])
+    source = TranscriptFile(str(path), documents=False)
+    fds = len(os.listdir("/proc/self/fd")) if os.path.isdir("/proc/self/fd") else None
+    assert [c.index for c in source.poll()] == [0, 1, 2]
+    tail = "".join(json.dumps(r) + "\n" for r in RECORDS[7:])
+    got = []
+    for i in range(0, len(tail), len(tail) // 4 + 1):
+        with open(path, "a", encoding="utf-8") as handle:
+            handle.write(tail[i:i + len(tail) // 4 + 1])
+        got.extend(source.poll())
+    assert [(c.index, [i.id for i in c.items]) for c in got] == [(3, ["u1:0", "a1:0", "u2:0", "a2:0", "u4:0"])]
+    if fds is not None:
+        assert len(os.listdir("/proc/self/fd")) == fds  # the reads back closed their handle
+
+
+def test_a_call_key_the_filter_lets_through_is_read_back_and_another_call_is_not_dropped(tmp_path, monkeypatch):
+    """Every retired key a candidate (a filter saying "maybe" for all): each new call's line is read, none matches."""
+    from ctxscope.transcripts import claude_code, spill
+
+    monkeypatch.setattr(claude_code, "_RECENT_CALLS", 2)
+    monkeypatch.setattr(spill.KeyOffsets, "find", lambda self, key: sorted(self._index._offsets, reverse=True))
+    records = [_user("u0", None, "hi")]
+    parent = "u0"
+    for n in range(12):
+        records.append(_assistant(f"a{n}", parent, n, "ok"))
+        parent = f"a{n}"
+    records.append(records[1])  # call 0 again: retired (past 2 x 2 keys), its line read back and matched
+    path = _write(tmp_path / "s.jsonl", records)
+    assert [c.index for c in TranscriptFile(path).calls()] == list(range(12))
+
+
+def test_a_rewind_in_one_session_leaves_another_sessions_note_of_the_same_one_character_id(tmp_path):
+    """Call id "x" is Read in session A (a1) and Bash in session B (b1, read after). A's rewind (a2) frees a1.
+
+    B's result for x (w2) is named Bash, after b1: a1's letting go takes only the note a1 made, told
+    by its line (a parser that shares one-character strings, as json.loads does, gives both lines one "x").
+    """
+    def tag(record: dict, session: str) -> dict:
+        return {**record, "sessionId": session}
+
+    records = [
+        tag(_user("u1", None, "p" * 40), "A"), tag(_tool_use("a1", "u1", 0, "x", "src/app.py"), "A"),
+        tag(_user("v1", None, "q" * 40), "B"), tag(_bash("b1", "v1", 1, "x", "ls"), "B"),
+        tag(_user("u2", "u1", "r" * 40), "A"), tag(_assistant("a2", "u2", 2, "ok"), "A"),
+        tag(_result("w2", "b1", "x", "y" * 40), "B"), tag(_assistant("b2", "w2", 3, "ok"), "B"),
+    ]
+    path = _write(tmp_path / "s.jsonl", records)
+    calls = list(TranscriptFile(path).calls())
+    assert [(c.session_id, c.index) for c in calls] == [("A", 0), ("B", 0), ("A", 1), ("B", 1)]
+    items = calls[3].items
+    assert [i.id for i in items] == ["v1:0", "x", "result:x"]
+    assert (items[1].label, items[2].label, items[2].reference) == ("Bash", "Bash", items[1].reference)
+    assert _calls(calls) == _fed(path)

@@ -130,14 +130,15 @@ class ToolCalls:
     __slots__ = ("_seen",)
 
     def __init__(self) -> None:
-        # call id -> (the call id as the call's item holds it, tool, reference): a result's
-        # source_call_id is then the call's string, not a second copy for the session's length.
-        self._seen: dict[str, tuple[str, str, str | None]] = {}
+        # call id -> (the call id as the call's item holds it, tool, reference, the call's line
+        # offset or -1): a result's source_call_id is then the call's string, not a second copy
+        # for the session's length; the offset says which line noted it (let_go, a reader's re-read).
+        self._seen: dict[str, tuple[str, str, str | None, int]] = {}
 
-    def call_item(self, call_id: str, tool: str, args: Any) -> Item:
-        """A tool call's item (:func:`call_item`), remembered for its result."""
+    def call_item(self, call_id: str, tool: str, args: Any, line: int = -1) -> Item:
+        """A tool call's item (:func:`call_item`), remembered for its result (``line``: where it was read)."""
         item, ref = call_item(call_id, tool, args)
-        self._seen[call_id] = (call_id, tool, ref)
+        self._seen[call_id] = (call_id, tool, ref, line)
         return item
 
     def result_items(self, call_id: Any, text: str, fallback_id: Callable[[], str],
@@ -149,23 +150,27 @@ class ToolCalls:
         """
         if not isinstance(call_id, str):
             return result_items(fallback_id(), "unknown", text, None, None)
-        call_id, name, ref = call or self._seen.get(call_id, (call_id, "unknown", None))
+        note = call or self._seen.get(call_id)
+        name, ref = ("unknown", None) if note is None else (note[1], note[2])
+        call_id = call_id if note is None else note[0]
         return result_items(f"result:{call_id}", name, text, call_id, ref)
 
-    def knows(self, call_id: str) -> bool:
-        return call_id in self._seen
+    def note(self, call_id: str) -> tuple[str, str, str | None, int] | None:
+        """What :meth:`call_item` noted for ``call_id`` last, with its line; None when nothing stands."""
+        return self._seen.get(call_id)
 
-    def let_go(self, items: Iterable[Item]) -> list[str]:
-        """Forget the calls these items noted (a reader that can find them again): their call ids.
+    def let_go(self, items: Iterable[Item], line: int) -> list[str]:
+        """Forget the calls these items of the line at ``line`` noted (a reader that can find them again).
 
-        Only a call's own item lets its note go: one the same id noted later stands.
+        Only the line that made a note lets it go: one the same id noted later stands.
+        Their call ids.
         """
         seen = self._seen
         out = []
         for item in items:
             if item.source_kind == "tool_call" and item.source_call_id is not None:
                 note = seen.get(item.source_call_id)
-                if note is not None and note[0] is item.source_call_id:
+                if note is not None and note[3] == line:
                     del seen[item.source_call_id]
                     out.append(item.source_call_id)
         return out

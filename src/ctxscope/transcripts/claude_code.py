@@ -131,7 +131,8 @@ class ClaudeCodeReader:
         self.line_offset = -1
         self._lost = False  # a freed link not found again was said (once a file)
         self._restoring = False  # feed() is reading a freed link's line again (_restore)
-        self._freed_calls: LinkOffsets | None = None  # call id -> line, of the tool calls _let_go gave up
+        # call id -> line, of the tool calls _let_go gave up and of those a later call of the id replaced
+        self._freed_calls: LinkOffsets | None = None
 
     # -- public -------------------------------------------------------------
 
@@ -383,7 +384,7 @@ class ClaudeCodeReader:
         for i in range(keep, len(chain)):
             end = counts[i + 1] if i + 1 < len(counts) else len(items)
             if end > counts[i]:
-                ids = let_go(items[counts[i]:end])
+                ids = let_go(items[counts[i]:end], offsets[i])
                 call_ids.extend(ids)
                 call_lines.extend([offsets[i]] * len(ids))
             if chain[i] not in nodes:
@@ -398,23 +399,39 @@ class ClaudeCodeReader:
                 uuids.append(uuid)
                 lines.append(node.offset)
                 if node.items:
-                    ids = let_go(node.items)
+                    ids = let_go(node.items, node.offset)
                     call_ids.extend(ids)
                     call_lines.extend([node.offset] * len(ids))
         session.freed.add(uuids, lines)
         if call_ids:
-            if self._freed_calls is None:
-                self._freed_calls = LinkOffsets()
-            self._freed_calls.add(call_ids, call_lines)
+            self._free_calls(call_ids, call_lines)
+
+    def _free_calls(self, call_ids: list[str], lines: list[int]) -> None:
+        """Tool calls no note stands for any more, found again by their lines (``_freed_call``)."""
+        if self._freed_calls is None:
+            self._freed_calls = LinkOffsets()
+        self._freed_calls.add(call_ids, lines)
 
     def _freed_call(self, call_id: Any) -> tuple[str, str, str | None] | None:
-        """What ``_tools`` noted for a call it let go (``_let_go``), from the call's line again."""
-        if not isinstance(call_id, str) or self._freed_calls is None or self._tools.knows(call_id):
+        """What ``_tools`` noted for a result's call as its line is read, when the note standing is not it.
+
+        The note standing is the latest call line of that id; a line read again (``_restoring``)
+        was first named after the latest before it: the lines ``_let_go`` gave up or a later call
+        of the same id replaced (``_freed_calls``), read again. None: the standing note is it.
+        """
+        if not isinstance(call_id, str):
+            return None
+        note = self._tools.note(call_id)
+        before = self.line_offset if self._restoring else None
+        if note is not None and (before is None or note[3] < before):
             return None
         lines = self._lines
         assert lines is not None
         found = None
-        for offset in self._freed_calls.find(call_id):  # the latest line first: the note that stood
+        freed = self._freed_calls.find(call_id) if self._freed_calls is not None else []
+        for offset in freed:  # the latest line first: the note that stood
+            if before is not None and offset >= before:
+                continue
             record = lines.record(offset)
             message = record.get("message") if type(record) is dict else None
             if not isinstance(message, dict):
@@ -423,12 +440,14 @@ class ClaudeCodeReader:
                 if kind in ("tool_use", "server_tool_use"):
                     block_id = block.get("id")
                     if (block_id if isinstance(block_id, str) else item_id) == call_id:
-                        tool = str(block.get("name") or "unknown")
+                        tool = str(block.get("name") or "unknown")  # the line's last block of the id noted last
                         found = (call_id, tool, _items.call_item(call_id, tool, block.get("input") or {})[1])
-                        break
             if found is not None:
                 break
-        lines.close()
+        if freed:
+            lines.close()
+        if found is None and note is not None:
+            return (call_id, "unknown", None)  # the only call of that id came after this line
         return found
 
     def _clear(self, session: _Session, items: Sequence[Item], added: list[Item],
@@ -488,9 +507,16 @@ class ClaudeCodeReader:
                 call_id = block.get("id")
                 call_id = call_id if isinstance(call_id, str) else item_id
                 tool, args = str(block.get("name") or "unknown"), block.get("input") or {}
-                # Read again (_restore): noted when first read; a later call of the same id stands.
-                out.append(_items.call_item(call_id, tool, args)[0] if self._restoring
-                           else self._tools.call_item(call_id, tool, args))
+                if self._restoring:  # noted when first read; a later call of the same id stands
+                    out.append(_items.call_item(call_id, tool, args)[0])
+                    continue
+                if self._lines is not None:
+                    note = self._tools.note(call_id)
+                    if note is not None and note[3] != self.line_offset:
+                        # The same id written again (a copy, a retry): the line it replaces names
+                        # the results read before this one, when they are read again (_freed_call).
+                        self._free_calls([call_id], [note[3]])
+                out.append(self._tools.call_item(call_id, tool, args, self.line_offset))
         return tuple(out)
 
     def _user_items(self, uuid: str, record: Mapping[str, Any], message: Mapping[str, Any]) -> tuple[Item, ...]:
@@ -509,7 +535,7 @@ class ClaudeCodeReader:
             elif kind == "tool_result":
                 body = block.get("content")
                 use_id = block.get("tool_use_id")
-                call = self._freed_call(use_id) if self._freed_calls is not None else None
+                call = self._freed_call(use_id) if self._freed_calls is not None or self._restoring else None
                 out.extend(self._tools.result_items(use_id, _items.block_text(body),
                                                     lambda: item_id, call))  # noqa: B023 - called at once, or never
                 if isinstance(body, list):
