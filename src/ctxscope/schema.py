@@ -356,7 +356,7 @@ class Item:
     ``text`` is what is counted; it stays in the process and is never exported
     (SPEC section 7). ``fixed_tokens`` is set where the count does not come
     from text (an image by its size, provider framing). ``released``: the text
-    was let go once counted (``analyze``, :func:`ctxscope.core.ledger.release_text`),
+    was let go once counted (``analyze``, :func:`ctxscope.core.ledger.release_texts`),
     ``tokens`` is its count.
     """
 

@@ -1,6 +1,6 @@
 """analyze lets each item's text go once counted: the results must be those of keeping every text.
 
-A released item is still counted text (``release_text`` keeps ``fixed_tokens``
+A released item is still counted text (``release_texts`` keeps ``fixed_tokens``
 None): before that rule, analyze pinned the count as ``fixed_tokens``, which
 Claude's proxy encoding skips as a fixed count (an image's), so after a
 compaction's rebuild the proxy item lost every released item and the inferred
@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from ctxscope.core.framing import PROXY_CODE, PROXY_PROSE, proxy_kind
-from ctxscope.core.ledger import release_text
+from ctxscope.core.ledger import release_texts
 from ctxscope.report.analysis import analyze_file
 from ctxscope.schema import Category, Item
 
@@ -53,11 +53,13 @@ def _item(text: str) -> Item:
     return Item("r1", Category.RESULTS, "results/Read", len(text), text, tokens=7)
 
 
-@pytest.mark.parametrize("text, kind, stand_in", [(' {"a": [1, 2]}\n', PROXY_CODE, "{}"),
-                                                   ("plain words\n", PROXY_PROSE, "")])
+@pytest.mark.parametrize("text, kind, stand_in", [(' {"a": [1, 2]}\n', PROXY_CODE, "{}"), ("[1]", PROXY_CODE, "{}"),
+                                                   ("plain words\n", PROXY_PROSE, ""),
+                                                   ("\n  words, not JSON\n", PROXY_PROSE, ""),
+                                                   ("{half open", PROXY_PROSE, "")])
 def test_release_keeps_the_count_and_the_proxy_kind_and_drops_the_text(text, kind, stand_in):
     item = _item(text)
     assert proxy_kind(item) == kind
-    release_text(item)
+    release_texts([item])
     assert (item.text, item.tokens, item.fixed_tokens, item.released) == (stand_in, 7, None, True)
     assert proxy_kind(item) == kind

@@ -7,7 +7,7 @@ Each :class:`~ctxscope.transcripts.TranscriptCall` goes through the session's
 attached). Only one row of numbers per call is
 kept, packed (:class:`~ctxscope.report.call_rows.CallRows`), never the
 snapshots, so memory follows the live context, not the file.
-Item texts are released once counted (:func:`~ctxscope.core.ledger.release_text`:
+Item texts are released once counted (:func:`~ctxscope.core.ledger.release_texts`:
 the count stays, the item is still counted text) unless ``keep_text``.
 """
 
@@ -21,7 +21,7 @@ from typing import Callable
 
 from ctxscope.schema import Category, ChangeType, Coverage
 from ctxscope.core.tokens import counter_for
-from ctxscope.core.ledger import release_text
+from ctxscope.core.ledger import release_texts
 from ctxscope.core.pipeline import TranscriptAccount
 from ctxscope.report.call_rows import CallRow, CallRows
 from ctxscope.transcripts import Problem, TranscriptCall, TranscriptFile
@@ -220,9 +220,7 @@ def _account(state: _Live, call: TranscriptCall, keep_text: bool) -> None:
     waste = snapshot.annotation.waste
     if not keep_text:
         # The ledger counted these; keep the count, let the text go (memory follows counts).
-        for item in (call.items if call.reset else call.added):
-            if item.text and not item.released:
-                release_text(item)
+        release_texts(call.items if call.reset else call.added)
     ann = snapshot.annotation
     calibrated = snapshot.calibrated()
     result = state.result
