@@ -29,7 +29,7 @@ from dataclasses import dataclass, replace
 from typing import Callable, Final, Iterable, Literal, Sequence, Union
 
 from ctxscope.core import framing as _framing
-from ctxscope.core.framing.claude_proxy import proxy_encoding_item, proxy_encoding_tokens_of_sums
+from ctxscope.core.framing.claude_proxy import looks_like_json, proxy_encoding_item, proxy_encoding_tokens_of_sums
 from ctxscope.core.views import apportion, calibrate, calibration_target, free_tokens
 from ctxscope.core.diff import ItemDiff, ItemRun, diff_items
 from ctxscope.schema import (
@@ -645,17 +645,17 @@ def release_texts(items: Iterable[Item]) -> None:
     a stand-in that keeps the one property read after counting, whether it
     looks like JSON (``framing.proxy_kind``: code or prose).
     """
-    proxy_kind, code = _framing.proxy_kind, _framing.PROXY_CODE
     for item in items:
         text = item.text
         if not text or item.released:
             continue
         item.released = True
         head = text[0]
-        # proxy_kind only for a text that can look like JSON: one that starts with "{" or "[", or with
-        # whitespace strip() would drop (_looks_like_json's own first test); any other is prose.
-        # (A Python call an item costs ~2% of analyze.)
-        item.text = _CODE_STAND_IN if (head in "{[" or head.isspace()) and proxy_kind(item) == code else ""
+        # The test of proxy_kind that reads the text, and only for a text that can pass it: one that
+        # starts with "{" or "[", or with whitespace strip() would drop (looks_like_json's first test).
+        # The kinds proxy_kind gives whatever the text (tool schemas, call arguments) keep either
+        # stand-in. (A Python call an item costs ~2% of analyze.)
+        item.text = _CODE_STAND_IN if (head in "{[" or head.isspace()) and looks_like_json(text) else ""
 
 
 _CODE_STAND_IN = "{}"  # what a released JSON-like text becomes (release_texts)

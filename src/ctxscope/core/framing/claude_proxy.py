@@ -78,7 +78,8 @@ def is_claude(model: str | None) -> bool:
     return "claude" in (model or "").lower()
 
 
-def _looks_like_json(text: str) -> bool:
+def looks_like_json(text: str) -> bool:
+    """Whether a text reads as JSON to the proxy ratio: ``{``/``[`` first and ``}``/``]`` last, once stripped."""
     # A cheap test (no parse: results can be large and this runs on the live path).
     head, tail = text[:1], text[-1:]
     if head in ("{", "[") and tail in ("}", "]"):
@@ -104,7 +105,7 @@ def proxy_kind(item: Item) -> str:
     """
     if item.category is _TOOLS or item.part.startswith("assistant/calls"):
         return PROXY_CODE
-    return PROXY_CODE if _looks_like_json(item.text) else PROXY_PROSE
+    return PROXY_CODE if looks_like_json(item.text) else PROXY_PROSE
 
 
 def proxy_encoding_tokens(model: str | None, counted: Iterable[tuple[Item, int]]) -> int:
