@@ -25,6 +25,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 OUT = os.path.join(HERE, "out", "compare")
 DEFAULT_CORPUS = os.path.join(ROOT, "..", "shared", "corpus")
+TIKTOKEN = os.path.join(ROOT, "..", "shared", "tiktoken")  # the offline encodings (no network here)
 
 
 def source_of(ref: str) -> str:
@@ -53,20 +54,24 @@ def sessions(paths: list[str]) -> list[str]:
     return sorted(out)
 
 
-def analyze(src: str, path: str, tokenizer: str) -> dict | None:
+def analyze(src: str, path: str, tokenizer: str) -> dict | str:
+    """The JSON report of one side, or why there is none (a side that fails is never "identical")."""
     env = dict(os.environ, PYTHONPATH=src + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    if os.path.isdir(TIKTOKEN):
+        # Without it an offline tiktoken run fails on both sides alike: nothing would be compared.
+        env.setdefault("TIKTOKEN_CACHE_DIR", TIKTOKEN)
     code = "import sys; from ctxscope.cli import main; sys.exit(main(sys.argv[1:]))"
     p = subprocess.run([sys.executable, "-c", code, "analyze", path, "--json", "--tokenizer", tokenizer,
                         "--no-subagents"], capture_output=True, text=True, env=env)
     try:
         return json.loads(p.stdout)
     except ValueError:
-        return None
+        return f"exit {p.returncode}: {(p.stderr.strip().splitlines() or ['no output'])[-1]}"
 
 
-def summary(doc: dict | None) -> dict:
-    if doc is None:
-        return {"error": True}
+def summary(doc: dict | str) -> dict:
+    if isinstance(doc, str):
+        return {"error": doc}
     out = {}
     for f in doc.get("files", []):
         for s in f.get("sessions", []):
@@ -94,10 +99,15 @@ def main() -> int:
     roots = args.corpus or [os.path.join(DEFAULT_CORPUS, "claude"), os.path.join(DEFAULT_CORPUS, "codex")]
     moved: dict[str, int] = {}
     files = same = 0
+    failed = 0
     for path in sessions(roots):
         a = summary(analyze(before_src, path, args.tokenizer))
         b = summary(analyze(after_src, path, args.tokenizer))
         files += 1
+        if "error" in a or "error" in b:
+            failed += 1
+            print(f"{os.path.relpath(path, DEFAULT_CORPUS)}: not compared: {a.get('error') or b.get('error')}")
+            continue
         if a == b:
             same += 1
             continue
@@ -114,7 +124,8 @@ def main() -> int:
                     va, vb = (a.get(sid) or {}).get(k), (b.get(sid) or {}).get(k)
                     if va != vb:
                         print(f"    {sid} {k}: {str(va)[:200]} -> {str(vb)[:200]}")
-    print(f"{files} files: {same} identical; fields that moved (files): "
+    print(f"{files} files: {same} identical, {failed} not compared (a side without a report); "
+          "fields that moved (files): "
           + ", ".join(f"{k} {n}" for k, n in sorted(moved.items(), key=lambda kv: -kv[1])))
     return 0
 
