@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any
 
 from ctxscope.core import limits as _limits
 from ctxscope.core.diff import ItemRun
-from ctxscope.core.ledger import SessionLedger, Snapshot
+from ctxscope.core.ledger import SessionLedger, Snapshot, release_texts
 from ctxscope.schema import CompactionTrigger, Coverage, Item, Stage
 from ctxscope.core.tokens import Counter, counter_for
 from ctxscope.core.waste import WasteOptions, WasteTracker
@@ -249,16 +249,24 @@ class TranscriptAccount:
     path uses, the system prompt and tools the transcript never holds as the
     inferred prefix (:class:`ctxscope.transcripts.prefix.PrefixLearner`),
     the model's window where the transcript does not state one.
+
+    ``keep_text=False``: each call's new items let their text go once counted
+    (:func:`~ctxscope.core.ledger.release_texts`: the results stay those of
+    keeping every text), so memory follows the counts, not the file. A caller
+    that reads the items' texts after the call (a local store's listener)
+    keeps them.
     """
 
     def __init__(self, session_id: str, *, tokenizer: str = "auto", counter: Counter | None = None,
-                 capture_labels: bool = False, waste_options: WasteOptions | None = None) -> None:
+                 capture_labels: bool = False, waste_options: WasteOptions | None = None,
+                 keep_text: bool = True) -> None:
         from ctxscope.transcripts.prefix import PrefixLearner
 
         self.account = SessionAccount(session_id, tokenizer=tokenizer, counter=counter,
                                       capture_labels=capture_labels, proxy_encoding=True,
                                       waste_options=waste_options)
         self.prefix = PrefixLearner()
+        self.keep_text = keep_text
 
     @property
     def latest(self) -> Snapshot | None:
@@ -289,6 +297,8 @@ class TranscriptAccount:
         inferred = (prefix.fixed_tokens or 0) if prefix is not None else 0
         if coverage is not _UNRECORDED:
             self.prefix.learn(call.index, call.model, snapshot.annotation.estimated_tokens - inferred, reported)
+        if not self.keep_text:
+            release_texts(call.items if call.reset else call.added)
         return snapshot, inferred
 
 

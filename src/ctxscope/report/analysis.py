@@ -7,8 +7,9 @@ Each :class:`~ctxscope.transcripts.TranscriptCall` goes through the session's
 attached). Only one row of numbers per call is
 kept, packed (:class:`~ctxscope.report.call_rows.CallRows`), never the
 snapshots, so memory follows the live context, not the file.
-Item texts are released once counted (:func:`~ctxscope.core.ledger.release_texts`:
-the count stays, the item is still counted text) unless ``keep_text``.
+Item texts are released once counted (``TranscriptAccount(keep_text=False)``,
+:func:`~ctxscope.core.ledger.release_texts`: the count stays, the item is still
+counted text) unless ``keep_text``.
 """
 
 from __future__ import annotations
@@ -21,7 +22,6 @@ from typing import Callable
 
 from ctxscope.schema import Category, ChangeType, Coverage
 from ctxscope.core.tokens import counter_for
-from ctxscope.core.ledger import release_texts
 from ctxscope.core.pipeline import TranscriptAccount
 from ctxscope.report.call_rows import CallRow, CallRows
 from ctxscope.transcripts import Problem, TranscriptCall, TranscriptFile
@@ -193,8 +193,9 @@ def _analyze_file(path: str, format: str | None, tokenizer: str, options: WasteO
             result = SessionResult(call.session_id, path, source.format or "", call.provider,
                                    call.parent_session_id)
             state = live[call.session_id] = _Live(
-                TranscriptAccount(call.session_id, counter=counter, waste_options=options), result)
-        _account(state, call, keep_text)
+                TranscriptAccount(call.session_id, counter=counter, waste_options=options, keep_text=keep_text),
+                result)
+        _account(state, call)
     sessions = []
     for state in live.values():
         result = state.result
@@ -215,12 +216,9 @@ def _analyze_file(path: str, format: str | None, tokenizer: str, options: WasteO
     return FileResult(path, source.format, source.records, source.problems, sessions)
 
 
-def _account(state: _Live, call: TranscriptCall, keep_text: bool) -> None:
-    snapshot, inferred = state.account.observe(call)
+def _account(state: _Live, call: TranscriptCall) -> None:
+    snapshot, inferred = state.account.observe(call)  # texts let go once counted, unless keep_text
     waste = snapshot.annotation.waste
-    if not keep_text:
-        # The ledger counted these; keep the count, let the text go (memory follows counts).
-        release_texts(call.items if call.reset else call.added)
     ann = snapshot.annotation
     calibrated = snapshot.calibrated()
     result = state.result
