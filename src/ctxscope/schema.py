@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
+from ctxscope._record import FrozenRecord, Record
+
 SPEC_VERSION = 2  # docs/spec.md, changelog at its end
 PREFIX = "llm.context."
 
@@ -283,8 +285,8 @@ class MetricAttr:
     PROVIDER_NAME = GenAI.PROVIDER_NAME
 
 
-@dataclass(frozen=True)
-class InstrumentSpec:
+@dataclass(frozen=True, repr=False, eq=False)  # FrozenRecord: see ctxscope._record
+class InstrumentSpec(FrozenRecord):
     name: str
     kind: str  # "gauge", "counter" or "histogram"
     unit: str
@@ -349,8 +351,8 @@ Metric.HISTOGRAMS = (Metric.ADDED_TOKENS, Metric.REQUEST_TOKENS)
 # Items
 # ---------------------------------------------------------------------------
 
-@dataclass(slots=True)
-class Item:
+@dataclass(slots=True, repr=False, eq=False)  # Record: see ctxscope._record
+class Item(Record):
     """One unit of context (SPEC section 1).
 
     ``text`` is what is counted; it stays in the process and is never exported
@@ -381,8 +383,8 @@ class Item:
 # The annotation
 # ---------------------------------------------------------------------------
 
-@dataclass(slots=True)
-class Change:
+@dataclass(slots=True, repr=False, eq=False)  # Record: see ctxscope._record
+class Change(Record):
     """One ``llm.context.change`` event."""
 
     id: str
@@ -461,8 +463,8 @@ _CATEGORY_ATTRS: tuple[tuple[Category, str], ...] = tuple((c, Attr.category(c)) 
 _WASTE_ATTRS: tuple[tuple[WasteKind, str], ...] = tuple((k, Attr.waste(k)) for k in WasteKind)
 
 
-@dataclass(slots=True)
-class Annotation:
+@dataclass(slots=True, repr=False, eq=False)  # Record: see ctxscope._record
+class Annotation(Record):
     """The context annotation of one span (SPEC section 4).
 
     ``categories`` holds the categories present (zero-valued ones may be

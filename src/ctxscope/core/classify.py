@@ -23,6 +23,7 @@ Pure: no OpenTelemetry, no provider SDK.
 
 from __future__ import annotations
 
+from ctxscope._record import FrozenRecord
 from ctxscope._blake2b import blake2b
 import json
 import posixpath
@@ -41,8 +42,8 @@ SKILLS_INDEX = "skills/index"
 _FULL_ROLES = frozenset(("user", "system", "developer"))
 
 
-@dataclass(frozen=True, slots=True)
-class Segment:
+@dataclass(frozen=True, slots=True, repr=False, eq=False)  # FrozenRecord: see ctxscope._record
+class Segment(FrozenRecord):
     """A slice of a text: ``part`` is its part path, or None for the role's default."""
 
     text: str

@@ -24,6 +24,7 @@ from itertools import chain, compress, count, islice
 from operator import is_not
 from typing import Any, overload
 
+from ctxscope._record import Record
 from ctxscope.schema import Item
 
 __all__ = ["ItemDiff", "ItemRun", "diff_items", "shared_prefix"]
@@ -136,8 +137,8 @@ def _first_not_identical_from_end(old: Sequence[Item], new: Sequence[Item], star
     return next(compress(count(start), differs), stop)
 
 
-@dataclass(slots=True)
-class ItemDiff:
+@dataclass(slots=True, repr=False, eq=False)  # Record: see ctxscope._record
+class ItemDiff(Record):
     """What changed between two item lists: old items gone, new items come, (old, new) pairs."""
 
     removed: list[Item] = field(default_factory=list)

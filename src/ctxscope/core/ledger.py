@@ -28,6 +28,7 @@ from collections import Counter as Multiset
 from dataclasses import dataclass, replace
 from typing import Callable, Final, Iterable, Literal, Sequence, Union
 
+from ctxscope._record import Record
 from ctxscope.core import framing as _framing
 from ctxscope.core.framing.claude_proxy import looks_like_json, proxy_encoding_item, proxy_encoding_tokens_of_sums
 from ctxscope.core.views import apportion, calibrate, calibration_target, free_tokens
@@ -77,8 +78,8 @@ CONVERSATION_CATEGORIES = frozenset({
 })
 
 
-@dataclass(slots=True)
-class Compaction:
+@dataclass(slots=True, repr=False, eq=False)  # Record: see ctxscope._record
+class Compaction(Record):
     """One compaction: declared by the caller or inferred from a rewritten history."""
 
     trigger: CompactionTrigger
@@ -90,8 +91,8 @@ class Compaction:
     annotation: Annotation  # for the ``post-compaction`` span
 
 
-@dataclass(slots=True)
-class Snapshot:
+@dataclass(slots=True, repr=False, eq=False)  # Record: see ctxscope._record
+class Snapshot(Record):
     """A session's composition at one observation (raw estimates in ``annotation``)."""
 
     annotation: Annotation

@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any, Iterable, Sequence
 
+from ctxscope._record import FrozenRecord, Record
 from ctxscope.core.diff import ItemRun, shared_prefix
 from ctxscope.schema import Category, Item, WasteKind
 
@@ -47,8 +48,8 @@ _TEXT_CATEGORIES = frozenset((Category.PROMPTS, Category.ENVIRONMENT, Category.R
                               Category.SUMMARIES, Category.ASSISTANT))
 
 
-@dataclass(frozen=True, slots=True)
-class WasteOptions:
+@dataclass(frozen=True, slots=True, repr=False, eq=False)  # FrozenRecord: see ctxscope._record
+class WasteOptions(FrozenRecord):
     result_cap: int = DEFAULT_RESULT_CAP
     tool_budget: int = DEFAULT_TOOL_BUDGET
     aging_calls: int = DEFAULT_AGING_CALLS
@@ -58,8 +59,8 @@ class WasteOptions:
             raise ValueError("waste caps and budgets must be >= 0 and aging_calls >= 1")
 
 
-@dataclass(slots=True)
-class Finding:
+@dataclass(slots=True, repr=False, eq=False)  # Record: see ctxscope._record
+class Finding(Record):
     kind: str  # a WasteKind value, or "aging"
     severity: str  # high, medium, low
     reference: str
@@ -72,8 +73,8 @@ class Finding:
                 "count": self.count, "tokens_saved": self.tokens_saved, "action": self.action}
 
 
-@dataclass(slots=True)
-class Plan:
+@dataclass(slots=True, repr=False, eq=False)  # Record: see ctxscope._record
+class Plan(Record):
     """Drop these, summarise those: what a compaction would save."""
 
     drop: list[Finding] = field(default_factory=list)
@@ -88,8 +89,8 @@ class Plan:
                 "summarise": [f.to_json() for f in self.summarise]}
 
 
-@dataclass(slots=True)
-class Report:
+@dataclass(slots=True, repr=False, eq=False)  # Record: see ctxscope._record
+class Report(Record):
     waste: dict[WasteKind, int]
     total: int
     findings: list[Finding]

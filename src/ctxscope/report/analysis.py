@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Callable
 
+from ctxscope._record import Record
 from ctxscope.schema import Category, ChangeType, Coverage
 from ctxscope.core.tokens import counter_for
 from ctxscope.core.pipeline import TranscriptAccount
@@ -34,8 +35,8 @@ from ctxscope.core.waste import Report, WasteOptions, WasteTracker
 ADDITIONS_KEPT = 20
 
 
-@dataclass(slots=True)
-class Addition:
+@dataclass(slots=True, repr=False, eq=False)  # Record: see ctxscope._record
+class Addition(Record):
     """One item a call added to the context (an ``addition`` or a growing ``replacement`` change).
 
     ``tool_call_id`` and ``tool`` where the transcript recorded the contributing
@@ -60,8 +61,8 @@ EVERY_TURN = frozenset((Category.SYSTEM, Category.TOOLS, Category.RULES, Categor
 _EVERY_TURN_ORDER = tuple(EVERY_TURN)  # looked up in a call's categories, not its categories scanned
 
 
-@dataclass(slots=True)
-class SessionFinding:
+@dataclass(slots=True, repr=False, eq=False)  # Record: see ctxscope._record
+class SessionFinding(Record):
     """One waste source over the whole session: its tokens summed over the calls it rode along in."""
 
     kind: str
@@ -70,8 +71,8 @@ class SessionFinding:
     cost_usd: Decimal | None  # at the model's input price; None where the price is unknown
 
 
-@dataclass(slots=True)
-class SessionWaste:
+@dataclass(slots=True, repr=False, eq=False)  # Record: see ctxscope._record
+class SessionWaste(Record):
     """The session view users pay for (docs/analyze.md, "Waste over the session")."""
 
     findings: list[SessionFinding]
@@ -91,8 +92,8 @@ def _cost(token_calls: int, price: Decimal | None) -> Decimal | None:
     return None if price is None else (Decimal(token_calls) * price / Decimal(1_000_000))
 
 
-@dataclass(slots=True)
-class SessionResult:
+@dataclass(slots=True, repr=False, eq=False)  # Record: see ctxscope._record
+class SessionResult(Record):
     session_id: str
     path: str
     format: str
@@ -158,8 +159,8 @@ class SessionResult:
         return self.waste.ratio if self.waste is not None else 0.0
 
 
-@dataclass(slots=True)
-class FileResult:
+@dataclass(slots=True, repr=False, eq=False)  # Record: see ctxscope._record
+class FileResult(Record):
     path: str
     format: str | None
     records: int

@@ -26,13 +26,14 @@ from collections.abc import Iterator, MutableSequence
 from dataclasses import dataclass
 from typing import Any, overload
 
+from ctxscope._record import Record
 from ctxscope.schema import Category
 
 __all__ = ["CallRow", "CallRows"]
 
 
-@dataclass(slots=True)
-class CallRow:
+@dataclass(slots=True, repr=False, eq=False)  # Record: see ctxscope._record
+class CallRow(Record):
     index: int
     line: int | None
     timestamp_ns: int | None

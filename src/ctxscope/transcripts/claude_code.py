@@ -33,6 +33,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Iterator, Mapping
 
+from ctxscope._record import Record
 from ctxscope.core.diff import ItemRun
 from ctxscope.schema import Category, CompactionTrigger, Item
 from ctxscope.transcripts import _items
@@ -66,8 +67,8 @@ _ATTACHMENT_PARTS = {"skill_listing": "skills", "invoked_skills": "skills", "dyn
                      "mcp_instructions_delta": "system"}
 
 
-@dataclass(slots=True)
-class _Node:
+@dataclass(slots=True, repr=False, eq=False)  # Record: see ctxscope._record
+class _Node(Record):
     parent: str | None
     items: tuple[Item, ...]
     offset: int = -1  # where its line starts in the file, when the reader can read it again (else -1)
@@ -75,8 +76,8 @@ class _Node:
     cleared: frozenset[str] = _NO_IDS  # a microcompaction: tool call ids whose results were cleared
 
 
-@dataclass(slots=True)
-class _Session:
+@dataclass(slots=True, repr=False, eq=False)  # Record: see ctxscope._record
+class _Session(Record):
     """One session's links and live chain.
 
     ``nodes`` holds the links a later call may still walk: those off the live

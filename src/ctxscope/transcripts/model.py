@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from collections.abc import Sequence
 from typing import Any, Protocol
 
+from ctxscope._record import Record
 from ctxscope import jsonio as _jsonio
 
 from ctxscope.core.apis import anthropic_usage as _anthropic_usage
@@ -33,8 +34,8 @@ FORMAT_MESSAGES = "messages"
 FORMATS = (FORMAT_CLAUDE_CODE, FORMAT_CODEX, FORMAT_MESSAGES)
 
 
-@dataclass(slots=True)
-class Compaction:
+@dataclass(slots=True, repr=False, eq=False)  # Record: see ctxscope._record
+class Compaction(Record):
     """A compaction that happened before a call (its context starts anew)."""
 
     trigger: CompactionTrigger | None
@@ -43,8 +44,8 @@ class Compaction:
     logical_parent: str | None = None  # Claude Code: the link the compacted chain ended at
 
 
-@dataclass(slots=True)
-class TranscriptCall:
+@dataclass(slots=True, repr=False, eq=False)  # Record: see ctxscope._record
+class TranscriptCall(Record):
     """One provider call seen in a transcript.
 
     ``items`` is the whole live context sent with the call. ``added`` are the
@@ -73,8 +74,8 @@ class TranscriptCall:
         return self.usage.reported_input if self.usage is not None else None
 
 
-@dataclass(slots=True)
-class Problem:
+@dataclass(slots=True, repr=False, eq=False)  # Record: see ctxscope._record
+class Problem(Record):
     """Something wrong in the input, for a one-line message ``path:line: message``."""
 
     line: int | None

@@ -36,6 +36,7 @@ Pure: no OpenTelemetry, no provider SDK.
 
 from __future__ import annotations
 
+from ctxscope._record import FrozenRecord
 from ctxscope._blake2b import blake2b
 from dataclasses import dataclass
 
@@ -51,8 +52,8 @@ MOVE_TOKENS = 2000
 MOVE_SHARE = 0.10
 
 
-@dataclass(frozen=True, slots=True)
-class PrefixMove:
+@dataclass(frozen=True, slots=True, repr=False, eq=False)  # FrozenRecord: see ctxscope._record
+class PrefixMove(FrozenRecord):
     """The inferred prefix changed size at call ``index``."""
 
     index: int

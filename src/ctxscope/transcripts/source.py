@@ -35,6 +35,7 @@ import stat
 from dataclasses import dataclass
 from typing import Any, BinaryIO, Callable, Iterator
 
+from ctxscope._record import Record
 from ctxscope.transcripts.detect import UnknownFormatError, detect_format, make_reader
 from ctxscope.transcripts.model import Problem, Reader, TranscriptCall, loads, parse_timestamp_ns
 
@@ -51,8 +52,8 @@ _MAX_LINE_TIMES = 4096
 _BOM = b"\xef\xbb\xbf"
 
 
-@dataclass(slots=True)
-class TimedCall:
+@dataclass(slots=True, repr=False, eq=False)  # Record: see ctxscope._record
+class TimedCall(Record):
     """A call of the transcript and the nanosecond times its span covers."""
 
     call: TranscriptCall

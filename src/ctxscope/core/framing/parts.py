@@ -10,6 +10,7 @@ a server tool's hidden part in ``tools``.
 
 from __future__ import annotations
 
+from ctxscope._record import FrozenRecord
 from ctxscope._blake2b import blake2b
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -23,8 +24,8 @@ _OVERHEAD, _TOOLS = Category.OVERHEAD, Category.TOOLS  # read once (EnumType's a
 CountFn = Callable[[str], int]
 
 
-@dataclass(frozen=True, slots=True)
-class FramingPart:
+@dataclass(frozen=True, slots=True, repr=False, eq=False)  # FrozenRecord: see ctxscope._record
+class FramingPart(FrozenRecord):
     """One named piece of framing: tokens with the rule that produced them."""
 
     key: str  # stable within a request: "messages", "priming", "functions", "hidden-prompt", ...
