@@ -329,7 +329,7 @@ class SessionLedger:
         model_changed = (not first and model is not None and self._model is not None
                          and model != self._model)
         # Inferred only where the whole request was seen (below): a transcript's calls never need it.
-        infer = declared is None and not first and coverage is Coverage.COMPLETE
+        infer = declared is None and not first and coverage is _COMPLETE
         conversation_before = self._conversation_tokens() if infer else 0
         tokens_before = prev.annotation.estimated_tokens if prev is not None else None
 
@@ -621,17 +621,24 @@ class SessionLedger:
         rows: list[tuple[int, Item, int, ChangeType]] = []
         for item in diff.removed:
             tokens = item.tokens
-            rows.append((-tokens, item, tokens, ChangeType.REMOVAL))
+            rows.append((-tokens, item, tokens, _REMOVAL))
         for old, new in diff.replaced:
             before = old.tokens
-            rows.append((new.tokens - before, new, new.tokens, ChangeType.REPLACEMENT))
+            rows.append((new.tokens - before, new, new.tokens, _REPLACEMENT))
         for item in diff.added:
-            rows.append((item.tokens, item, item.tokens, ChangeType.ADDITION))
+            rows.append((item.tokens, item, item.tokens, _ADDITION))
         order = _largest([abs(row[0]) for row in rows])
         full = self.capture_labels
         changes = [_change(rows[i][1], rows[i][3], rows[i][2], rows[i][0], full) for i in order]
         return changes, len(rows) - len(changes)
 
+
+# Enum members read once: on this Python an enum class's attribute is looked up through
+# EnumType's __getattr__ hook (~850 instructions, several times a plain global), once a
+# call or once a change here.
+_COMPLETE = Coverage.COMPLETE
+_REMOVAL, _REPLACEMENT, _ADDITION = ChangeType.REMOVAL, ChangeType.REPLACEMENT, ChangeType.ADDITION
+_UNATTRIBUTED = Category.UNATTRIBUTED
 
 # The kinds of content framing.proxy_kind tells apart, in the order their sums are kept.
 _PROXY_KINDS = (_framing.PROXY_CODE, _framing.PROXY_PROSE)
@@ -702,8 +709,8 @@ def _calibration_factor(categories: dict[Category, int], reported: int) -> float
         estimated = sum(values)
     except TypeError:  # not numbers: the general rule's int() says what they are
         estimated = None
-    if type(estimated) is not int or Category.UNATTRIBUTED in categories or min(values, default=0) < 0:
-        estimated = sum(max(0, int(v)) for c, v in categories.items() if c is not Category.UNATTRIBUTED)
+    if type(estimated) is not int or _UNATTRIBUTED in categories or min(values, default=0) < 0:
+        estimated = sum(max(0, int(v)) for c, v in categories.items() if c is not _UNATTRIBUTED)
     return reported / estimated if estimated > reported else 1.0
 
 

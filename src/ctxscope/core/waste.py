@@ -44,6 +44,12 @@ _DUPLICATE = WasteKind.DUPLICATE.value
 _STALE = WasteKind.STALE.value
 _BLOAT = WasteKind.BLOAT.value
 _OVERAGE = WasteKind.TOOL_DEFINITION_OVERAGE.value
+# Enum members read once: on this Python an enum class's attribute is looked up through
+# EnumType's __getattr__ hook (~850 instructions, several times a plain global), and these
+# run for every item added (dense50: ~80,000 lookups).
+_TOOLS, _RESULTS, _ASSISTANT = Category.TOOLS, Category.RESULTS, Category.ASSISTANT
+_WASTE_DUPLICATE, _WASTE_STALE = WasteKind.DUPLICATE, WasteKind.STALE
+_WASTE_BLOAT, _WASTE_OVERAGE = WasteKind.BLOAT, WasteKind.TOOL_DEFINITION_OVERAGE
 _TEXT_CATEGORIES = frozenset((Category.PROMPTS, Category.ENVIRONMENT, Category.RULES, Category.SKILLS,
                               Category.SUMMARIES, Category.ASSISTANT))
 
@@ -247,16 +253,16 @@ class WasteTracker:
         # Kept as given: a list, or an ItemRun that shares its items with the next call's (O(1)).
         self._items = items
         for item in added:
-            if item.reference and item.category in (Category.RESULTS, Category.ASSISTANT):
+            if item.reference and item.category in (_RESULTS, _ASSISTANT):
                 self._last_use[item.reference] = self.calls
         self.calls += 1
         return self.totals()
 
     def totals(self) -> dict[WasteKind, int]:
         overage = max(0, self._tools - self.options.tool_budget)
-        return {WasteKind.DUPLICATE: self._duplicate + self._cross_duplicate + self._text_duplicate,
-                WasteKind.STALE: self._stale, WasteKind.BLOAT: self._bloat,
-                WasteKind.TOOL_DEFINITION_OVERAGE: overage}
+        return {_WASTE_DUPLICATE: self._duplicate + self._cross_duplicate + self._text_duplicate,
+                _WASTE_STALE: self._stale, _WASTE_BLOAT: self._bloat,
+                _WASTE_OVERAGE: overage}
 
     def report(self, total: int) -> Report:
         """Findings and the compaction plan for the current context (``total``: its used tokens)."""
@@ -266,7 +272,7 @@ class WasteTracker:
 
     def _add(self, item: Item, touched: dict[str, None]) -> None:
         category = item.category
-        if category is Category.TOOLS:
+        if category is _TOOLS:
             self._tools += item.tokens
         elif category in _TEXT_CATEGORIES:
             if item.digest and item.tokens >= MIN_DUPLICATE_TEXT_TOKENS:
@@ -280,7 +286,7 @@ class WasteTracker:
                     entry[3] = self.calls
                     entry[0] += 1
                     self._text_duplicate += entry[1]
-        elif category is Category.RESULTS:
+        elif category is _RESULTS:
             key = _key(item)
             group = self._groups.get(key)
             if group is None:
@@ -289,7 +295,7 @@ class WasteTracker:
             touched[key] = None
 
     def _remove(self, item: Item, touched: dict[str, None]) -> None:
-        if item.category is Category.TOOLS:
+        if item.category is _TOOLS:
             self._tools -= item.tokens
         elif item.category in _TEXT_CATEGORIES:
             entry = self._texts.get(item.digest) if item.tokens >= MIN_DUPLICATE_TEXT_TOKENS else None
@@ -301,7 +307,7 @@ class WasteTracker:
                     del self._texts[item.digest]
                 else:
                     self._text_duplicate -= entry[1]
-        elif item.category is Category.RESULTS:
+        elif item.category is _RESULTS:
             key = _key(item)
             group = self._groups.get(key)
             if group is not None:

@@ -18,6 +18,12 @@ from ctxscope.schema import Category, Item
 from ctxscope.core.tokens import DEFAULT_IMAGE_TOKENS
 from ctxscope.transcripts.model import content_digest, dumps
 
+# Enum members read once: on this Python an enum class's attribute is looked up through
+# EnumType's __getattr__ hook (~850 instructions, several times a plain global); a reader
+# makes several items a call.
+_SUMMARIES, _ASSISTANT, _SYSTEM = Category.SUMMARIES, Category.ASSISTANT, Category.SYSTEM
+_PROMPTS, _RESULTS = Category.PROMPTS, Category.RESULTS
+
 
 def reference(tool: str, args: Any) -> str | None:
     """The normalised reference of a tool call (``Read:file_path=src/app.py``), never a call id."""
@@ -33,13 +39,13 @@ def text_item(item_id: str, text: str, role: str, *, summary: bool = False,
               label: str | None = None) -> Item:
     """A text block: a prompt, assistant text, or what the classifier says it is."""
     if summary:
-        category, part = Category.SUMMARIES, "summaries"
+        category, part = _SUMMARIES, "summaries"
     elif role == "assistant":
-        category, part = Category.ASSISTANT, "assistant/text"
+        category, part = _ASSISTANT, "assistant/text"
     elif role in ("system", "developer"):
-        category, part = Category.SYSTEM, "system"
+        category, part = _SYSTEM, "system"
     else:
-        category, part = Category.PROMPTS, "prompts/text"
+        category, part = _PROMPTS, "prompts/text"
     # Items are built positionally here, in Item's field order (id, category, part, chars, text,
     # fixed_tokens, label, source_kind, source_call_id, reference, digest): a reader makes several a
     # call, and a keyword costs a name match each.
@@ -93,7 +99,7 @@ def result_items(item_id: str, tool: str | None, text: str, call_id: str | None,
 
 
 def thinking_item(item_id: str, text: str) -> Item:
-    return Item(item_id, Category.ASSISTANT, "assistant/thinking", len(text), text, None, "thinking",
+    return Item(item_id, _ASSISTANT, "assistant/thinking", len(text), text, None, "thinking",
                 "assistant", None, None, content_digest(text))  # positional: see text_item
 
 
@@ -114,7 +120,7 @@ def call_item(call_id: str, tool: str, args: Any) -> tuple[Item, str | None]:
             _references.clear()
         _references[key] = ref
     name = _name(tool)
-    item = Item(call_id, Category.ASSISTANT, _call_part(name), len(text), text, None, name, "tool_call",
+    item = Item(call_id, _ASSISTANT, _call_part(name), len(text), text, None, name, "tool_call",
                 call_id, ref, digest)  # positional: see text_item
     return item, ref
 
@@ -179,7 +185,7 @@ class ToolCalls:
 def result_item(item_id: str, tool: str | None, text: str, call_id: str | None,
                 ref: str | None) -> Item:
     name = _name(tool or "unknown")
-    return Item(item_id, Category.RESULTS, _result_part(name), len(text), text, None, name, "tool_result",
+    return Item(item_id, _RESULTS, _result_part(name), len(text), text, None, name, "tool_result",
                 call_id, ref, content_digest(text))  # positional: see text_item
 
 
