@@ -365,13 +365,15 @@ class SessionLedger:
             changes, omitted = self._baseline_changes(items)
         else:
             changes, omitted = self._diff_changes(diff)
-        # Keywords written out, not a dict of the common ones splatted: this runs once a call.
-        annotation = Annotation(stage=stage, basis=basis, coverage=coverage, baseline=baseline,
-                                categories=categories, estimated_tokens=estimated, item_stage=item_stage,
-                                sample_offset_ns=sample_offset_ns, window_tokens=window_tokens,
-                                effective_window_tokens=effective_window_tokens,
-                                compact_threshold_tokens=compact_threshold_tokens, model=model,
-                                basis_fallback=fallback, omitted_changes=omitted, changes=changes)
+        # Positional, in Annotation's field order (stage, basis, coverage, baseline, categories,
+        # estimated_tokens, item_stage, sample_offset_ns, reported_tokens, window_tokens,
+        # effective_window_tokens, compact_threshold_tokens, model, calibration_factor,
+        # learned_correction_tokens, basis_fallback, omitted_changes, changes): once a call, and a
+        # class called with keywords builds a dict of them for its __init__ (with Snapshot: ~9,900
+        # instructions a call).
+        annotation = Annotation(stage, basis, coverage, baseline, categories, estimated, item_stage,
+                                sample_offset_ns, None, window_tokens, effective_window_tokens,
+                                compact_threshold_tokens, model, None, None, fallback, omitted, changes)
         record = None
         if trigger is not None:
             self.compactions += 1
@@ -393,9 +395,10 @@ class SessionLedger:
                 annotation=post)
         self._prune_cache(items)
         self._items = items
-        snapshot = Snapshot(annotation=annotation, parts=dict(self._part_tokens), items=items,
-                            compaction=record, timestamp_ns=timestamp_ns, first=first,
-                            session_id=self.session_id, restarted=restarted)
+        # Positional, in Snapshot's field order (annotation, parts, items, compaction, timestamp_ns,
+        # first, session_id, restarted): once a call, as Annotation above.
+        snapshot = Snapshot(annotation, dict(self._part_tokens), items, record, timestamp_ns, first,
+                            self.session_id, restarted)
         self._latest = snapshot
         return snapshot
 
