@@ -112,8 +112,12 @@ def subagent_files(path: str) -> list[str]:
 
 def analyse(paths: list[str], args: argparse.Namespace, *, subagents: bool = True) -> list["FileResult"]:
     # The cyclic collector paused over the analysis' imports too (analyze_file pauses it
-    # for the reading): loading modules makes no garbage for it to find.
-    with cyclic_gc_paused():
+    # for the reading): loading modules makes no garbage for it to find. Frozen at the end
+    # (gc_pause): what was made while paused and is still alive (the modules, the results)
+    # lives until the command ends, and the collections after the pause, the interpreter's
+    # at exit among them, would scan all of it again for nothing (dense50's first 2,000
+    # lines: 850.7 M -> 827.7 M instructions).
+    with cyclic_gc_paused(freeze=True):
         return _analyse(paths, args, subagents)
 
 
