@@ -111,6 +111,17 @@ def test_tool_results_only_lose_appended_reminders():
     assert parts(body + reminder, "tool") == [(None, body), ("environment", reminder)]
 
 
+def test_tool_results_split_every_closed_reminder_in_order():
+    """Each reminder runs from its opening to the next closing tag; one opened inside it is part of
+    it, and one never closed stays in the result's own text."""
+    first = "<system-reminder>\nThe user opened a.py\n</system-reminder>"
+    second = "<system-reminder> stray\n<system-reminder>\nTodo list changed\n</system-reminder>"
+    assert parts("out 1\n" + first + "\nout 2 " + second, "tool") == [
+        (None, "out 1\n"), ("environment", first), (None, "\nout 2 "), ("environment", second)]
+    assert parts(first + " out <system-reminder> no end", "tool") == [
+        ("environment", first), (None, " out <system-reminder> no end")]
+
+
 def test_assistant_text_is_not_classified():
     """The model's own words that mention AGENTS.md instructions stay assistant text."""
     text = "# AGENTS.md instructions for /repo were followed."
