@@ -59,3 +59,26 @@ def test_columns_widen_past_32_bits_and_past_127_names_without_losing_a_value():
     assert [r.model for r in rows[129:132]] == ["m129", "m130", "m131"]
     assert rows[132].reported == -(2 ** 63) + 1 and rows[0].reported is None and rows.int64
     assert rows.max_used() == 132 + 100
+
+
+def _fields(row: CallRow) -> tuple:
+    return (row.index, row.line, row.timestamp_ns, row.model, row.estimated, row.reported, row.inferred,
+            row.calibrated, row.waste, row.compaction, row.used)
+
+
+def test_field_tuples_are_the_rows_fields_in_order_for_any_bounds():
+    """field_tuples(start, stop) gives what rows[start:stop] holds, None marks and widened columns included."""
+    given = [_row(0), _row(1, line=None, reported=250, model=None, compaction="manual",
+                             calibrated={Category.RESULTS: 5, Category.PROMPTS: 1}),
+             _row(2, calibrated={}, used=0), _row(3, reported=2 ** 70, line=-(2 ** 63)), _row(4)]
+    rows = CallRows(given)
+    assert list(rows.field_tuples(1, 3)) == [
+        (1, None, 1_700_000_000_000_000_001, None, 101, 250, 7, {Category.RESULTS: 5, Category.PROMPTS: 1},
+         3, "manual", 101),
+        (2, 12, 1_700_000_000_000_000_002, "m1", 102, None, 7, {}, 3, None, 0)]
+    for start, stop in ((0, 5), (0, 1024), (3, 5), (4, 4), (-2, 5)):
+        assert list(rows.field_tuples(start, stop)) == [_fields(r) for r in given[start:stop]]
+    assert list(rows.field_tuples(3, 4))[0][1:6:4] == (-(2 ** 63), 2 ** 70)  # list columns: values as given
+    assert list(CallRows().field_tuples(0, 10)) == []
+    packed = CallRows(given[:3])  # line and reported still arrays, None as their mark
+    assert packed.int64 and [t[1:6:4] for t in packed.field_tuples(0, 3)] == [(10, None), (None, 250), (12, None)]

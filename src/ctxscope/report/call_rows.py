@@ -172,6 +172,30 @@ class CallRows:
 
     # -- columns without building rows ----------------------------------------
 
+    def field_tuples(self, start: int, stop: int) -> Iterator[tuple[Any, ...]]:
+        """Rows ``start`` to ``stop`` (a slice's bounds) as tuples of :class:`CallRow`'s fields in its order.
+
+        What ``rows[start:stop]`` holds, without a CallRow each: every column sliced once (in C), the
+        JSON report's growth table reads them (built row by row, ~10,000 instructions a row).
+        """
+        start, stop, _ = slice(start, stop).indices(len(self))
+        ints = self._ints
+        index, line, timestamp_ns, estimated, reported, inferred, waste, used = (c[start:stop] for c in ints)
+        # _row's _value, a column at a time: the sentinel is None while the column is an array.
+        line, timestamp_ns, reported = (_values(ints[i], stored) for i, stored in
+                                        ((1, line), (2, timestamp_ns), (4, reported)))
+        names = self._names
+        model = [None if code == _NO_NAME else names[code] for code in self._model[start:stop]]
+        compaction = [None if code == _NO_NAME else names[code] for code in self._compaction[start:stop]]
+        categories, codes, values, ends = self._categories, self._cat_codes, self._cat_values, self._cat_ends
+        calibrated = []
+        first = ends[start - 1] if start else 0
+        for end in ends[start:stop]:
+            calibrated.append({categories[code]: tokens for code, tokens in zip(codes[first:end], values[first:end])})
+            first = end
+        return zip(index, line, timestamp_ns, model, estimated, reported, inferred, calibrated, waste, compaction,
+                   used)
+
     @property
     def int64(self) -> bool:
         """Whether every integer holds in a signed 64-bit int (every column still an array)."""
@@ -225,6 +249,13 @@ def _push(ints: list[Column], column: int, value: Any, none: bool) -> None:
             target.append(value)
             return
     target.append(None if none else value)
+
+
+def _values(column: Column, stored: Column) -> Column:
+    """:func:`_value` of each of ``stored`` (a slice of ``column``)."""
+    if isinstance(column, array) and _NONE in stored:
+        return [None if v == _NONE else v for v in stored]
+    return stored
 
 
 def _value(column: Column, stored: Any) -> Any:

@@ -63,13 +63,20 @@ def session_json(session: SessionResult, growth: Callable[[SessionResult], Any] 
 
 def growth_json(rows: Iterable[CallRow]) -> list[dict[str, Any]]:
     """The growth table's rows: one object per call."""
+    return _growth_objects((r.index, r.line, r.timestamp_ns, r.model, r.estimated, r.reported, r.inferred,
+                            r.calibrated, r.waste, r.compaction, r.used) for r in rows)
+
+
+def _growth_objects(fields: Iterable[tuple[Any, ...]]) -> list[dict[str, Any]]:
+    """The growth table's rows from rows' fields in CallRow's order (CallRows.field_tuples)."""
     return [
-        {"call": r.index, "line": r.line, "timestamp_ns": r.timestamp_ns,
-         "estimated_tokens": r.estimated, "inferred_tokens": r.inferred, "reported_tokens": r.reported,
-         "used_tokens": r.used,
-         "categories": {name: tokens for c, name in _NAMED if (tokens := r.calibrated.get(c))},
-         "waste_tokens": r.waste, "compaction": r.compaction}
-        for r in rows
+        {"call": index, "line": line, "timestamp_ns": timestamp_ns,
+         "estimated_tokens": estimated, "inferred_tokens": inferred, "reported_tokens": reported,
+         "used_tokens": used,
+         "categories": {name: tokens for c, name in _NAMED if (tokens := calibrated.get(c))},
+         "waste_tokens": waste, "compaction": compaction}
+        for index, line, timestamp_ns, _, estimated, reported, inferred, calibrated, waste, compaction, used
+        in fields
     ]
 
 
@@ -184,6 +191,9 @@ def _write_growth(rows: CallRows, indent: int, write: Callable[[str], object]) -
         if start:
             write(",\n")
         # The chunk as a list of its own: items at 2 spaces; every line moved in by ``indent``.
-        piece = dumps(growth_json(rows[start:start + GROWTH_CHUNK_ROWS]))
+        stop = start + GROWTH_CHUNK_ROWS
+        chunk = _growth_objects(rows.field_tuples(start, stop)) if type(rows) is CallRows else growth_json(
+            rows[start:stop])
+        piece = dumps(chunk)
         write(pad + piece[2:-2].replace("\n", "\n" + pad))
     write("\n" + pad + "]")
