@@ -185,3 +185,22 @@ def test_the_second_load_reads_the_table_back_without_building(o200k: Any, tmp_p
     assert bpe.load("o200k_base", rank_file, constructor).count("Hello, world!") == 4
     assert len(runs) == 2
     assert bpe.load("o200k_base", rank_file, constructor).n_tokens == 199_998 and len(runs) == 2
+
+
+def test_an_ascii_process_reads_the_table_back_without_regex_or_ctypes(tiktoken_ready: None, tmp_path: Path) -> None:
+    """Read back from the cache, o200k counts ASCII text on ``re`` alone: ``regex`` (~30 ms to import and compile
+    the original pattern) waits for the first text that is not ASCII, and no trim (ctypes) follows a read. The
+    first process builds the table; the second reads it: Hello|,| world|! 4, then 日本語 2 on ``regex``."""
+    import os
+    import subprocess
+    import sys
+
+    code = ("import sys; from ctxscope.core import tokens;"
+            "e = tokens.load_encoding('o200k_base', engine=tokens.ENGINE_COMPACT);"
+            "a = e.count('Hello, world!'); before = sorted(m for m in ('regex', 'ctypes') if m in sys.modules);"
+            "print(a, before, e.count('日本語'), 'regex' in sys.modules)")
+    env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path)}
+    runs = [subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True).stdout
+            for _ in range(2)]
+    assert runs[0].split()[0] == "4"  # built: the trim may have imported ctypes
+    assert runs[1] == "4 [] 2 True\n"
