@@ -31,9 +31,9 @@ def test_a_piece_that_is_a_token_counts_one_and_others_merge_lowest_rank_first()
 
 
 def test_a_full_piece_memory_is_cleared_and_the_counts_stay_the_same(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Room for one piece: each text with a new piece clears the memory first (abcb bcab's abcb and space are
-    new: all three of its pieces are merged again), and the counts are those above; the last text's piece
-    (cbc, 2) is what is left."""
+    """Room for one piece: each new piece clears the memory first (abcb bcab: abcb is new, then the space,
+    then bcab again: each is merged anew), and the counts are those above; the last piece merged (cbc, 2) is
+    what is left."""
     monkeypatch.setattr(bpe, "PIECE_MEMORY", 1)
     encoding = toy()
     assert [encoding.count(t) for t in ("abc", "abcb", "bcab", "abcb bcab", "abc abc", "cbc")] == [1, 2, 2, 5, 3, 2]
