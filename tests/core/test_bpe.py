@@ -45,6 +45,21 @@ def test_ranks_must_be_0_to_n_minus_1() -> None:
         bpe.CompactEncoding.build("gappy", r"\S+", {b"a": 0, b"b": 2})
 
 
+def test_without_regex_the_table_is_not_compactable(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No ``regex`` module: a load's error (the counters then use tiktoken's own encoder), for a pattern
+    compiled at once (the toy's) and for o200k's, whose original pattern waits for a text that is not ASCII."""
+    import importlib.util
+    import sys
+
+    monkeypatch.setitem(sys.modules, "regex", None)  # import regex raises ImportError
+    with pytest.raises(bpe.NotCompactableError, match="regex module is missing"):
+        toy()
+    find_spec = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "regex" else find_spec(name, *a))
+    with pytest.raises(bpe.NotCompactableError, match="regex module is missing"):
+        bpe.CompactEncoding.build("o200k_base", bpe._O200K, TOY)  # noqa: SLF001
+
+
 def test_the_table_round_trips_through_its_bytes() -> None:
     encoding = toy()
     again = bpe.CompactEncoding.from_bytes(memoryview(encoding.to_bytes()))
