@@ -31,9 +31,9 @@ def test_a_piece_that_is_a_token_counts_one_and_others_merge_lowest_rank_first()
 
 
 def test_a_full_piece_memory_is_cleared_and_the_counts_stay_the_same(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Room for one piece: each text with a new piece clears the memory first (abcb bcab's abcb and space are
-    new: all three of its pieces are merged again), and the counts are those above; the last text's piece
-    (cbc, 2) is what is left."""
+    """Room for one piece: each new piece clears the memory first (abcb bcab: abcb is new, then the space,
+    then bcab again: each is merged anew), and the counts are those above; the last piece merged (cbc, 2) is
+    what is left."""
     monkeypatch.setattr(bpe, "PIECE_MEMORY", 1)
     encoding = toy()
     assert [encoding.count(t) for t in ("abc", "abcb", "bcab", "abcb bcab", "abc abc", "cbc")] == [1, 2, 2, 5, 3, 2]
@@ -43,6 +43,21 @@ def test_a_full_piece_memory_is_cleared_and_the_counts_stay_the_same(monkeypatch
 def test_ranks_must_be_0_to_n_minus_1() -> None:
     with pytest.raises(bpe.NotCompactableError, match="not 0..1"):
         bpe.CompactEncoding.build("gappy", r"\S+", {b"a": 0, b"b": 2})
+
+
+def test_without_regex_the_table_is_not_compactable(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No ``regex`` module: a load's error (the counters then use tiktoken's own encoder), for a pattern
+    compiled at once (the toy's) and for o200k's, whose original pattern waits for a text that is not ASCII."""
+    import importlib.util
+    import sys
+
+    monkeypatch.setitem(sys.modules, "regex", None)  # import regex raises ImportError
+    with pytest.raises(bpe.NotCompactableError, match="regex module is missing"):
+        toy()
+    find_spec = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "regex" else find_spec(name, *a))
+    with pytest.raises(bpe.NotCompactableError, match="regex module is missing"):
+        bpe.CompactEncoding.build("o200k_base", bpe._O200K, TOY)  # noqa: SLF001
 
 
 def test_the_table_round_trips_through_its_bytes() -> None:
@@ -185,3 +200,22 @@ def test_the_second_load_reads_the_table_back_without_building(o200k: Any, tmp_p
     assert bpe.load("o200k_base", rank_file, constructor).count("Hello, world!") == 4
     assert len(runs) == 2
     assert bpe.load("o200k_base", rank_file, constructor).n_tokens == 199_998 and len(runs) == 2
+
+
+def test_an_ascii_process_reads_the_table_back_without_regex_or_ctypes(tiktoken_ready: None, tmp_path: Path) -> None:
+    """Read back from the cache, o200k counts ASCII text on ``re`` alone: ``regex`` (~30 ms to import and compile
+    the original pattern) waits for the first text that is not ASCII, and no trim (ctypes) follows a read. The
+    first process builds the table; the second reads it: Hello|,| world|! 4, then 日本語 2 on ``regex``."""
+    import os
+    import subprocess
+    import sys
+
+    code = ("import sys; from ctxscope.core import tokens;"
+            "e = tokens.load_encoding('o200k_base', engine=tokens.ENGINE_COMPACT);"
+            "a = e.count('Hello, world!'); before = sorted(m for m in ('regex', 'ctypes') if m in sys.modules);"
+            "print(a, before, e.count('日本語'), 'regex' in sys.modules)")
+    env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path)}
+    runs = [subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True).stdout
+            for _ in range(2)]
+    assert runs[0].split()[0] == "4"  # built: the trim may have imported ctypes
+    assert runs[1] == "4 [] 2 True\n"

@@ -19,13 +19,15 @@ tiktoken's own algorithm (``src/lib.rs``): the encoding's pattern splits the
 text into pieces; a piece that is a token counts one; any other is merged
 pair by pair, the lowest-ranked pair first and the leftmost of equal ones
 (``_byte_pair_merge``), and counts the parts left. The pattern runs on the
-``regex`` module (a dependency of tiktoken's own), and an ASCII text on
+``regex`` module (a dependency of tiktoken's own; for o200k_base imported
+and compiled at the first text that is not ASCII), and an ASCII text on
 o200k_base's pattern rewritten for the standard library's ``re`` (the same
 pieces for ASCII input, at about 2.5 times the speed, and 29% fewer
 instructions a piece since each of its alternatives starts on one character
 class: the comment above ``_O200K_ASCII`` says why its pieces are the
 original's). Pieces' counts are remembered in a bounded table
-(:data:`PIECE_MEMORY`), cleared when full.
+(:data:`PIECE_MEMORY`), cleared when full, which merges a new piece where
+the sum meets it.
 
 The counts are tiktoken's ``encode_ordinary`` lengths, special tokens'
 text counted as text and lone surrogates replaced as tiktoken replaces
@@ -95,14 +97,18 @@ _C = "(?:'(?:[sStTdDmM]|[rR][eE]|[vV][eE]|[lL][lL])|)"
 #   a newline c, c then (spaces, newline) repeated; from another space, spaces, a newline, the same;
 # - \s+(?!\S) unchanged; \s+ is reached only by one whitespace character before a non-space (any
 #   longer run leaves \s+(?!\S) its characters but the last): one character.
-# The prefix alternative comes first (half of the pieces: a word after a space or a mark), before the
-# letters' and digits' alternatives, whose first classes are disjoint from its own and each other's
-# (order matters only between alternatives that can start on the same character); with the
+# A space's alternatives come first, as one branch after the space (a word, else a run of marks: the
+# original's order at a space, a word before " ?[^\s\p{L}\p{N}]+"): a third of the pieces start with
+# a space, and " [" or ' "' no longer enter and fail the word alternative before the marks'. Then a
+# word after any other prefix character, then the letters' and digits' alternatives, whose first
+# classes are disjoint from the prefixes' and each other's (order matters only between alternatives
+# that can start on the same character: the space's before the whitespace runs'); with the
 # contraction as a branch, 10% fewer instructions for the split (an eighth of default's texts, 660 M
-# -> 598 M, callgrind). tests/core/test_bpe.py compares the pieces with the original's on ``regex``.
-_O200K_ASCII = (f"[^\\r\\nA-Za-z0-9](?:[a-z][a-z]*+|[A-Z][A-Z]*+[a-z]*+){_C}"
-                f"|[a-z][a-z]*+{_C}|[A-Z][A-Z]*+[a-z]*+{_C}|[0-9][0-9]{{0,2}}+"
-                f"| {_P}{_P}*+[\\r\\n/]*+|{_P}{_P}*+[\\r\\n/]*+"
+# -> 598 M, callgrind), and the space's branch 3.5% fewer again (678.4 M -> 654.9 M, session 29).
+# tests/core/test_bpe.py compares the pieces with the original's on ``regex``.
+_O200K_ASCII = (f" (?:[a-z][a-z]*+{_C}|[A-Z][A-Z]*+[a-z]*+{_C}|{_P}{_P}*+[\\r\\n/]*+)"
+                f"|[^\\r\\nA-Za-z0-9 ](?:[a-z][a-z]*+|[A-Z][A-Z]*+[a-z]*+){_C}"
+                f"|[a-z][a-z]*+{_C}|[0-9][0-9]{{0,2}}+|[A-Z][A-Z]*+[a-z]*+{_C}|{_P}{_P}*+[\\r\\n/]*+"
                 f"|[\\r\\n](?:{_H}*+[\\r\\n])*+|{_H}{_H}*+[\\r\\n](?:{_H}*+[\\r\\n])*+"
                 f"|[{_S}][{_S}]*(?![^{_S}])|[{_S}]")
 _ASCII_PATTERNS = {_O200K: _O200K_ASCII}
@@ -112,26 +118,57 @@ class NotCompactableError(Exception):
     """This encoding cannot be kept compact (its ranks are not 0..n-1, or ``regex`` cannot run its pattern)."""
 
 
+class _PieceMemory(dict[str, int]):
+    """Pieces' counts (at most :data:`PIECE_MEMORY`, then cleared): the words and spacings a conversation
+    repeats count at a dict lookup rather than a table probe. A missing piece is merged and kept by
+    ``__missing__``, which ``dict.__getitem__`` calls from C: a text with a new piece is still one pass in
+    C over its split, not a second one, and no set of its pieces (default's 293 texts with a new piece
+    hold a quarter of its 2.78 M pieces: 9% of the counting's CPU; docs/analyze.md "Performance")."""
+
+    __slots__ = ("_merge",)
+
+    def __init__(self, merge: Callable[[bytes], int]) -> None:
+        super().__init__()
+        self._merge = merge
+
+    def __missing__(self, piece: str) -> int:
+        if len(self) >= PIECE_MEMORY:
+            self.clear()  # bounded; what the next texts repeat comes back at once
+        tokens = self[piece] = self._merge(piece.encode("utf-8"))  # a lone surrogate raises: count() replaces it
+        return tokens
+
+
 class CompactEncoding:
     """One encoding's token table in flat arrays, counting as tiktoken's ``encode_ordinary`` does."""
 
     def __init__(self, name: str, pattern: str, tokens: bytes, starts: array.array[int],
                  slots: array.array[int]) -> None:
-        try:
-            import regex  # tiktoken's own dependency
-        except ImportError as exc:
-            raise NotCompactableError(f"the regex module is missing ({exc})") from exc
-        try:
-            self._split: Callable[[str], list[str]] = regex.compile(pattern).findall
-        except regex.error as exc:
-            raise NotCompactableError(f"the regex module cannot compile {name}'s pattern ({exc})") from exc
         ascii_pattern = _ASCII_PATTERNS.get(pattern)
-        self._split_ascii = re.compile(ascii_pattern).findall if ascii_pattern else self._split
+        if ascii_pattern is None:
+            self._split: Callable[[str], list[str]] = _regex_split(name, pattern)
+            self._split_ascii = self._split
+        else:
+            # The original pattern on ``regex`` only for the first text that is not ASCII: importing
+            # ``regex`` and compiling o200k's pattern is ~30 ms of CPU, a tenth of what exact counting
+            # adds to analyze of an ASCII session. The pattern is one ``regex`` compiles (the tests run
+            # it); that the module is there is asked now, so a missing one is still a load's error.
+            import importlib.util  # here: a process that counts nothing exactly does not import it
+
+            if importlib.util.find_spec("regex") is None:
+                raise NotCompactableError("the regex module is missing")
+            self._split = self._split_first
+            self._split_ascii = re.compile(ascii_pattern).findall
         self.name, self.pattern = name, pattern
         self.n_tokens = len(starts) - 1
         self._tokens, self._starts, self._slots = tokens, starts, slots
         self._mask = len(slots) - 1
-        self._pieces: dict[str, int] = {}
+        self._pieces = _PieceMemory(self._piece_tokens)
+        self._remembered = self._pieces.__getitem__
+
+    def _split_first(self, text: str) -> list[str]:
+        """The first text that is not ASCII: the original pattern compiled on ``regex``, then split by it."""
+        self._split = _regex_split(self.name, self.pattern)
+        return self._split(text)
 
     def nbytes(self) -> int:
         """What the table holds (its three arrays), in bytes."""
@@ -149,25 +186,9 @@ class CompactEncoding:
             return self._count(text.encode("utf-16", "surrogatepass").decode("utf-16", "replace"))
 
     def _count(self, text: str) -> int:
-        pieces = self._split_ascii(text) if text.isascii() else self._split(text)
-        remembered = self._pieces
-        try:
-            # Every piece remembered (most texts, most pieces repeating): the sum runs in C, with no
-            # list of the counts and no scan of it for a missing one; a missing one is a None, which
-            # the sum refuses.
-            return sum(map(remembered.get, pieces))  # type: ignore[arg-type]
-        except TypeError:
-            pass
-        # Some piece is new: only the new ones (a set difference, in C) are merged in Python, then the
-        # sum again in C. A text's pieces one by one in a Python loop cost a quarter of default's
-        # pieces, those of its few texts with a new piece (docs/analyze.md "Performance").
-        new = set(pieces).difference(remembered)
-        if len(remembered) + len(new) > PIECE_MEMORY:
-            remembered.clear()  # bounded; what the next texts repeat comes back at once
-            new = set(pieces)
-        for piece in new:
-            remembered[piece] = self._piece_tokens(piece.encode("utf-8"))
-        return sum(map(remembered.__getitem__, pieces))
+        # The sum runs in C over the split, each piece's count from the memory; a new piece's is
+        # merged in Python (``_PieceMemory.__missing__``) where the sum meets it, in the same pass.
+        return sum(map(self._remembered, self._split_ascii(text) if text.isascii() else self._split(text)))
 
     def rank(self, piece: bytes) -> int:
         """The token's rank, or -1 when ``piece`` is no token."""
@@ -297,6 +318,18 @@ class CompactEncoding:
         starts.frombytes(data[body:body + starts.itemsize * n_starts])
         slots.frombytes(data[body + starts.itemsize * n_starts:])
         return cls(name, pattern, tokens, starts, slots)
+
+
+def _regex_split(name: str, pattern: str) -> Callable[[str], list[str]]:
+    """``pattern``'s ``findall`` on the ``regex`` module (tiktoken's own dependency, which has ``\\p{..}``)."""
+    try:
+        import regex
+    except ImportError as exc:
+        raise NotCompactableError(f"the regex module is missing ({exc})") from exc
+    try:
+        return cast("Callable[[str], list[str]]", regex.compile(pattern).findall)
+    except regex.error as exc:
+        raise NotCompactableError(f"the regex module cannot compile {name}'s pattern ({exc})") from exc
 
 
 def load(name: str, rank_file: str | None, constructor_kwargs: Callable[[], Mapping[str, Any]]) -> CompactEncoding:

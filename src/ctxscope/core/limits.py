@@ -30,6 +30,7 @@ from functools import lru_cache
 from typing import Mapping
 
 from ctxscope.config import LimitRule, cache_dir, parse_limit_rule, settings
+from ctxscope.core.installed import distribution_version
 
 __all__ = [
     "FALLBACK_WINDOWS",
@@ -211,27 +212,10 @@ def _lookup_stamp() -> tuple[str, str] | None:
 
 @lru_cache(maxsize=1)
 def _genai_prices_version() -> str | None:
-    """The installed genai-prices version, from its ``.dist-info`` folder beside the package.
-
-    Not ``importlib.metadata.version``: importing importlib.metadata (email, zipfile,
-    csv...) is ~50 ms, a third of ``analyze``'s start-up, to read a folder name. Where
-    the folder is not beside the package (another kind of install), it is asked after all.
-    """
-    import importlib.util
-    import os
-
+    """The installed genai-prices version (``core/installed.py``: its ``.dist-info`` folder, not
+    ``importlib.metadata``, a third of ``analyze``'s start-up to read a folder name)."""
     try:
-        spec = importlib.util.find_spec("genai_prices")
-        if spec is None:
-            return None
-        origin = spec.origin or ""
-        site = os.path.dirname(os.path.dirname(origin))
-        found = [name for name in os.listdir(site) if name.startswith("genai_prices-") and name.endswith(".dist-info")]
-        if len(found) == 1:
-            return found[0][len("genai_prices-"):-len(".dist-info")]
-        from importlib.metadata import version
-
-        return version("genai-prices")
+        return distribution_version("genai_prices", "genai-prices")
     except Exception:  # noqa: BLE001 - no metadata: treat as not installed for the cache, ask the database
         return None
 

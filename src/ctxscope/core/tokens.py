@@ -291,8 +291,10 @@ def _live_encoding(name: str) -> object:
     if shared is not None:
         return shared
     rank_file = _rank_file(name)
+    built: list[bool] = []  # the constructor ran: a build, not the table read back from the cache
 
     def kwargs() -> dict[str, object]:
+        built.append(True)
         try:
             from tiktoken_ext.openai_public import ENCODING_CONSTRUCTORS
         except ImportError as exc:
@@ -307,7 +309,10 @@ def _live_encoding(name: str) -> object:
     except bpe.NotCompactableError as exc:
         _log.info("ctxscope: counting %s with tiktoken's own encoder (about 41 MB for o200k_base): %s", name, exc)
         return _counting_encoding(name)
-    release_freed_memory()  # a build's rank table and temporaries (none when read from the cache)
+    if built:
+        # A build's rank table and temporaries. Read back from the cache there are none (the file's
+        # bytes are one block of their own, unmapped when freed): no ctypes import, no trim.
+        release_freed_memory()
     return encoding
 
 
