@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import threading
@@ -24,7 +25,7 @@ ROOT = Path(__file__).resolve().parents[2]
 @pytest.fixture(autouse=True)
 def _no_proxy_or_netrc(monkeypatch, tmp_path):
     """The machine's own proxy variables and ~/.netrc decide nothing here."""
-    for name in list(__import__("os").environ):
+    for name in list(os.environ):
         if name.lower().endswith("_proxy") or name == "NETRC" or "CREDENTIAL_PROVIDER" in name:
             monkeypatch.delenv(name)
     monkeypatch.setenv("HOME", str(tmp_path))
