@@ -34,6 +34,8 @@ __all__ = [
     "CODEX_HOME",
     "agent_session_dirs",
     "excluded_hosts",
+    "HttpClientEnvironment",
+    "http_client_environment",
     "CAPTURE_CONTENT_VALUES",
     "CTXSCOPE_CAPTURE_LABELS",
     "CTXSCOPE_COMPACT_THRESHOLD_TOKENS",
@@ -250,6 +252,29 @@ def agent_session_dirs(environ: Mapping[str, str] | None = None) -> list[Path]:
     claude = Path(env.get(CLAUDE_CONFIG_DIR) or Path.home() / ".claude").expanduser()
     codex = Path(env.get(CODEX_HOME) or Path.home() / ".codex").expanduser()
     return [claude / "projects", codex / "sessions"]
+
+
+@dataclass(frozen=True)
+class HttpClientEnvironment:
+    """What in the environment ``requests`` (the SDK's OTLP/HTTP transport) would act on, for a plain
+    ``http://`` request: ``ctxscope.telemetry.http_transport`` sends only where none of it is set."""
+
+    proxies: bool  # a ``*_proxy`` variable (urllib's getproxies_environment: any case, a value)
+    netrc: bool  # ``NETRC``, or a ``~/.netrc`` or ``~/_netrc``: credentials requests adds
+    credential_provider: bool  # OTEL_PYTHON_EXPORTER_OTLP_HTTP_[SIGNAL_]CREDENTIAL_PROVIDER: an SDK session
+
+
+def http_client_environment(environ: Mapping[str, str] | None = None) -> HttpClientEnvironment:
+    """:class:`HttpClientEnvironment` of ``environ`` (default ``os.environ``), read as requests and the SDK read it
+    (a value counts when it is not empty, blank or not)."""
+    env = os.environ if environ is None else environ
+    home = env.get("HOME") or os.path.expanduser("~")
+    return HttpClientEnvironment(
+        proxies=any(value and name.lower().endswith("_proxy") for name, value in env.items()),
+        netrc=bool(env.get("NETRC")) or any(os.path.exists(os.path.join(home, name))
+                                            for name in (".netrc", "_netrc")),
+        credential_provider=any(value and name.startswith("OTEL_PYTHON_EXPORTER_OTLP_HTTP_")
+                                and name.endswith("CREDENTIAL_PROVIDER") for name, value in env.items()))
 
 
 def tiktoken_cache_dir() -> str:

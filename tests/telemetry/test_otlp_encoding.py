@@ -94,6 +94,16 @@ def test_counts_and_long_strings_that_repeat_or_change_are_the_sdks_bytes():
     assert encoder.encode(spans[::-1]) == sdk_bytes(spans[::-1])
 
 
+def test_bools_and_floats_kept_apart_from_equal_integers_are_the_sdks_bytes():
+    """True == 1 == 1.0 and 0.0 == -0.0: one key taking each in turn is written as its own type every time."""
+    values = [1, True, 1.0, True, 1, 1.0, 0.0, -0.0, False, 0, 0.0, -0.0, float("nan"), float("nan"), 2.5, 2.5]
+    spans = [span("chat m", n, attributes={"k": value}, events=[Event("e", {"k": value}, 15)])
+             for n, value in enumerate(values, 1)]
+    for encoder in (SpanEncoder(), SpanEncoder(cache_limit=2)):
+        assert encoder.encode(spans) == sdk_bytes(spans)
+        assert encoder.encode(spans[::-1]) == sdk_bytes(spans[::-1])
+
+
 def test_spans_built_as_replay_builds_them_and_bounded_ones_that_dropped_are_the_sdks_bytes():
     """Plain containers (a dict, a list of events, no links) drop nothing; bounded ones write their drops."""
     bounded = BoundedAttributes(2, {"a": 1, "b": 2, "c": 3})

@@ -20,6 +20,7 @@ from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExp
 from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import ExportMetricsServiceRequest
 from opentelemetry.sdk.metrics.export import MetricExportResult, MetricsData
 
+from ctxscope.telemetry.http_transport import with_stdlib_transport
 from ctxscope.telemetry.otlp_metric_encoding import MetricEncoder
 
 __all__ = ["HttpMetricExporter"]
@@ -33,7 +34,8 @@ class HttpMetricExporter(SdkHttpMetricExporter):
     """The SDK's OTLP/HTTP (protobuf) metric exporter, its request parsed from ctxscope's encoding."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
+        # A plain http:// endpoint is sent to without requests where requests would do the same (http_transport).
+        super().__init__(*args, **with_stdlib_transport(SdkHttpMetricExporter, args, kwargs))
         self._ctxscope_encoder = MetricEncoder()
         self._ctxscope_fits = _split is not None and all(hasattr(self, part) for part in _HTTP_PARTS)
 

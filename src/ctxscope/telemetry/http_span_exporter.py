@@ -19,6 +19,7 @@ from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExport
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExportResult
 
+from ctxscope.telemetry.http_transport import with_stdlib_transport
 from ctxscope.telemetry.otlp_encoding import SpanEncoder
 
 __all__ = ["HttpSpanExporter"]
@@ -31,7 +32,8 @@ class HttpSpanExporter(SdkHttpSpanExporter):
     """The SDK's OTLP/HTTP (protobuf) span exporter, sending ctxscope's encoding of each batch."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
+        # A plain http:// endpoint is sent to without requests where requests would do the same (http_transport).
+        super().__init__(*args, **with_stdlib_transport(SdkHttpSpanExporter, args, kwargs))
         self._ctxscope_encoder = SpanEncoder()
         self._ctxscope_send = _http_sender(self)
 

@@ -13,13 +13,15 @@ seed; outside it (and on other threads) ids are the SDK's random ones.
 
 from __future__ import annotations
 
-import hashlib
 import threading
 from contextlib import contextmanager
 from typing import Iterator
 
 from opentelemetry.sdk.trace.id_generator import IdGenerator, RandomIdGenerator
 from opentelemetry.trace import INVALID_SPAN_ID, INVALID_TRACE_ID
+
+# hashlib's blake2b without importing hashlib (which loads OpenSSL at every replay's start: _blake2b).
+from ctxscope._blake2b import blake2b
 
 __all__ = ["CallIds", "call_seed", "session_end_seed"]
 
@@ -66,5 +68,5 @@ class CallIds(IdGenerator):
 
 
 def _derived(text: str, size: int, invalid: int) -> int:
-    value = int.from_bytes(hashlib.blake2b(text.encode("utf-8"), digest_size=size).digest(), "big")
+    value = int.from_bytes(blake2b(text.encode("utf-8"), digest_size=size).digest(), "big")
     return value if value != invalid else 1  # 0 is the invalid id (one chance in 2**64 or 2**128)

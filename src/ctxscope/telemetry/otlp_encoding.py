@@ -50,8 +50,6 @@ _pack_double = struct.Struct("<d").pack
 _pack_fixed64 = struct.Struct("<Q").pack
 _pack_fixed32 = struct.Struct("<I").pack
 _NOTHING = object()
-# The value types whose pairs the attribute cache keeps (exactly these classes: a bool is not one).
-_CACHED_KINDS = frozenset({str, int})
 
 
 class UnencodableError(ValueError):
@@ -204,9 +202,10 @@ _REMOTE_PARENT_FLAGS = _S_FLAGS + _pack_fixed32(_FLAGS_HAS_IS_REMOTE | _FLAGS_IS
 class AttributeEncoder:
     """Repeated ``KeyValue`` fields, with a bounded cache of the pairs spans and points share.
 
-    Every string, boolean and integer pair is looked up first (one tuple, one
-    dict get): the keys, the short strings, booleans and small integers are
-    kept once written. A count or a long string (an item's id) is kept only
+    Every string and integer pair is looked up first (one tuple, one dict
+    get), a boolean and a non-zero float in a table of their own kind (True
+    equals 1, 1.0 equals 1, -0.0 equals 0.0): the keys, the short strings,
+    booleans, floats and small integers are kept once written. A count or a long string (an item's id) is kept only
     when it repeats its key's last value (a conversation id, a model, a count
     that did not change since the last span), so the ids that never repeat
     neither fill the cache nor empty it of the values that do. A pair not
@@ -224,9 +223,14 @@ class AttributeEncoder:
         # tag -> (key, value) -> the encoded field, for string and integer values only: neither
         # equals the other, so the pair alone is the key (True == 1 and 1.0 == 1: no bool, no float)
         self._caches: dict[bytes, dict[tuple[str, Any], bytes]] = {}
+        # tag -> (key, value) -> the encoded field, for a bool and a non-zero float (one or two a span):
+        # each in a dict of its own kind, where True cannot meet 1 nor 1.0 meet 1 (and -0.0,
+        # equal to 0.0 with other bytes, is never kept)
+        self._bools: dict[bytes, dict[tuple[str, Any], bytes]] = {}
+        self._floats: dict[bytes, dict[tuple[str, Any], bytes]] = {}
         self._cache_limit = cache_limit
-        # (tag, key) -> what a pair of the key the cache lacks is written from
-        self._states: dict[tuple[bytes, str], _KeyState] = {}
+        # tag -> key -> what a pair of the key the cache lacks is written from
+        self._states: dict[bytes, dict[str, _KeyState]] = {}
 
     def encode(self, tag: bytes, attributes: Mapping[str, Any] | None) -> bytes:
         """A repeated KeyValue field: each attribute, tag and length included."""
@@ -234,27 +238,45 @@ class AttributeEncoder:
             return b""
         cache = self._caches.get(tag)
         if cache is None:
+            # The tag's other tables first: another thread that finds its cache finds them too.
+            self._states[tag], self._bools[tag], self._floats[tag] = {}, {}, {}
             cache = self._caches[tag] = {}
         cache_get = cache.get
         missing = self._missing
         parts: list[bytes] = []
         append = parts.append
-        for pair in _items(attributes):
-            if pair[1].__class__ in _CACHED_KINDS:
+        for pair in attributes.items() if attributes.__class__ is dict else _items(attributes):
+            kind = pair[1].__class__
+            if kind is str or kind is int:
                 encoded = cache_get(pair)
                 append(encoded if encoded is not None else missing(tag, pair, cache))
             else:
-                append(_len_field(tag, _key_value(*pair)))
+                append(self._other(tag, pair))
         return b"".join(parts)
+
+    def _other(self, tag: bytes, pair: tuple[str, Any]) -> bytes:
+        """A pair whose value is neither a string nor an integer: a bool or float kept, the rest written."""
+        value = pair[1]
+        kind = value.__class__
+        kept = self._bools[tag] if kind is bool else self._floats[tag] if kind is float and value else None
+        if kept is None:
+            return _len_field(tag, _key_value(*pair))
+        encoded = kept.get(pair)
+        if encoded is None:
+            encoded = _len_field(tag, _key_value(*pair))
+            if len(kept) >= self._cache_limit:
+                kept.clear()
+            kept[pair] = encoded
+        return encoded
 
     def _missing(self, tag: bytes, pair: tuple[str, Any], cache: dict[tuple[str, Any], bytes]) -> bytes:
         """A string or integer pair the cache lacks: written, and kept where it may repeat."""
         key, value = pair
-        state = self._states.get((tag, key))
+        state = self._states[tag].get(key)
         if state is None:
             state = self._new_state(tag, key)
         if value.__class__ is int and 0 <= value <= _INT64_MAX:
-            # The varint written out for one to three bytes (token counts up to 2 M).
+            # The varint written out for one to four bytes (token counts up to 268 M).
             if value < 0x80:
                 encoded = state.int_prefixes[1] + _VARINT1[value]
             elif value < 0x4000:
@@ -262,6 +284,9 @@ class AttributeEncoder:
             elif value < 0x200000:
                 encoded = state.int_prefixes[3] + bytes(((value & 0x7F) | 0x80, ((value >> 7) & 0x7F) | 0x80,
                                                          value >> 14))
+            elif value < 0x10000000:
+                encoded = state.int_prefixes[4] + bytes(((value & 0x7F) | 0x80, ((value >> 7) & 0x7F) | 0x80,
+                                                         ((value >> 14) & 0x7F) | 0x80, value >> 21))
             else:
                 number = _varint(value)
                 encoded = state.int_prefixes[len(number)] + number
@@ -293,10 +318,10 @@ class AttributeEncoder:
         return encoded
 
     def _new_state(self, tag: bytes, key: str) -> "_KeyState":
-        states = self._states
+        states = self._states[tag]
         if len(states) >= self._cache_limit:
             states.clear()  # keys are few; past the limit (an application's own keys) it starts again
-        state = states[(tag, key)] = _KeyState(tag, key)
+        state = states[key] = _KeyState(tag, key)
         return state
 
 
@@ -447,7 +472,9 @@ class SpanEncoder(FallbackEncoder):
                     head = _fixed64_field(_E_TIME, timestamp) + _string_field(_E_NAME, event_name)
                 body = head + encode(_E_ATTRIBUTE, event_attributes) + tail
                 size = len(body)
-                append(_S_EVENT + (_VARINT1[size] if size < 0x80 else _varint(size)) + body)
+                # Most events are 128 bytes to 16 KB: their two-byte length written out.
+                append(_S_EVENT + (_VARINT1[size] if size < 0x80 else bytes(((size & 0x7F) | 0x80, size >> 7))
+                                   if size < 0x4000 else _varint(size)) + body)
         if not plain:
             parts.append(_uint_field(_S_DROPPED_EVENTS, span.dropped_events))
         for link in span.links or ():

@@ -1,0 +1,180 @@
+"""The OTLP/HTTP exporters' transport for a plain ``http://`` endpoint: ``http.client``, not ``requests``.
+
+The SDK's HTTP exporters (1.45) send through a transport
+(``opentelemetry.exporter.http.transport``); the one they build is
+``requests``'. Importing ``requests`` (with ``urllib3``, ``charset_normalizer``,
+``idna``, ``certifi``) is a fifth of a one-line ``ctxscope replay``'s
+instructions and more than a tenth of its CPU time, for a POST of bytes
+ctxscope has encoded itself. :class:`StdlibTransport` makes that POST with
+the standard library's ``http.client``, on one kept-alive connection; the
+SDK's client around it (retries, backoff, ``Retry-After``, compression,
+headers, timeouts) is unchanged.
+
+It is used only where ``requests`` would send the same request the same
+way (:func:`stdlib_transport_for`), and the SDK's own transport everywhere
+else:
+
+- the endpoint is ``http://`` (TLS, certificates, ``requests``' CA bundle
+  and ``REQUESTS_CA_BUNDLE`` stay ``requests``'), with no user info
+  (``requests`` would turn it into basic auth), no fragment, and only
+  characters ``requests`` would not quote again;
+- no proxy variable (``requests`` honours ``*_proxy``), no ``NETRC`` and no
+  ``~/.netrc`` or ``~/_netrc`` (``requests`` would add its credentials),
+  no credential provider session (``OTEL_PYTHON_EXPORTER_OTLP_HTTP_*CREDENTIAL_PROVIDER``),
+  and no session, certificate or transport given by the caller.
+
+As ``requests`` does for the SDK, it follows no redirect (a 3xx is the
+SDK's success), and reports an error raised before a response as the
+result's ``error``; an ``OSError`` (refused, reset, timed out, name not
+resolved) or a broken HTTP exchange is a connection error, which the SDK
+retries.
+"""
+
+from __future__ import annotations
+
+import http.client
+import string
+import threading
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import urlsplit
+
+from opentelemetry.exporter.http.transport._base import BaseHTTPResult, BaseHTTPTransport
+
+from ctxscope.config import http_client_environment
+
+__all__ = ["StdlibTransport", "stdlib_transport_for"]
+
+# What requests' requote_uri leaves as it is (its "safe" set and the unreserved characters),
+# '%' left out: a URL with an escape (which requests may rewrite) goes through requests.
+_UNQUOTED = frozenset(string.ascii_letters + string.digits + "-._~" + "!$&'()*+,/:;=?@[]")
+
+
+@dataclass(frozen=True, slots=True)
+class StdlibHTTPResult(BaseHTTPResult):
+    """A response read whole (status, reason, headers, body), or the error raised before one."""
+
+    body: bytes = b""
+    response_headers: Mapping[str, str] = field(default_factory=dict, hash=False, compare=False)
+
+    def content(self) -> bytes:
+        return self.body
+
+    def headers(self) -> Mapping[str, str]:
+        return self.response_headers
+
+
+class _Headers(Mapping[str, str]):
+    """A response's headers, case-insensitive, each name's values joined by ", " (what the SDK's results give)."""
+
+    def __init__(self, message: Any) -> None:
+        joined: dict[str, str] = {}
+        for name, value in message.items():
+            key = name.lower()
+            joined[key] = f"{joined[key]}, {value}" if key in joined else value
+        self._joined = joined
+
+    def __getitem__(self, name: str) -> str:
+        return self._joined[name.lower()]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._joined)
+
+    def __len__(self) -> int:
+        return len(self._joined)
+
+
+class StdlibTransport(BaseHTTPTransport):
+    """POSTs over one kept-alive ``http.client.HTTPConnection`` to one ``http://`` origin."""
+
+    def __init__(self, host: str, port: int | None) -> None:
+        self._host, self._port = host, port
+        self._connection: http.client.HTTPConnection | None = None
+        self._lock = threading.Lock()  # one request at a time on the connection
+
+    def request(self, method: str, url: str, *, headers: dict[str, str] | None = None,
+                timeout: float | None = None, data: bytes | None = None) -> BaseHTTPResult:
+        parts = urlsplit(url)
+        target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+        with self._lock:
+            try:
+                connection = self._connection
+                if connection is None:
+                    connection = self._connection = http.client.HTTPConnection(self._host, self._port,
+                                                                               timeout=timeout)
+                else:
+                    connection.timeout = timeout  # each request's own (requests' connect and read timeout)
+                    if connection.sock is not None:
+                        connection.sock.settimeout(timeout)
+                connection.request(method, target, body=data, headers=headers or {})
+                response = connection.getresponse()
+                body = response.read()
+                if response.will_close:
+                    self._close()
+            except Exception as error:  # noqa: BLE001 - the result carries it, as the SDK's transports do
+                self._close()  # a broken or stale connection: the next request opens another
+                return StdlibHTTPResult(error=error)
+        return StdlibHTTPResult(status_code=response.status, reason=response.reason, body=body,
+                                response_headers=_Headers(response.headers))
+
+    def _close(self) -> None:
+        connection, self._connection = self._connection, None
+        if connection is not None:
+            connection.close()
+
+    def is_connection_error(self, exception: Exception | None) -> bool:
+        return isinstance(exception, (OSError, http.client.HTTPException))
+
+    def close(self) -> None:
+        with self._lock:
+            self._close()
+
+
+def stdlib_transport_for(endpoint: str, environ: Mapping[str, str] | None = None,
+                         **given: Any) -> StdlibTransport | None:
+    """A :class:`StdlibTransport` for ``endpoint``, or None where ``requests`` must send (module docstring).
+
+    ``given``: the exporter's own arguments; a session, certificate or transport keeps the SDK's transport.
+    """
+    if any(value is not None for value in given.values()):
+        return None
+    try:
+        parts = urlsplit(endpoint)
+        host, port = parts.hostname, parts.port
+    except ValueError:  # a bad port: the SDK's transport reports it
+        return None
+    if parts.scheme.lower() != "http" or not host or "@" in parts.netloc or parts.fragment or "#" in endpoint:
+        return None
+    if not _UNQUOTED.issuperset(endpoint):
+        return None
+    environment = http_client_environment(environ)
+    if environment.proxies or environment.netrc or environment.credential_provider:
+        return None
+    return StdlibTransport(host, port)
+
+
+def with_stdlib_transport(sdk_exporter: type, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
+    """``kwargs`` for the SDK exporter ``sdk_exporter``, with a :class:`StdlibTransport` where one may send.
+
+    Only for the keyword form :func:`ctxscope.setup` uses (an endpoint given, nothing positional), on an
+    SDK whose exporter takes a ``_transport``.
+    """
+    endpoint = kwargs.get("endpoint")
+    if args or not endpoint or "_transport" in kwargs or not _takes_transport(sdk_exporter):
+        return kwargs
+    transport = stdlib_transport_for(endpoint, **{name: kwargs.get(name) for name in _REQUESTS_ONLY})
+    return kwargs if transport is None else {**kwargs, "_transport": transport}
+
+
+# The exporters' arguments that only the SDK's requests transport takes.
+_REQUESTS_ONLY = ("session", "certificate_file", "client_key_file", "client_certificate_file")
+
+
+def _takes_transport(sdk_exporter: type) -> bool:
+    import inspect
+
+    try:
+        return "_transport" in inspect.signature(sdk_exporter.__init__).parameters  # type: ignore[misc]
+    except (TypeError, ValueError):
+        return False

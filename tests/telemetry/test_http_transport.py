@@ -1,0 +1,232 @@
+"""The OTLP/HTTP exporters' standard-library transport: where it sends, and that it sends as requests would."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any, Iterator
+
+import pytest
+
+from opentelemetry.exporter.http.transport._requests import RequestsHTTPTransport
+from opentelemetry.exporter.otlp.common.http import _OTLPHTTPClient
+
+from ctxscope.config import http_client_environment
+from ctxscope.telemetry.http_span_exporter import HttpSpanExporter
+from ctxscope.telemetry.http_transport import StdlibTransport, stdlib_transport_for
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(autouse=True)
+def _no_proxy_or_netrc(monkeypatch, tmp_path):
+    """The machine's own proxy variables and ~/.netrc decide nothing here."""
+    for name in list(os.environ):
+        if name.lower().endswith("_proxy") or name == "NETRC" or "CREDENTIAL_PROVIDER" in name:
+            monkeypatch.delenv(name)
+    monkeypatch.setenv("HOME", str(tmp_path))
+
+
+@pytest.mark.parametrize("endpoint", [
+    "https://collector:4318/v1/traces",  # TLS: requests' certificates
+    "http://user:secret@collector:4318/v1/traces",  # requests sends the user info as basic auth
+    "http://collector:4318/v1/traces#part",  # requests drops a fragment
+    "http://collector:4318/v1/tr%61ces",  # requests rewrites an escape
+    "http://collector:4318/v1/my traces",  # requests quotes the space
+    "http://collector:notaport/v1/traces",
+])
+def test_requests_keeps_what_it_would_send_differently(endpoint):
+    assert stdlib_transport_for(endpoint) is None
+
+
+def test_a_plain_http_endpoint_gets_the_standard_library_transport():
+    transport = stdlib_transport_for("http://127.0.0.1:4318/v1/traces")
+    assert isinstance(transport, StdlibTransport)
+    assert (transport._host, transport._port) == ("127.0.0.1", 4318)
+    ipv6 = stdlib_transport_for("http://[::1]/v1/metrics")
+    assert ipv6 is not None and (ipv6._host, ipv6._port) == ("::1", None)
+
+
+@pytest.mark.parametrize("variable, value", [
+    ("http_proxy", "http://proxy:3128"), ("HTTPS_PROXY", "http://proxy:3128"), ("no_proxy", "localhost"),
+    ("ALL_PROXY", "socks5://proxy"), ("NETRC", "/somewhere/netrc"),
+    ("OTEL_PYTHON_EXPORTER_OTLP_HTTP_CREDENTIAL_PROVIDER", "mine"),
+    ("OTEL_PYTHON_EXPORTER_OTLP_HTTP_TRACES_CREDENTIAL_PROVIDER", "mine"),
+])
+def test_the_environment_requests_acts_on_keeps_requests(monkeypatch, variable, value):
+    assert stdlib_transport_for("http://127.0.0.1:4318/v1/traces") is not None
+    monkeypatch.setenv(variable, value)
+    assert stdlib_transport_for("http://127.0.0.1:4318/v1/traces") is None
+
+
+def test_a_netrc_file_keeps_requests(tmp_path):
+    assert not http_client_environment({"HOME": str(tmp_path)}).netrc
+    (tmp_path / ".netrc").write_text("machine collector login a password b\n")
+    assert http_client_environment({"HOME": str(tmp_path)}).netrc
+    assert stdlib_transport_for("http://collector:4318/v1/traces") is None
+
+
+def test_a_session_or_certificate_given_keeps_requests():
+    import requests
+
+    exporter = HttpSpanExporter(endpoint="http://127.0.0.1:4318/v1/traces", session=requests.Session())
+    assert isinstance(exporter._client._transport, RequestsHTTPTransport)
+    exporter = HttpSpanExporter(endpoint="http://127.0.0.1:4318/v1/traces")
+    assert isinstance(exporter._client._transport, StdlibTransport)
+
+
+# -- against a server ------------------------------------------------------------------
+
+class _Server:
+    """An HTTP server answering each POST with the next of ``replies`` ((status, headers), the last repeated)."""
+
+    def __init__(self, replies: list[tuple[int, dict[str, str]]]) -> None:
+        self.replies = replies
+        self.bodies: list[bytes] = []
+        self.request_headers: list[dict[str, str]] = []
+        self.connections = 0
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def setup(self) -> None:
+                server.connections += 1
+                super().setup()
+
+            def do_POST(self) -> None:  # noqa: N802 - http.server's name
+                server.bodies.append(self.rfile.read(int(self.headers["Content-Length"])))
+                server.request_headers.append({k.lower(): v for k, v in self.headers.items()})
+                status, headers = server.replies[min(len(server.bodies), len(server.replies)) - 1]
+                self.send_response(status)
+                for key, value in {"Content-Length": "0", **headers}.items():
+                    self.send_header(key, value)
+                self.end_headers()
+                if headers.get("Connection") == "close":
+                    self.close_connection = True
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1/traces"
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+@pytest.fixture
+def server_with() -> Iterator[Any]:
+    made: list[_Server] = []
+
+    def make(*replies: tuple[int, dict[str, str]]) -> _Server:
+        made.append(_Server(list(replies)))
+        return made[-1]
+
+    yield make
+    for server in made:
+        server.close()
+
+
+def _client(url: str, **kwargs: Any) -> _OTLPHTTPClient:
+    transport = stdlib_transport_for(url)
+    assert transport is not None
+    return _OTLPHTTPClient(transport=transport, endpoint=url, kind="spans",
+                           headers={"content-type": "application/x-protobuf", "x-tenant": "t1"}, **kwargs)
+
+
+def test_exports_on_one_kept_alive_connection_with_the_given_headers(server_with):
+    server = server_with((200, {}))
+    client = _client(server.url)
+    for n in range(3):
+        assert client.export(b"batch %d" % n).success
+    assert server.bodies == [b"batch 0", b"batch 1", b"batch 2"]
+    assert server.connections == 1
+    assert server.request_headers[0]["x-tenant"] == "t1"
+    assert server.request_headers[0]["content-type"] == "application/x-protobuf"
+    assert server.request_headers[0]["host"] == server.url.split("/")[2]
+    client.shutdown()
+
+
+def test_a_server_closing_each_connection_still_gets_every_export(server_with):
+    server = server_with((200, {"Connection": "close"}))
+    client = _client(server.url)
+    for n in range(3):
+        assert client.export(b"batch %d" % n).success
+    assert server.bodies == [b"batch 0", b"batch 1", b"batch 2"] and server.connections == 3
+
+
+def test_retry_after_is_read_from_the_response(server_with):
+    """503 with Retry-After: 0 is retried at once (the SDK's backoff would wait about a second), then 200."""
+    import time
+
+    server = server_with((503, {"Retry-After": "0"}), (200, {}))
+    client = _client(server.url, timeout=5.0)
+    started = time.monotonic()
+    result = client.export(b"batch")
+    assert result.success and result.status_code == 200
+    assert time.monotonic() - started < 0.7
+    assert server.bodies == [b"batch", b"batch"]
+
+
+def test_a_refused_connection_is_a_connection_error():
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    transport = stdlib_transport_for(f"http://127.0.0.1:{port}/v1/traces")
+    assert transport is not None
+    result = transport.request("POST", f"http://127.0.0.1:{port}/v1/traces", data=b"x", timeout=1.0)
+    assert result.status_code is None and isinstance(result.error, ConnectionRefusedError)
+    assert transport.is_connection_error(result.error)
+    assert not transport.is_connection_error(ValueError("a header with a newline"))
+
+
+def test_response_headers_are_case_insensitive(server_with):
+    server = server_with((200, {"X-Seen": "a", "Retry-After": "3"}))
+    transport = stdlib_transport_for(server.url)
+    assert transport is not None
+    headers = transport.request("POST", server.url, data=b"x", timeout=5.0).headers()
+    assert headers.get("retry-after") == "3" and headers["RETRY-AFTER"] == "3" and headers["x-seen"] == "a"
+
+
+def test_a_4xx_is_returned_with_its_status_and_reason(server_with):
+    server = server_with((400, {}))
+    client = _client(server.url)
+    result = client.export(b"batch")
+    assert not result.success and result.status_code == 400 and result.reason == "Bad Request"
+    assert server.bodies == [b"batch"]  # not retried
+
+
+def test_replay_does_not_import_requests(tmp_path):
+    """A replay to a plain http:// endpoint sends without importing requests (what this transport saves)."""
+    pytest.importorskip("oteltest.sink")
+    sys.path.insert(0, str(ROOT / "tests"))
+    from _otlp_sink import Receiver, spans_of, wait_for
+
+    transcript = tmp_path / "s.jsonl"
+    transcript.write_text(
+        '{"type":"user","sessionId":"s1","uuid":"u1","timestamp":"2026-01-01T00:00:00Z",'
+        '"message":{"role":"user","content":"hi"}}\n'
+        '{"type":"assistant","sessionId":"s1","uuid":"a1","parentUuid":"u1","timestamp":"2026-01-01T00:00:01Z",'
+        '"requestId":"r1","message":{"id":"m1","role":"assistant","model":"claude-sonnet-4-5","content":'
+        '[{"type":"text","text":"hello"}],"usage":{"input_tokens":10,"output_tokens":2}}}\n')
+    code = ("import sys; from ctxscope.cli import run\n"
+            "try:\n    run()\nfinally:\n    print('requests' in sys.modules, file=sys.stderr)\n")
+    with Receiver("http/protobuf") as receiver:
+        env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "CTXSCOPE_STORE": "off",
+               "PYTHONPATH": str(ROOT / "src"), "OTEL_EXPORTER_OTLP_ENDPOINT": receiver.endpoint,
+               "OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf"}
+        run = subprocess.run([sys.executable, "-c", code, "replay", "--tokenizer", "chars", str(transcript)],
+                             env=env, capture_output=True, text=True, timeout=120)
+        assert run.returncode == 0, run.stderr
+        wait_for(lambda: len(spans_of(receiver.handler.traces)) >= 2 and receiver.handler.metrics)
+    assert run.stderr.strip().splitlines()[-1] == "False"
+    assert {span.name for span in spans_of(receiver.handler.traces)} >= {"chat claude-sonnet-4-5", "capture-start"}
