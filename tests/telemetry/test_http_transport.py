@@ -230,3 +230,20 @@ def test_replay_does_not_import_requests(tmp_path):
         wait_for(lambda: len(spans_of(receiver.handler.traces)) >= 2 and receiver.handler.metrics)
     assert run.stderr.strip().splitlines()[-1] == "False"
     assert {span.name for span in spans_of(receiver.handler.traces)} >= {"chat claude-sonnet-4-5", "capture-start"}
+
+
+def test_an_sdk_without_pluggable_transports_keeps_its_own(tmp_path):
+    """Before opentelemetry-exporter-http-transport (pyproject allows the SDK from 1.30) the module still
+    imports, and an exporter that takes no ``_transport`` gets its arguments unchanged."""
+    code = ("import sys\n"
+            "sys.modules['opentelemetry.exporter.http.transport._base'] = None  # not importable\n"
+            "from ctxscope.telemetry.http_transport import with_stdlib_transport\n"
+            "class OldExporter:\n"
+            "    def __init__(self, endpoint=None, headers=None): pass\n"
+            "kwargs = {'endpoint': 'http://collector:4318/v1/traces'}\n"
+            "print(with_stdlib_transport(OldExporter, (), kwargs) is kwargs)\n")
+    run = subprocess.run([sys.executable, "-c", code], env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path),
+                                                             "PYTHONPATH": str(ROOT / "src")},
+                         capture_output=True, text=True, timeout=60)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.strip() == "True"

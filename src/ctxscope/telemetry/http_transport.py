@@ -40,7 +40,11 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
-from opentelemetry.exporter.http.transport._base import BaseHTTPResult, BaseHTTPTransport
+try:
+    from opentelemetry.exporter.http.transport._base import BaseHTTPResult, BaseHTTPTransport
+except ImportError:  # an SDK before pluggable transports (pyproject allows >= 1.30): its exporters take no
+    # ``_transport``, so _takes_transport says no and nothing here is made; the classes still need bases.
+    BaseHTTPResult = BaseHTTPTransport = object  # type: ignore[misc,assignment]
 
 from ctxscope.config import http_client_environment
 
