@@ -122,6 +122,23 @@ def test_tool_results_split_every_closed_reminder_in_order():
         ("environment", first), (None, " out <system-reminder> no end")]
 
 
+def test_tool_results_know_a_reminder_only_by_its_exact_opening_tag():
+    """Only ``<system-reminder>`` as written opens one (the str.find of classify, as sre matched it):
+    other cases, a space or attributes in the tag leave the result's text whole; brackets around
+    it, an empty one and one opened inside another are cut where the first closing tag is."""
+    for text in ('<System-Reminder>x</System-Reminder>', '<system-reminder >x</system-reminder>',
+                 '<system-reminder a="1">x</system-reminder>', 'x</system-reminder>'):
+        assert parts(text, "tool") == [(None, text)]
+    assert parts("<<system-reminder>>x</system-reminder>>", "tool") == [
+        (None, "<"), ("environment", "<system-reminder>>x</system-reminder>"), (None, ">")]
+    assert parts("<system-reminder></system-reminder>", "tool") == [
+        ("environment", "<system-reminder></system-reminder>")]
+    nested = "a<system-reminder>b<system-reminder>c</system-reminder>d</system-reminder>"
+    assert parts(nested, "tool") == [
+        (None, "a"), ("environment", "<system-reminder>b<system-reminder>c</system-reminder>"),
+        (None, "d</system-reminder>")]
+
+
 def test_assistant_text_is_not_classified():
     """The model's own words that mention AGENTS.md instructions stay assistant text."""
     text = "# AGENTS.md instructions for /repo were followed."

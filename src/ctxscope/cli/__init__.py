@@ -14,7 +14,7 @@ import sys
 from typing import Sequence
 
 from ctxscope.errors import UserError
-from ctxscope.gc_pause import cyclic_gc_paused
+from ctxscope.gc_pause import cyclic_gc_paused, process_ends_with_command
 
 # Subcommand modules, in the order `ctxscope --help` lists them.
 COMMANDS = (
@@ -112,4 +112,6 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def run() -> None:
+    # The console script: nothing outlives the command, so what it made may be frozen (gc_pause).
+    process_ends_with_command()
     sys.exit(main())
