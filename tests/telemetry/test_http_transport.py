@@ -48,7 +48,7 @@ def test_a_plain_http_endpoint_gets_the_standard_library_transport():
     assert isinstance(transport, StdlibTransport)
     assert (transport._host, transport._port) == ("127.0.0.1", 4318)
     ipv6 = stdlib_transport_for("http://[::1]/v1/metrics")
-    assert ipv6 is not None and (ipv6._host, ipv6._port) == ("::1", None)
+    assert ipv6 is not None and (ipv6._host, ipv6._port) == ("::1", 80)
 
 
 @pytest.mark.parametrize("variable, value", [
@@ -247,3 +247,61 @@ def test_an_sdk_without_pluggable_transports_keeps_its_own(tmp_path):
                          capture_output=True, text=True, timeout=60)
     assert run.returncode == 0, run.stderr
     assert run.stdout.strip() == "True"
+
+
+# -- an IPv6 literal, a fork, a close during a request ------------------------------------
+
+def test_an_ipv6_literal_without_a_port_is_dialled_on_port_80(monkeypatch):
+    """http.client given no port reads "::1" as host "::" and port 1; the transport must dial [::1]:80."""
+    import socket
+
+    dialled: list[tuple[str, int]] = []
+
+    def refuse(address: tuple[str, int], *args: Any, **kwargs: Any) -> socket.socket:
+        dialled.append(address)
+        raise ConnectionRefusedError(111, "refused here")
+
+    monkeypatch.setattr(socket, "create_connection", refuse)
+    transport = stdlib_transport_for("http://[::1]/v1/traces")
+    assert transport is not None
+    result = transport.request("POST", "http://[::1]/v1/traces", data=b"x", timeout=1.0)
+    assert isinstance(result.error, ConnectionRefusedError)
+    assert dialled == [("::1", 80)]
+
+
+def test_an_ipv6_literal_with_a_port_reaches_the_server():
+    import socket
+
+    try:
+        with socket.socket(socket.AF_INET6) as probe:
+            probe.bind(("::1", 0))
+    except OSError:
+        pytest.skip("no IPv6 loopback")
+
+    class V6Server(ThreadingHTTPServer):
+        address_family = socket.AF_INET6
+
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+        seen: list[tuple[str, bytes]] = []
+
+        def do_POST(self) -> None:  # noqa: N802 - http.server's name
+            Handler.seen.append((self.headers["Host"], self.rfile.read(int(self.headers["Content-Length"]))))
+            self.send_response(200)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    httpd = V6Server(("::1", 0), Handler)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    try:
+        url = f"http://[::1]:{httpd.server_address[1]}/v1/traces"
+        transport = stdlib_transport_for(url)
+        assert transport is not None
+        assert transport.request("POST", url, data=b"v6", timeout=5.0).status_code == 200
+        assert Handler.seen == [(f"[::1]:{httpd.server_address[1]}", b"v6")]
+    finally:
+        httpd.shutdown()
+        httpd.server_close()

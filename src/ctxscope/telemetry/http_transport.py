@@ -93,7 +93,9 @@ class StdlibTransport(BaseHTTPTransport):
     """POSTs over one kept-alive ``http.client.HTTPConnection`` to one ``http://`` origin."""
 
     def __init__(self, host: str, port: int | None) -> None:
-        self._host, self._port = host, port
+        # The port always given: with none, http.client reads "::1" (an IPv6 literal's hostname, from
+        # "http://[::1]/...") as host "::" and port 1.
+        self._host, self._port = host, http.client.HTTP_PORT if port is None else port
         self._connection: http.client.HTTPConnection | None = None
         self._lock = threading.Lock()  # one request at a time on the connection
 
