@@ -305,3 +305,37 @@ def test_an_ipv6_literal_with_a_port_reaches_the_server():
     finally:
         httpd.shutdown()
         httpd.server_close()
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork")
+def test_a_forked_child_sends_on_its_own_connection_even_if_the_lock_was_held(server_with):
+    """A fork while the batch thread is mid-request (the lock held) must not leave the child's exports and
+    shutdown waiting for ever, nor share the parent's socket; the parent's connection stays usable."""
+    import time
+
+    server = server_with((200, {}))
+    transport = stdlib_transport_for(server.url)
+    assert transport is not None
+    assert transport.request("POST", server.url, data=b"parent 1", timeout=5.0).status_code == 200
+    transport._lock.acquire()  # as the exporting thread holds it during a request
+    pid = os.fork()
+    if pid == 0:  # the child: only this thread, a copy of the held lock
+        code = 1
+        try:
+            result = transport.request("POST", server.url, data=b"child", timeout=5.0)
+            transport.close()
+            code = 0 if result.status_code == 200 else 2
+        finally:
+            os._exit(code)
+    transport._lock.release()
+    deadline = time.monotonic() + 10
+    while (waited := os.waitpid(pid, os.WNOHANG))[0] == 0 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    if waited[0] == 0:
+        os.kill(pid, 9)
+        os.waitpid(pid, 0)
+        pytest.fail("the child's request waited on the lock its parent held at the fork")
+    assert os.waitstatus_to_exitcode(waited[1]) == 0
+    assert transport.request("POST", server.url, data=b"parent 2", timeout=5.0).status_code == 200
+    assert server.bodies == [b"parent 1", b"child", b"parent 2"]
+    assert server.connections == 2  # the parent's kept alive across the fork, the child's own

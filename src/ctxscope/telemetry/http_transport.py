@@ -33,8 +33,10 @@ retries.
 from __future__ import annotations
 
 import http.client
+import os
 import string
 import threading
+import weakref
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -98,6 +100,17 @@ class StdlibTransport(BaseHTTPTransport):
         self._host, self._port = host, http.client.HTTP_PORT if port is None else port
         self._connection: http.client.HTTPConnection | None = None
         self._lock = threading.Lock()  # one request at a time on the connection
+        _LIVE.add(self)
+
+    def after_fork_in_child(self) -> None:
+        """A forked child's own connection and lock: the parent's socket is not shared (two processes'
+        requests and responses interleaved on it), and a lock that another thread of the parent held
+        mid-request at the fork is never released in the child (its exports and shutdown would wait on it
+        for ever)."""
+        self._lock = threading.Lock()
+        connection, self._connection = self._connection, None
+        if connection is not None:
+            connection.close()  # the child's copy of the descriptor: the parent's connection stays open
 
     def request(self, method: str, url: str, *, headers: dict[str, str] | None = None,
                 timeout: float | None = None, data: bytes | None = None) -> BaseHTTPResult:
@@ -135,6 +148,19 @@ class StdlibTransport(BaseHTTPTransport):
     def close(self) -> None:
         with self._lock:
             self._close()
+
+
+# Every transport not yet collected, for their reset in a forked child (one hook for all, held weakly).
+_LIVE: weakref.WeakSet[StdlibTransport] = weakref.WeakSet()
+
+
+def _reset_after_fork() -> None:
+    for transport in list(_LIVE):
+        transport.after_fork_in_child()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_reset_after_fork)
 
 
 def stdlib_transport_for(endpoint: str, environ: Mapping[str, str] | None = None,
