@@ -339,3 +339,39 @@ def test_a_forked_child_sends_on_its_own_connection_even_if_the_lock_was_held(se
     assert transport.request("POST", server.url, data=b"parent 2", timeout=5.0).status_code == 200
     assert server.bodies == [b"parent 1", b"child", b"parent 2"]
     assert server.connections == 2  # the parent's kept alive across the fork, the child's own
+
+
+def test_close_during_a_request_does_not_wait_for_it():
+    """The SDK's shutdown closes the transport after its batch thread's join times out: with a collector
+    slow to answer, close() must return at once (requests' session does), the request still answered."""
+    import socket
+    import time
+
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(1)
+    url = f"http://127.0.0.1:{listener.getsockname()[1]}/v1/traces"
+
+    def slow_collector() -> None:
+        connection, _ = listener.accept()
+        with connection:
+            connection.recv(65536)
+            time.sleep(1.5)
+            connection.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n")
+            time.sleep(0.5)
+
+    threading.Thread(target=slow_collector, daemon=True).start()
+    transport = stdlib_transport_for(url)
+    assert transport is not None
+    results: list[Any] = []
+    sender = threading.Thread(target=lambda: results.append(transport.request("POST", url, data=b"x",
+                                                                               timeout=5.0)))
+    sender.start()
+    time.sleep(0.3)  # the request sent, its answer 1.2 s away
+    started = time.monotonic()
+    transport.close()
+    assert time.monotonic() - started < 0.5
+    sender.join(5)
+    assert results and results[0].status_code == 200
+    assert transport._connection is None  # closed by the request when it ended
+    listener.close()

@@ -100,6 +100,7 @@ class StdlibTransport(BaseHTTPTransport):
         self._host, self._port = host, http.client.HTTP_PORT if port is None else port
         self._connection: http.client.HTTPConnection | None = None
         self._lock = threading.Lock()  # one request at a time on the connection
+        self._closing = False  # close() came while a request held the lock: that request closes after it
         _LIVE.add(self)
 
     def after_fork_in_child(self) -> None:
@@ -108,6 +109,7 @@ class StdlibTransport(BaseHTTPTransport):
         mid-request at the fork is never released in the child (its exports and shutdown would wait on it
         for ever)."""
         self._lock = threading.Lock()
+        self._closing = False
         connection, self._connection = self._connection, None
         if connection is not None:
             connection.close()  # the child's copy of the descriptor: the parent's connection stays open
@@ -129,7 +131,7 @@ class StdlibTransport(BaseHTTPTransport):
                 connection.request(method, target, body=data, headers=headers or {})
                 response = connection.getresponse()
                 body = response.read()
-                if response.will_close:
+                if response.will_close or self._closing:
                     self._close()
             except Exception as error:  # noqa: BLE001 - the result carries it, as the SDK's transports do
                 self._close()  # a broken or stale connection: the next request opens another
@@ -138,6 +140,7 @@ class StdlibTransport(BaseHTTPTransport):
                                 response_headers=_Headers(response.headers))
 
     def _close(self) -> None:
+        self._closing = False
         connection, self._connection = self._connection, None
         if connection is not None:
             connection.close()
@@ -146,8 +149,15 @@ class StdlibTransport(BaseHTTPTransport):
         return isinstance(exception, (OSError, http.client.HTTPException))
 
     def close(self) -> None:
-        with self._lock:
+        """Close the kept-alive connection; one in use is closed by its request when it ends (as requests'
+        session closes its idle connections at once): a shutdown does not wait on a slow collector."""
+        if not self._lock.acquire(blocking=False):
+            self._closing = True
+            return
+        try:
             self._close()
+        finally:
+            self._lock.release()
 
 
 # Every transport not yet collected, for their reset in a forked child (one hook for all, held weakly).
