@@ -17,7 +17,7 @@ from opentelemetry.exporter.otlp.common.http import _OTLPHTTPClient
 
 from ctxscope.config import http_client_environment
 from ctxscope.telemetry.http_span_exporter import HttpSpanExporter
-from ctxscope.telemetry.http_transport import StdlibTransport, stdlib_transport_for
+from ctxscope.telemetry.http_transport import ResponseBodyError, StdlibTransport, stdlib_transport_for
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -375,3 +375,37 @@ def test_close_during_a_request_does_not_wait_for_it():
     assert results and results[0].status_code == 200
     assert transport._connection is None  # closed by the request when it ended
     listener.close()
+
+
+def test_a_body_cut_off_after_the_status_is_not_sent_again():
+    """A collector that answered (status and headers) but whose body broke off has the batch: requests
+    raises ChunkedEncodingError there, which the SDK does not retry; nor must this transport's error be a
+    connection error (it was http.client's IncompleteRead: the batch was posted 6 times in 3 s)."""
+    import socket
+
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(8)
+    url = f"http://127.0.0.1:{listener.getsockname()[1]}/v1/traces"
+    posts: list[bytes] = []
+
+    def cut_off_collector() -> None:
+        while True:
+            try:
+                connection, _ = listener.accept()
+            except OSError:
+                return
+            with connection:
+                received = b""
+                while not received.endswith(b"batch"):  # the request's head, then its 5-byte body
+                    received += connection.recv(65536)
+                posts.append(received)
+                connection.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nabc")  # 3 bytes of 10
+
+    threading.Thread(target=cut_off_collector, daemon=True).start()
+    client = _client(url, timeout=3.0)
+    result = client.export(b"batch")
+    listener.close()
+    assert not result.success and result.status_code is None
+    assert isinstance(result.error, ResponseBodyError)
+    assert len(posts) == 1

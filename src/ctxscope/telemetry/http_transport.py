@@ -27,7 +27,8 @@ As ``requests`` does for the SDK, it follows no redirect (a 3xx is the
 SDK's success), and reports an error raised before a response as the
 result's ``error``; an ``OSError`` (refused, reset, timed out, name not
 resolved) or a broken HTTP exchange is a connection error, which the SDK
-retries.
+retries, except a body cut off after the response's status came
+(:class:`ResponseBodyError`, requests' ``ChunkedEncodingError``).
 """
 
 from __future__ import annotations
@@ -50,7 +51,7 @@ except ImportError:  # an SDK before pluggable transports (pyproject allows >= 1
 
 from ctxscope.config import http_client_environment
 
-__all__ = ["StdlibTransport", "stdlib_transport_for"]
+__all__ = ["ResponseBodyError", "StdlibTransport", "stdlib_transport_for"]
 
 # What requests' requote_uri leaves as it is (its "safe" set and the unreserved characters),
 # '%' left out: a URL with an escape (which requests may rewrite) goes through requests.
@@ -69,6 +70,12 @@ class StdlibHTTPResult(BaseHTTPResult):
 
     def headers(self) -> Mapping[str, str]:
         return self.response_headers
+
+
+class ResponseBodyError(Exception):
+    """A response's body broken off after its status and headers came (short of its length, reset): not a
+    connection error, so the SDK does not send again a batch the collector has answered (requests raises
+    ``ChunkedEncodingError`` there, which the SDK does not retry either)."""
 
 
 class _Headers(Mapping[str, str]):
@@ -130,7 +137,12 @@ class StdlibTransport(BaseHTTPTransport):
                         connection.sock.settimeout(timeout)
                 connection.request(method, target, body=data, headers=headers or {})
                 response = connection.getresponse()
-                body = response.read()
+                try:
+                    body = response.read()
+                except TimeoutError:
+                    raise  # a read timed out: a connection error, as requests' ConnectionError(ReadTimeoutError)
+                except Exception as error:
+                    raise ResponseBodyError(f"the response's body was cut off ({error!r})") from error
                 if response.will_close or self._closing:
                     self._close()
             except Exception as error:  # noqa: BLE001 - the result carries it, as the SDK's transports do
