@@ -52,8 +52,8 @@ def test_a_plain_http_endpoint_gets_the_standard_library_transport():
 
 
 @pytest.mark.parametrize("variable, value", [
-    ("http_proxy", "http://proxy:3128"), ("HTTPS_PROXY", "http://proxy:3128"), ("no_proxy", "localhost"),
-    ("ALL_PROXY", "socks5://proxy"), ("NETRC", "/somewhere/netrc"),
+    ("http_proxy", "http://proxy:3128"), ("HTTP_PROXY", "http://proxy:3128"),
+    ("ALL_PROXY", "socks5://proxy"), ("all_proxy", "socks5://proxy"), ("NETRC", "/somewhere/netrc"),
     ("OTEL_PYTHON_EXPORTER_OTLP_HTTP_CREDENTIAL_PROVIDER", "mine"),
     ("OTEL_PYTHON_EXPORTER_OTLP_HTTP_TRACES_CREDENTIAL_PROVIDER", "mine"),
 ])
@@ -61,6 +61,36 @@ def test_the_environment_requests_acts_on_keeps_requests(monkeypatch, variable, 
     assert stdlib_transport_for("http://127.0.0.1:4318/v1/traces") is not None
     monkeypatch.setenv(variable, value)
     assert stdlib_transport_for("http://127.0.0.1:4318/v1/traces") is None
+
+
+@pytest.mark.parametrize("variables", [{"no_proxy": "localhost"}, {"NO_PROXY": "*"},
+                                       {"https_proxy": "http://proxy:3128", "no_proxy": "collector"}])
+def test_what_requests_does_not_proxy_an_http_url_with_keeps_the_standard_library(monkeypatch, variables):
+    """no_proxy alone, or https_proxy: requests' own choice for an http:// URL is no proxy, so no reason
+    to keep it (these kept it: requests imported for nothing)."""
+    import requests
+
+    url = "http://collector:4318/v1/traces"
+    for name, value in variables.items():
+        monkeypatch.setenv(name, value)
+    chosen = requests.Session().merge_environment_settings(url, {}, None, None, None)["proxies"]
+    assert requests.utils.select_proxy(url, chosen) is None  # requests would connect directly
+    assert stdlib_transport_for(url) is not None
+
+
+@pytest.mark.parametrize("platform, reader", [("darwin", "getproxies_macosx_sysconf"),
+                                              ("win32", "getproxies_registry")])
+def test_a_system_proxy_on_macos_or_windows_keeps_requests(monkeypatch, platform, reader):
+    """Where no variable names a proxy, requests takes the system's (urllib's getproxies): macOS's
+    settings, Windows' registry. Neither can run here: the platform and its reader are stood in for."""
+    import urllib.request
+
+    url = "http://collector:4318/v1/traces"
+    monkeypatch.setattr(sys, "platform", platform)
+    monkeypatch.setattr(urllib.request, reader, lambda: {"https": "http://proxy:3128"}, raising=False)
+    assert stdlib_transport_for(url) is not None  # a proxy for https:// only
+    monkeypatch.setattr(urllib.request, reader, lambda: {"http": "http://proxy:3128"}, raising=False)
+    assert stdlib_transport_for(url) is None
 
 
 def test_a_netrc_file_keeps_requests(tmp_path):

@@ -18,7 +18,10 @@ else:
   and ``REQUESTS_CA_BUNDLE`` stay ``requests``'), with no user info
   (``requests`` would turn it into basic auth), no fragment, and only
   characters ``requests`` would not quote again;
-- no proxy variable (``requests`` honours ``*_proxy``), no ``NETRC`` and no
+- no proxy for it: no ``http_proxy`` or ``all_proxy`` (``no_proxy`` or
+  ``https_proxy`` alone change nothing for an ``http://`` URL in
+  ``requests``), and on macOS and Windows none in the system's settings
+  (which ``requests`` reads through ``urllib.request.getproxies``); no ``NETRC`` and no
   ``~/.netrc`` or ``~/_netrc`` (``requests`` would add its credentials),
   no credential provider session (``OTEL_PYTHON_EXPORTER_OTLP_HTTP_*CREDENTIAL_PROVIDER``),
   and no session, certificate or transport given by the caller.
@@ -36,6 +39,7 @@ from __future__ import annotations
 import http.client
 import os
 import string
+import sys
 import threading
 import weakref
 from collections.abc import Iterator, Mapping
@@ -203,9 +207,25 @@ def stdlib_transport_for(endpoint: str, environ: Mapping[str, str] | None = None
     if not _UNQUOTED.issuperset(endpoint):
         return None
     environment = http_client_environment(environ)
-    if environment.proxies or environment.netrc or environment.credential_provider:
+    if environment.proxies or environment.netrc or environment.credential_provider or _system_proxy():
         return None
     return StdlibTransport(host, port)
+
+
+def _system_proxy() -> bool:
+    """An http:// proxy in macOS's or Windows' settings, which requests (urllib's getproxies) uses where
+    no variable names one; elsewhere there are none but the variables."""
+    if sys.platform not in ("darwin", "win32"):
+        return False
+    import urllib.request  # only here: requests, which this transport replaces, imports it too
+
+    reader = getattr(urllib.request, "getproxies_macosx_sysconf" if sys.platform == "darwin"
+                     else "getproxies_registry", None)
+    try:
+        found = reader() if reader is not None else {}
+    except Exception:  # noqa: BLE001 - a setting that cannot be read: requests may still find one
+        return True
+    return bool(found.get("http") or found.get("all"))
 
 
 def with_stdlib_transport(sdk_exporter: type, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
