@@ -439,3 +439,18 @@ def test_a_body_cut_off_after_the_status_is_not_sent_again():
     assert not result.success and result.status_code is None
     assert isinstance(result.error, ResponseBodyError)
     assert len(posts) == 1
+
+
+def test_a_spent_timeout_sends_nothing(server_with):
+    """The SDK passes what is left of its deadline, 0.0 once spent: requests (urllib3) refuses a timeout of
+    0 with a ValueError before sending, not a connection error. A socket timeout of 0 is non-blocking: the
+    batch was written on the kept-alive connection and the answer not waited for."""
+    server = server_with((200, {}))
+    transport = stdlib_transport_for(server.url)
+    assert transport is not None
+    assert transport.request("POST", server.url, data=b"first", timeout=5.0).status_code == 200
+    result = transport.request("POST", server.url, data=b"late", timeout=0.0)
+    assert result.status_code is None and isinstance(result.error, ValueError)
+    assert not transport.is_connection_error(result.error)
+    assert transport.request("POST", server.url, data=b"third", timeout=5.0).status_code == 200
+    assert server.bodies == [b"first", b"third"]

@@ -127,6 +127,10 @@ class StdlibTransport(BaseHTTPTransport):
 
     def request(self, method: str, url: str, *, headers: dict[str, str] | None = None,
                 timeout: float | None = None, data: bytes | None = None) -> BaseHTTPResult:
+        if timeout is not None and timeout <= 0:
+            # A spent deadline (the SDK passes what is left of it): urllib3 refuses it before sending, and
+            # a socket timeout of 0 would be non-blocking (the batch written, its answer not waited for).
+            return StdlibHTTPResult(error=ValueError(f"a timeout must be more than 0, not {timeout}"))
         parts = urlsplit(url)
         target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
         with self._lock:
