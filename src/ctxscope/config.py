@@ -259,7 +259,9 @@ class HttpClientEnvironment:
     """What in the environment ``requests`` (the SDK's OTLP/HTTP transport) would act on, for a plain
     ``http://`` request: ``ctxscope.telemetry.http_transport`` sends only where none of it is set."""
 
-    proxies: bool  # a ``*_proxy`` variable (urllib's getproxies_environment: any case, a value)
+    # ``http_proxy`` or ``all_proxy`` (any case, a value): the two an http:// URL's proxy is chosen from
+    # (requests' select_proxy); ``no_proxy`` alone or ``https_proxy`` changes nothing for it
+    proxies: bool
     netrc: bool  # ``NETRC``, or a ``~/.netrc`` or ``~/_netrc``: credentials requests adds
     credential_provider: bool  # OTEL_PYTHON_EXPORTER_OTLP_HTTP_[SIGNAL_]CREDENTIAL_PROVIDER: an SDK session
 
@@ -270,7 +272,7 @@ def http_client_environment(environ: Mapping[str, str] | None = None) -> HttpCli
     env = os.environ if environ is None else environ
     home = env.get("HOME") or os.path.expanduser("~")
     return HttpClientEnvironment(
-        proxies=any(value and name.lower().endswith("_proxy") for name, value in env.items()),
+        proxies=any(value and name.lower() in ("http_proxy", "all_proxy") for name, value in env.items()),
         netrc=bool(env.get("NETRC")) or any(os.path.exists(os.path.join(home, name))
                                             for name in (".netrc", "_netrc")),
         credential_provider=any(value and name.startswith("OTEL_PYTHON_EXPORTER_OTLP_HTTP_")

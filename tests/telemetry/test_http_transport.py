@@ -17,7 +17,7 @@ from opentelemetry.exporter.otlp.common.http import _OTLPHTTPClient
 
 from ctxscope.config import http_client_environment
 from ctxscope.telemetry.http_span_exporter import HttpSpanExporter
-from ctxscope.telemetry.http_transport import StdlibTransport, stdlib_transport_for
+from ctxscope.telemetry.http_transport import ResponseBodyError, StdlibTransport, stdlib_transport_for
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -48,12 +48,12 @@ def test_a_plain_http_endpoint_gets_the_standard_library_transport():
     assert isinstance(transport, StdlibTransport)
     assert (transport._host, transport._port) == ("127.0.0.1", 4318)
     ipv6 = stdlib_transport_for("http://[::1]/v1/metrics")
-    assert ipv6 is not None and (ipv6._host, ipv6._port) == ("::1", None)
+    assert ipv6 is not None and (ipv6._host, ipv6._port) == ("::1", 80)
 
 
 @pytest.mark.parametrize("variable, value", [
-    ("http_proxy", "http://proxy:3128"), ("HTTPS_PROXY", "http://proxy:3128"), ("no_proxy", "localhost"),
-    ("ALL_PROXY", "socks5://proxy"), ("NETRC", "/somewhere/netrc"),
+    ("http_proxy", "http://proxy:3128"), ("HTTP_PROXY", "http://proxy:3128"),
+    ("ALL_PROXY", "socks5://proxy"), ("all_proxy", "socks5://proxy"), ("NETRC", "/somewhere/netrc"),
     ("OTEL_PYTHON_EXPORTER_OTLP_HTTP_CREDENTIAL_PROVIDER", "mine"),
     ("OTEL_PYTHON_EXPORTER_OTLP_HTTP_TRACES_CREDENTIAL_PROVIDER", "mine"),
 ])
@@ -61,6 +61,36 @@ def test_the_environment_requests_acts_on_keeps_requests(monkeypatch, variable, 
     assert stdlib_transport_for("http://127.0.0.1:4318/v1/traces") is not None
     monkeypatch.setenv(variable, value)
     assert stdlib_transport_for("http://127.0.0.1:4318/v1/traces") is None
+
+
+@pytest.mark.parametrize("variables", [{"no_proxy": "localhost"}, {"NO_PROXY": "*"},
+                                       {"https_proxy": "http://proxy:3128", "no_proxy": "collector"}])
+def test_what_requests_does_not_proxy_an_http_url_with_keeps_the_standard_library(monkeypatch, variables):
+    """no_proxy alone, or https_proxy: requests' own choice for an http:// URL is no proxy, so no reason
+    to keep it (these kept it: requests imported for nothing)."""
+    import requests
+
+    url = "http://collector:4318/v1/traces"
+    for name, value in variables.items():
+        monkeypatch.setenv(name, value)
+    chosen = requests.Session().merge_environment_settings(url, {}, None, None, None)["proxies"]
+    assert requests.utils.select_proxy(url, chosen) is None  # requests would connect directly
+    assert stdlib_transport_for(url) is not None
+
+
+@pytest.mark.parametrize("platform, reader", [("darwin", "getproxies_macosx_sysconf"),
+                                              ("win32", "getproxies_registry")])
+def test_a_system_proxy_on_macos_or_windows_keeps_requests(monkeypatch, platform, reader):
+    """Where no variable names a proxy, requests takes the system's (urllib's getproxies): macOS's
+    settings, Windows' registry. Neither can run here: the platform and its reader are stood in for."""
+    import urllib.request
+
+    url = "http://collector:4318/v1/traces"
+    monkeypatch.setattr(sys, "platform", platform)
+    monkeypatch.setattr(urllib.request, reader, lambda: {"https": "http://proxy:3128"}, raising=False)
+    assert stdlib_transport_for(url) is not None  # a proxy for https:// only
+    monkeypatch.setattr(urllib.request, reader, lambda: {"http": "http://proxy:3128"}, raising=False)
+    assert stdlib_transport_for(url) is None
 
 
 def test_a_netrc_file_keeps_requests(tmp_path):
@@ -247,3 +277,180 @@ def test_an_sdk_without_pluggable_transports_keeps_its_own(tmp_path):
                          capture_output=True, text=True, timeout=60)
     assert run.returncode == 0, run.stderr
     assert run.stdout.strip() == "True"
+
+
+# -- an IPv6 literal, a fork, a close during a request ------------------------------------
+
+def test_an_ipv6_literal_without_a_port_is_dialled_on_port_80(monkeypatch):
+    """http.client given no port reads "::1" as host "::" and port 1; the transport must dial [::1]:80."""
+    import socket
+
+    dialled: list[tuple[str, int]] = []
+
+    def refuse(address: tuple[str, int], *args: Any, **kwargs: Any) -> socket.socket:
+        dialled.append(address)
+        raise ConnectionRefusedError(111, "refused here")
+
+    monkeypatch.setattr(socket, "create_connection", refuse)
+    transport = stdlib_transport_for("http://[::1]/v1/traces")
+    assert transport is not None
+    result = transport.request("POST", "http://[::1]/v1/traces", data=b"x", timeout=1.0)
+    assert isinstance(result.error, ConnectionRefusedError)
+    assert dialled == [("::1", 80)]
+
+
+def test_an_ipv6_literal_with_a_port_reaches_the_server():
+    import socket
+
+    try:
+        with socket.socket(socket.AF_INET6) as probe:
+            probe.bind(("::1", 0))
+    except OSError:
+        pytest.skip("no IPv6 loopback")
+
+    class V6Server(ThreadingHTTPServer):
+        address_family = socket.AF_INET6
+
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+        seen: list[tuple[str, bytes]] = []
+
+        def do_POST(self) -> None:  # noqa: N802 - http.server's name
+            Handler.seen.append((self.headers["Host"], self.rfile.read(int(self.headers["Content-Length"]))))
+            self.send_response(200)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    httpd = V6Server(("::1", 0), Handler)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    try:
+        url = f"http://[::1]:{httpd.server_address[1]}/v1/traces"
+        transport = stdlib_transport_for(url)
+        assert transport is not None
+        assert transport.request("POST", url, data=b"v6", timeout=5.0).status_code == 200
+        assert Handler.seen == [(f"[::1]:{httpd.server_address[1]}", b"v6")]
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork")
+def test_a_forked_child_sends_on_its_own_connection_even_if_the_lock_was_held(server_with):
+    """A fork while the batch thread is mid-request (the lock held) must not leave the child's exports and
+    shutdown waiting for ever, nor share the parent's socket; the parent's connection stays usable."""
+    import time
+
+    server = server_with((200, {}))
+    transport = stdlib_transport_for(server.url)
+    assert transport is not None
+    assert transport.request("POST", server.url, data=b"parent 1", timeout=5.0).status_code == 200
+    transport._lock.acquire()  # as the exporting thread holds it during a request
+    pid = os.fork()
+    if pid == 0:  # the child: only this thread, a copy of the held lock
+        code = 1
+        try:
+            result = transport.request("POST", server.url, data=b"child", timeout=5.0)
+            transport.close()
+            code = 0 if result.status_code == 200 else 2
+        finally:
+            os._exit(code)
+    transport._lock.release()
+    deadline = time.monotonic() + 10
+    while (waited := os.waitpid(pid, os.WNOHANG))[0] == 0 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    if waited[0] == 0:
+        os.kill(pid, 9)
+        os.waitpid(pid, 0)
+        pytest.fail("the child's request waited on the lock its parent held at the fork")
+    assert os.waitstatus_to_exitcode(waited[1]) == 0
+    assert transport.request("POST", server.url, data=b"parent 2", timeout=5.0).status_code == 200
+    assert server.bodies == [b"parent 1", b"child", b"parent 2"]
+    assert server.connections == 2  # the parent's kept alive across the fork, the child's own
+
+
+def test_close_during_a_request_does_not_wait_for_it():
+    """The SDK's shutdown closes the transport after its batch thread's join times out: with a collector
+    slow to answer, close() must return at once (requests' session does), the request still answered."""
+    import socket
+    import time
+
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(1)
+    url = f"http://127.0.0.1:{listener.getsockname()[1]}/v1/traces"
+
+    def slow_collector() -> None:
+        connection, _ = listener.accept()
+        with connection:
+            connection.recv(65536)
+            time.sleep(1.5)
+            connection.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n")
+            time.sleep(0.5)
+
+    threading.Thread(target=slow_collector, daemon=True).start()
+    transport = stdlib_transport_for(url)
+    assert transport is not None
+    results: list[Any] = []
+    sender = threading.Thread(target=lambda: results.append(transport.request("POST", url, data=b"x",
+                                                                               timeout=5.0)))
+    sender.start()
+    time.sleep(0.3)  # the request sent, its answer 1.2 s away
+    started = time.monotonic()
+    transport.close()
+    assert time.monotonic() - started < 0.5
+    sender.join(5)
+    assert results and results[0].status_code == 200
+    assert transport._connection is None  # closed by the request when it ended
+    listener.close()
+
+
+def test_a_body_cut_off_after_the_status_is_not_sent_again():
+    """A collector that answered (status and headers) but whose body broke off has the batch: requests
+    raises ChunkedEncodingError there, which the SDK does not retry; nor must this transport's error be a
+    connection error (it was http.client's IncompleteRead: the batch was posted 6 times in 3 s)."""
+    import socket
+
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(8)
+    url = f"http://127.0.0.1:{listener.getsockname()[1]}/v1/traces"
+    posts: list[bytes] = []
+
+    def cut_off_collector() -> None:
+        while True:
+            try:
+                connection, _ = listener.accept()
+            except OSError:
+                return
+            with connection:
+                received = b""
+                while not received.endswith(b"batch"):  # the request's head, then its 5-byte body
+                    received += connection.recv(65536)
+                posts.append(received)
+                connection.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nabc")  # 3 bytes of 10
+
+    threading.Thread(target=cut_off_collector, daemon=True).start()
+    client = _client(url, timeout=3.0)
+    result = client.export(b"batch")
+    listener.close()
+    assert not result.success and result.status_code is None
+    assert isinstance(result.error, ResponseBodyError)
+    assert len(posts) == 1
+
+
+def test_a_spent_timeout_sends_nothing(server_with):
+    """The SDK passes what is left of its deadline, 0.0 once spent: requests (urllib3) refuses a timeout of
+    0 with a ValueError before sending, not a connection error. A socket timeout of 0 is non-blocking: the
+    batch was written on the kept-alive connection and the answer not waited for."""
+    server = server_with((200, {}))
+    transport = stdlib_transport_for(server.url)
+    assert transport is not None
+    assert transport.request("POST", server.url, data=b"first", timeout=5.0).status_code == 200
+    result = transport.request("POST", server.url, data=b"late", timeout=0.0)
+    assert result.status_code is None and isinstance(result.error, ValueError)
+    assert not transport.is_connection_error(result.error)
+    assert transport.request("POST", server.url, data=b"third", timeout=5.0).status_code == 200
+    assert server.bodies == [b"first", b"third"]

@@ -161,3 +161,31 @@ def test_http_exporter_sends_the_sdks_bytes_and_falls_back_for_what_it_refuses(m
     # The SDK's encoder skips the bad attribute (and logs it): the second request is its bytes.
     assert posted == [sdk_bytes(good), sdk_bytes(bad)]
     assert b"kept" in posted[1] and b"bad" not in posted[1]
+
+
+def _edge_values() -> list[object]:
+    """Values at the encoder's edges: each varint size's first and last (and their negatives), True/1/1.0,
+    0.0/-0.0/NaN/inf, strings and events whose lengths cross a varint size, arrays mixing the lookalikes."""
+    ints = [0, 1, -1, (1 << 63) - 1, -(1 << 63)]
+    for bits in range(7, 63, 7):
+        ints += [(1 << bits) - 1, 1 << bits, (1 << bits) + 1, -(1 << bits)]
+    floats = [0.0, -0.0, 1.0, -1.0, float("nan"), float("inf"), float("-inf"), 5e-324, 2.0 ** 53, 0.1]
+    strings = ["", "a", "x" * 127, "x" * 128, "é", "x" * 16_383]
+    return [*ints, *floats, True, False, *strings, (1, 2), (True, 1.0), ("a",)]
+
+
+@pytest.mark.parametrize("cache_limit", [2, 3, 1000])
+def test_random_batches_of_edge_values_are_the_sdks_bytes(cache_limit):
+    """One encoder over many batches (its caches and key states carried, and cleared when small), keys
+    taking values of every kind in turn: each batch is the SDK's bytes."""
+    import random
+
+    rng = random.Random(cache_limit)
+    pool = _edge_values()
+    encoder = SpanEncoder(cache_limit=cache_limit)
+    for _ in range(60):
+        spans = [span("chat m", n, attributes={rng.choice("kKab"): rng.choice(pool) for _ in range(rng.randint(0, 5))},
+                      events=[Event("e" + "p" * rng.choice([0, 100, 120, 16_300, 16_400]),
+                                    {rng.choice("kq"): rng.choice(pool) for _ in range(rng.randint(0, 3))}, 15)])
+                 for n in range(1, rng.randint(2, 6))]
+        assert encoder.encode(spans) == sdk_bytes(spans)
