@@ -511,3 +511,21 @@ def test_pure_modules_import_no_telemetry_or_sdk() -> None:
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[]"
+
+
+def test_the_field_orders_the_ledger_builds_positionally():
+    """SessionLedger builds Annotation and Snapshot positionally (once a call, no keyword dict): a field
+    added or moved in either class must be met by the call in ledger.py, which this makes fail first."""
+    from dataclasses import fields
+
+    from ctxscope.core.ledger import Snapshot
+    from ctxscope.schema import Annotation
+
+    # The 18 it passes; those after them (waste, compaction_trigger, version) keep their defaults.
+    assert [f.name for f in fields(Annotation)][:18] == [
+        "stage", "basis", "coverage", "baseline", "categories", "estimated_tokens", "item_stage",
+        "sample_offset_ns", "reported_tokens", "window_tokens", "effective_window_tokens",
+        "compact_threshold_tokens", "model", "calibration_factor", "learned_correction_tokens",
+        "basis_fallback", "omitted_changes", "changes"]
+    assert [f.name for f in fields(Snapshot)] == [
+        "annotation", "parts", "items", "compaction", "timestamp_ns", "first", "session_id", "restarted"]
