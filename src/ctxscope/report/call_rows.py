@@ -54,6 +54,10 @@ _INT_FIELDS = ("index", "line", "timestamp_ns", "estimated", "reported", "inferr
 _NONE = -(1 << 63)
 _INT64_MAX = (1 << 63) - 1
 _NO_NAME = -1  # None in a name column (model, compaction)
+# The types add() appends in C: exactly int (a bool or another int subclass reads back as an int),
+# or None where its column puts the sentinel.
+_INT_OR_NONE = frozenset((int, type(None)))
+_INT_ONLY = frozenset((int,))
 
 Column = MutableSequence[Any]  # array('i'), then array('q'), or a list once a value does not fit
 # Each int column's first type: 32 bits, but the times (nanoseconds since 1970 need 64).
@@ -63,11 +67,12 @@ _FIRST_TYPE = {name: "q" if name == "timestamp_ns" else "i" for name in _INT_FIE
 class CallRows:
     """The rows of one session's calls, in order, packed into arrays (see the module's docstring)."""
 
-    __slots__ = ("_ints", "_model", "_compaction", "_names", "_name_codes",
+    __slots__ = ("_ints", "_packed", "_model", "_compaction", "_names", "_name_codes",
                  "_cat_codes", "_cat_values", "_cat_ends", "_categories", "_category_codes")
 
     def __init__(self, rows: list[CallRow] | None = None) -> None:
         self._ints: list[Column] = [array(_FIRST_TYPE[name]) for name in _INT_FIELDS]
+        self._packed = True  # every int column still an array (add's row in C)
         # model and compaction trigger: codes into ``_names`` (a session has a few distinct ones).
         self._model: Column = array("b")
         self._compaction: Column = array("b")
@@ -94,9 +99,67 @@ class CallRows:
             compaction: str | None, used: int) -> None:
         """``append(CallRow(...))`` without the row object: analyze adds one row a call."""
         ints = self._ints
-        for column, value in enumerate((index, line, timestamp_ns, estimated, reported, inferred, waste, used)):
+        values = (index, line, timestamp_ns, estimated, reported, inferred, waste, used)
+        # The usual row in C, without a test a value (~650 bytecodes a call fewer): every value a plain
+        # int (bool is an int an array reads back as 1 or 0) or None where a row may lack one, none the
+        # sentinel itself, every column still an array. Whatever a column cannot hold raises (past its
+        # width, or None where no sentinel is put), and the row goes back out and in value by value.
+        if self._packed and _INT_OR_NONE.issuperset(map(type, values)) and _NONE not in values:
+            rows = len(self._cat_ends)
+            c_index, c_line, c_timestamp, c_estimated, c_reported, c_inferred, c_waste, c_used = ints
+            try:
+                c_index.append(index)
+                c_line.append(_NONE if line is None else line)
+                c_timestamp.append(_NONE if timestamp_ns is None else timestamp_ns)
+                c_estimated.append(estimated)
+                c_reported.append(_NONE if reported is None else reported)
+                c_inferred.append(inferred)
+                c_waste.append(waste)
+                c_used.append(used)
+            except (OverflowError, TypeError):
+                for column in ints:
+                    del column[rows:]
+                self._add_ints(values)
+        else:
+            self._add_ints(values)
+        name_codes = self._name_codes
+        code = _NO_NAME if model is None else name_codes.get(model)
+        try:
+            self._model.append(self._name_code(model) if code is None else code)
+        except OverflowError:  # the 128th name
+            self._model = array("l", self._model)
+            self._model.append(self._name_code(model))
+        code = _NO_NAME if compaction is None else name_codes.get(compaction)
+        try:
+            self._compaction.append(self._name_code(compaction) if code is None else code)
+        except OverflowError:
+            self._compaction = array("l", self._compaction)
+            self._compaction.append(self._name_code(compaction))
+        codes, tokens = self._cat_codes, self._cat_values
+        pairs = len(codes)
+        # The row's categories in C as well when the session knows them all and their tokens are plain
+        # ints an array holds; else (a new category, a value past the column's width) pair by pair.
+        try:
+            codes.extend(map(self._category_codes.__getitem__, calibrated))
+            if type(tokens) is not array or not _INT_ONLY.issuperset(map(type, calibrated.values())):
+                raise TypeError("not a plain int")
+            tokens.extend(calibrated.values())
+        except (KeyError, OverflowError, TypeError):
+            del codes[pairs:]
+            del tokens[pairs:]
+            self._add_categories(calibrated)
+        try:
+            self._cat_ends.append(len(codes))
+        except OverflowError:
+            self._cat_ends = array("q", self._cat_ends)
+            self._cat_ends.append(len(codes))
+
+    def _add_ints(self, values: tuple[Any, ...]) -> None:
+        """A row's int values one by one: a column widens, or becomes a list, for a value it cannot hold."""
+        ints = self._ints
+        for column, value in enumerate(values):
             target = ints[column]
-            # _push's common case written out (an array column, a value it holds exactly): once a column a call.
+            # _push's common case written out (an array column, a value it holds exactly).
             if type(target) is array:
                 if value is None:
                     _append(ints, column, _NONE)  # the sentinel needs 64 bits
@@ -108,16 +171,10 @@ class CallRows:
                         _append(ints, column, value)
                     continue
             _push(ints, column, _NONE if value is None else value, value is None)
-        try:
-            self._model.append(self._name_code(model))
-        except OverflowError:  # the 128th name
-            self._model = array("l", self._model)
-            self._model.append(self._name_code(model))
-        try:
-            self._compaction.append(self._name_code(compaction))
-        except OverflowError:
-            self._compaction = array("l", self._compaction)
-            self._compaction.append(self._name_code(compaction))
+        self._packed = all(type(c) is array for c in ints)
+
+    def _add_categories(self, calibrated: dict[Category, int]) -> None:
+        """A row's (category, tokens) pairs one by one: a new category gets its code, a column widens."""
         codes, values = self._cat_codes, self._cat_values
         for category, tokens in calibrated.items():
             code = self._category_codes.get(category)
@@ -132,11 +189,6 @@ class CallRows:
             except OverflowError:  # past 32 bits
                 values = self._cat_values = array("q", values)
                 values.append(tokens)
-        try:
-            self._cat_ends.append(len(codes))
-        except OverflowError:
-            self._cat_ends = array("q", self._cat_ends)
-            self._cat_ends.append(len(codes))
 
     def __len__(self) -> int:
         return len(self._cat_ends)
