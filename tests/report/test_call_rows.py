@@ -82,3 +82,18 @@ def test_field_tuples_are_the_rows_fields_in_order_for_any_bounds():
     assert list(CallRows().field_tuples(0, 10)) == []
     packed = CallRows(given[:3])  # line and reported still arrays, None as their mark
     assert packed.int64 and [t[1:6:4] for t in packed.field_tuples(0, 3)] == [(10, None), (None, 250), (12, None)]
+
+
+def test_a_row_that_fails_part_way_in_c_is_added_whole_value_by_value():
+    """A category new to the session after a known one, and a token count past 32 bits after a small one:
+    each row reads back exactly, and the rows after it too (nothing half-added is left behind)."""
+    given = [_row(0),
+             _row(1, calibrated={Category.PROMPTS: 5, Category.TOOLS: 6}),  # TOOLS unseen: codes part-way
+             _row(2, calibrated={Category.PROMPTS: 7, Category.RESULTS: 2 ** 31}),  # tokens part-way
+             _row(3, line=None, reported=2 ** 40)]  # None and a 64-bit value in 32-bit columns
+    rows = CallRows(given)
+    assert rows == given
+    assert rows[1].calibrated == {Category.PROMPTS: 5, Category.TOOLS: 6}
+    assert rows[2].calibrated == {Category.PROMPTS: 7, Category.RESULTS: 2 ** 31}
+    assert rows[3].line is None and rows[3].reported == 2 ** 40 and rows.int64
+    assert [r.index for r in rows] == [0, 1, 2, 3]
