@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from ctxscope.core.apis.anthropic_messages import usage
 from ctxscope.core.framing import PROXY_CODE, PROXY_PROSE, proxy_kind
+from ctxscope.core.framing.claude_proxy import looks_like_json
 from ctxscope.core.ledger import SessionLedger
 from ctxscope.core.views import calibrate
 from ctxscope.schema import Category, Item
@@ -41,6 +42,16 @@ def test_proxy_kind_looks_past_whitespace_at_either_end():
     assert proxy_kind(_text('{"a": 1} and more\n')) == PROXY_PROSE
     assert proxy_kind(_text(" \n ")) == PROXY_PROSE
     assert proxy_kind(_text("")) == PROXY_PROSE
+
+
+def test_looks_like_json_answers_from_the_first_kept_character_alone_when_it_is_not_an_opener():
+    """Indented prose, a file separator (whitespace to str.isspace) before "{", an opener alone, a text of spaces."""
+    assert looks_like_json("    def f():\n        return {}\n") is False  # "d" kept first: prose
+    assert looks_like_json("\x1c\u2003{\"a\": [1]}\x85") is True  # str.isspace's whitespace, both ends
+    assert looks_like_json("\n\n[1, 2]  x") is False  # opens as JSON, last kept character "x"
+    assert looks_like_json("  {  ") is False  # "{" is first and last once stripped
+    assert looks_like_json("<system-reminder>{}</system-reminder>\n") is False
+    assert looks_like_json("   \n\t") is False
 
 
 def test_calibrate_takes_the_general_rule_for_what_is_not_a_ledger_s_counts():

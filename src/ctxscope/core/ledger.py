@@ -498,8 +498,38 @@ class SessionLedger:
         for old, new in diff.replaced:
             self._add(old, old.tokens, -1)
             self._add(new, self._tokens(new, counter), 1)
-        for item in diff.added:
-            self._add(item, self._tokens(item, counter), 1)
+        if diff.added:
+            self._add_new(diff.added, counter.count)
+
+    def _add_new(self, added: list[Item], count_text: Callable[[str], int]) -> None:
+        # _tokens, _count_text and _add (sign +1) for each item a call adds, written out in one loop:
+        # the incremental path's per-item work, most of what a transcript call does here.
+        text_counts = self._text_counts
+        part_map = self._part_map
+        cat_tokens, cat_items = self._cat_tokens, self._cat_items
+        part_tokens, part_items = self._part_tokens, self._part_items
+        for item in added:
+            tokens = item.fixed_tokens
+            if tokens is None:
+                if item.released:
+                    tokens = item.tokens
+                else:
+                    text_key = (item.digest, len(item.text))
+                    tokens = text_counts.get(text_key)
+                    if tokens is None:
+                        if len(text_counts) >= TEXT_COUNTS_KEPT:
+                            text_counts.clear()  # a bound on memory, not an LRU: a miss only costs a count
+                        tokens = text_counts[text_key] = count_text(item.text)
+                    item.tokens = tokens
+            else:
+                item.tokens = tokens
+            category = item.category
+            part = part_map.get((category, item.part)) or self._part(item)
+            cat_tokens[category] = cat_tokens.get(category, 0) + tokens
+            cat_items[category] = cat_items.get(category, 0) + 1
+            part_tokens[part] = part_tokens.get(part, 0) + tokens
+            # A part's count is never below 0 (a part is dropped at 0): one more leaves it above.
+            part_items[part] = part_items.get(part, 0) + 1
 
     # -- Claude's proxy encoding ---------------------------------------------------
 
@@ -631,8 +661,16 @@ class SessionLedger:
         for item in diff.added:
             rows.append((item.tokens, item, item.tokens, _ADDITION))
         order = _largest([abs(row[0]) for row in rows])
-        full = self.capture_labels
-        changes = [_change(rows[i][1], rows[i][3], rows[i][2], rows[i][0], full) for i in order]
+        if self.capture_labels:
+            changes = [_change(rows[i][1], rows[i][3], rows[i][2], rows[i][0], True) for i in order]
+            return changes, len(rows) - len(changes)
+        changes = []
+        append = changes.append
+        for i in order:
+            delta, item, tokens, change_type = rows[i]
+            # _change without the call (up to 64 a call), positional in Change's field order.
+            append(Change(item.id, item.category, tokens, delta, change_type, item.chars, item.label,
+                          item.source_kind, item.source_call_id))
         return changes, len(rows) - len(changes)
 
 

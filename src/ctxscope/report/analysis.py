@@ -56,9 +56,10 @@ class Addition(Record):
                 "item": self.item, "tool": self.tool, "tool_call_id": self.tool_call_id}
 
 
-# Categories sent again on every turn whatever the conversation does: the prefix.
-EVERY_TURN = frozenset((Category.SYSTEM, Category.TOOLS, Category.RULES, Category.SKILLS))
-_EVERY_TURN_ORDER = tuple(EVERY_TURN)  # looked up in a call's categories, not its categories scanned
+# Categories sent again on every turn whatever the conversation does: the prefix. Read once (an enum
+# class attribute is looked up through EnumType's hook): _account looks each up in a call's categories.
+_SYSTEM, _TOOLS, _RULES, _SKILLS = Category.SYSTEM, Category.TOOLS, Category.RULES, Category.SKILLS
+EVERY_TURN = frozenset((_SYSTEM, _TOOLS, _RULES, _SKILLS))
 
 
 @dataclass(slots=True, repr=False, eq=False)  # Record: see ctxscope._record
@@ -224,7 +225,8 @@ def _account(state: _Live, call: TranscriptCall) -> None:
     calibrated = snapshot.calibrated()
     result = state.result
     categories = ann.categories
-    every_turn = sum([categories.get(c, 0) for c in _EVERY_TURN_ORDER])
+    get = categories.get
+    every_turn = get(_SYSTEM, 0) + get(_TOOLS, 0) + get(_RULES, 0) + get(_SKILLS, 0)  # EVERY_TURN
     result.every_turn_token_calls += every_turn
     result.conversation_token_calls += ann.estimated_tokens - every_turn
     _keep_additions(result, call, ann.changes)
@@ -235,14 +237,18 @@ def _account(state: _Live, call: TranscriptCall) -> None:
         trigger = call.compaction.trigger
         compaction = trigger.value if trigger is not None else "auto"
         result.compactions += 1
-    shown = {c: v for c, v in calibrated.items() if v}
+    # The categories shown: those with tokens (calibrated() is a new dict of the call's, kept by no one:
+    # as it is when none is 0, the usual case, and 0 found in C).
+    shown = {c: v for c, v in calibrated.items() if v} if 0 in calibrated.values() else calibrated
     rows = result.rows
-    row = (call.index, call.line, call.timestamp_ns, call.model, ann.estimated_tokens, ann.reported_tokens,
-           inferred, shown, sum(waste.values()), compaction, sum(shown.values()))
     if type(rows) is CallRows:
-        rows.add(*row)  # no CallRow object a call: its values go straight into the packed columns
+        # No CallRow object a call: its values go straight into the packed columns.
+        rows.add(call.index, call.line, call.timestamp_ns, call.model, ann.estimated_tokens, ann.reported_tokens,
+                 inferred, shown, sum(waste.values()), compaction, sum(shown.values()))
     else:
-        rows.append(CallRow(*row))
+        rows.append(CallRow(call.index, call.line, call.timestamp_ns, call.model, ann.estimated_tokens,
+                            ann.reported_tokens, inferred, shown, sum(waste.values()), compaction,
+                            sum(shown.values())))
     if call.model and call.model != result.model:
         result.model = call.model
         # The window of the model, as replay and the live path know it (limits.limits_for):
@@ -259,19 +265,25 @@ _ORDER = itertools.count()  # ties among equal additions of one call: their orde
 
 
 def _keep_additions(result: SessionResult, call: TranscriptCall, changes: list) -> None:
-    """The call's additions into the session's bounded heap of the largest ones."""
+    """The call's additions into the session's bounded heap of the largest ones.
+
+    ``changes`` come largest first by size (``abs(delta_tokens)``: the ledger's order,
+    ``ledger._largest``): once the heap is full and a change is too small for it, so is
+    every one after it, and the rest of the call's changes are not looked at.
+    """
     heap = result.additions
     for change in changes:
         delta = change.delta_tokens
-        if delta <= 0 or change.change_type not in _GROWING:
-            continue
         full = len(heap) >= ADDITIONS_KEPT
         if full:
             # ``key <= heap[0][:3]`` below without building the key: the order count only grows,
             # so among equal (tokens, call) the new one is the smaller.
             smallest = heap[0]
-            if delta < smallest[0] or (delta == smallest[0] and -call.index <= smallest[1]):
-                continue  # not among the largest: no Addition made
+            size = delta if delta >= 0 else -delta
+            if size < smallest[0] or (size == smallest[0] and -call.index <= smallest[1]):
+                break  # not among the largest, and no later change is larger: no Addition made
+        if delta <= 0 or change.change_type not in _GROWING:
+            continue
         # The smallest leaves first, and among equals the latest call's.
         key = (delta, -call.index, -next(_ORDER))
         addition = Addition(delta, call.index, call.line, change.category.value, change.id,

@@ -54,9 +54,8 @@ _INT_FIELDS = ("index", "line", "timestamp_ns", "estimated", "reported", "inferr
 _NONE = -(1 << 63)
 _INT64_MAX = (1 << 63) - 1
 _NO_NAME = -1  # None in a name column (model, compaction)
-# The types add() appends in C: exactly int (a bool or another int subclass reads back as an int),
-# or None where its column puts the sentinel.
-_INT_OR_NONE = frozenset((int, type(None)))
+# The one type add() appends a row's category tokens as in C: exactly int (a bool, or another int
+# subclass, an array would read back as a plain int).
 _INT_ONLY = frozenset((int,))
 
 Column = MutableSequence[Any]  # array('i'), then array('q'), or a list once a value does not fit
@@ -100,11 +99,13 @@ class CallRows:
         """``append(CallRow(...))`` without the row object: analyze adds one row a call."""
         ints = self._ints
         values = (index, line, timestamp_ns, estimated, reported, inferred, waste, used)
-        # The usual row in C, without a test a value (~650 bytecodes a call fewer): every value a plain
-        # int (bool is an int an array reads back as 1 or 0) or None where a row may lack one, none the
-        # sentinel itself, every column still an array. Whatever a column cannot hold raises (past its
-        # width, or None where no sentinel is put), and the row goes back out and in value by value.
-        if self._packed and _INT_OR_NONE.issuperset(map(type, values)) and _NONE not in values:
+        # The usual row, each value appended as it is, without a range test a value: every value exactly
+        # an int (a bool is an int an array reads back as 1 or 0) or None where a row may lack one, none
+        # the sentinel itself, every column still an array. Whatever a column cannot hold raises (past
+        # its width, or None where no sentinel is put), and the row goes back out and in value by value.
+        if (self._packed and type(index) is type(estimated) is type(inferred) is type(waste) is type(used) is int
+                and (line is None or type(line) is int) and (timestamp_ns is None or type(timestamp_ns) is int)
+                and (reported is None or type(reported) is int) and _NONE not in values):
             rows = len(self._cat_ends)
             c_index, c_line, c_timestamp, c_estimated, c_reported, c_inferred, c_waste, c_used = ints
             try:

@@ -81,19 +81,27 @@ def is_claude(model: str | None) -> bool:
 def looks_like_json(text: str) -> bool:
     """Whether a text reads as JSON to the proxy ratio: ``{``/``[`` first and ``}``/``]`` last, once stripped."""
     # A cheap test (no parse: results can be large and this runs on the live path).
-    head, tail = text[:1], text[-1:]
-    if head in ("{", "[") and tail in ("}", "]"):
-        return True
-    if not (head.isspace() or tail.isspace()):
-        return False  # strip() would change nothing, and so the answer
-    # The first and last characters strip() would keep (its whitespace is str.isspace's),
-    # found without copying the text: a result ending in a newline is most of them.
-    start, end = 0, len(text)
-    while start < end and text[start].isspace():
-        start += 1
-    while end > start and text[end - 1].isspace():
+    head = text[:1]
+    if head in ("{", "["):
+        tail = text[-1:]
+        if tail in ("}", "]"):
+            return True
+        if not tail.isspace():
+            return False  # strip() would change nothing, and so the answer
+    elif not head.isspace() or _OPENS_AFTER_SPACE.match(text) is None:
+        # The first character strip() keeps is not "{" or "[": the answer, without looking at the end
+        # (most texts are prose, most of those end in a newline, and code is indented: found in C).
+        return False
+    # It opens as JSON: the last character strip() would keep (its whitespace is str.isspace's),
+    # found without copying the text (a result ending in a newline is most of them).
+    end = len(text)
+    while end and text[end - 1].isspace():
         end -= 1
-    return text[start:start + 1] in ("{", "[") and text[end - 1:end] in ("}", "]")
+    return text[end - 1:end] in ("}", "]")
+
+
+# Whitespace, then "{" or "[": re's \s in a str pattern is str.isspace's whitespace (both Py_UNICODE_ISSPACE).
+_OPENS_AFTER_SPACE = re.compile(r"\s*[{\[]")
 
 
 def proxy_kind(item: Item) -> str:
