@@ -97,3 +97,23 @@ def test_a_row_that_fails_part_way_in_c_is_added_whole_value_by_value():
     assert rows[2].calibrated == {Category.PROMPTS: 7, Category.RESULTS: 2 ** 31}
     assert rows[3].line is None and rows[3].reported == 2 ** 40 and rows.int64
     assert [r.index for r in rows] == [0, 1, 2, 3]
+
+
+def test_rows_added_in_batches_read_back_across_the_batches_edges():
+    """2,500 rows (more than two batches of PENDING_ROWS): a 32-bit overflow, a None line and a bool between
+    batches and inside one; every row reads back as given, the peak is the largest used."""
+    from ctxscope.report.call_rows import PENDING_ROWS
+
+    given = [_row(k) for k in range(2500)]
+    given[PENDING_ROWS - 1] = _row(PENDING_ROWS - 1, estimated=2 ** 31)  # the last row of the first batch
+    given[PENDING_ROWS + 7] = _row(PENDING_ROWS + 7, line=None, used=5_000)  # the second batch
+    given[2 * PENDING_ROWS + 3] = _row(2 * PENDING_ROWS + 3, waste=True)  # value by value: flushes first
+    rows = CallRows()
+    for k, row in enumerate(given):
+        rows.append(row)
+        if k == PENDING_ROWS + 100:
+            assert len(rows) == PENDING_ROWS + 101 and rows[-1] == row  # a read in the middle of a batch
+    assert len(rows) == 2500 and rows == given
+    assert rows[PENDING_ROWS - 1].estimated == 2 ** 31 and rows[PENDING_ROWS + 7].line is None
+    assert rows[2 * PENDING_ROWS + 3].waste is True and rows.max_used() == 5_000
+    assert not rows.int64  # the bool: its column is a list

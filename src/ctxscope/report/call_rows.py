@@ -17,11 +17,18 @@ a plain list, never raises and never rounds; :attr:`CallRows.int64` says
 whether every value fits (the streamed JSON report relies on it). All in 64
 bits a row took 155 bytes; narrow, 74 (issue 14: a compacting session's rows
 are most of what still grows with it).
+
+Rows come in packed (one ``struct`` call a row, not an array append a value:
+an append converts its value through ``PyArg_Parse``) and reach the columns
+:data:`PENDING_ROWS` at a time, or at the first read.
 """
 
 from __future__ import annotations
 
+import struct
 from array import array
+from functools import lru_cache
+from itertools import accumulate, islice
 from collections.abc import Iterator, MutableSequence
 from dataclasses import dataclass
 from typing import Any, overload
@@ -58,6 +65,14 @@ _NO_NAME = -1  # None in a name column (model, compaction)
 # subclass, an array would read back as a plain int).
 _INT_ONLY = frozenset((int,))
 
+# A pending row (CallRows._pending_rows): the int fields in _INT_FIELDS' order, the model's and the
+# compaction's name codes, the number of its (category, tokens) pairs; native int64s.
+_ROW = struct.Struct("11q")
+_ROW_FIELDS = 11
+_ROW_ITEMSIZE = 8
+# Rows kept packed before the columns take them: a batch's working set (~100 KB on a dense session).
+PENDING_ROWS = 1024
+
 Column = MutableSequence[Any]  # array('i'), then array('q'), or a list once a value does not fit
 # Each int column's first type: 32 bits, but the times (nanoseconds since 1970 need 64).
 _FIRST_TYPE = {name: "q" if name == "timestamp_ns" else "i" for name in _INT_FIELDS}
@@ -67,7 +82,8 @@ class CallRows:
     """The rows of one session's calls, in order, packed into arrays (see the module's docstring)."""
 
     __slots__ = ("_ints", "_packed", "_model", "_compaction", "_names", "_name_codes",
-                 "_cat_codes", "_cat_values", "_cat_ends", "_categories", "_category_codes")
+                 "_cat_codes", "_cat_values", "_cat_ends", "_categories", "_category_codes",
+                 "_pending", "_pending_rows", "_pending_codes", "_pending_values", "_codes_of")
 
     def __init__(self, rows: list[CallRow] | None = None) -> None:
         self._ints: list[Column] = [array(_FIRST_TYPE[name]) for name in _INT_FIELDS]
@@ -84,6 +100,15 @@ class CallRows:
         self._cat_ends: Column = array("i")
         self._categories: list[Category] = []
         self._category_codes: dict[Category, int] = {}
+        # Rows added but not yet in the columns (at most PENDING_ROWS): each row's ints, name codes and
+        # pair count packed as int64 (_ROW), its pairs' codes and tokens. An array's append converts
+        # a value through PyArg_Parse (~900 instructions on this Python, ~25 a row); struct packs a
+        # row in one call, and the columns take the rows a batch at a time (_flush).
+        self._pending = 0
+        self._pending_rows = bytearray()
+        self._pending_codes = bytearray()
+        self._pending_values = bytearray()
+        self._codes_of: dict[tuple[Category, ...], bytes] = {}  # a row's categories -> their codes
         for row in rows or ():
             self.append(row)
 
@@ -97,63 +122,103 @@ class CallRows:
             reported: int | None, inferred: int, calibrated: dict[Category, int], waste: int,
             compaction: str | None, used: int) -> None:
         """``append(CallRow(...))`` without the row object: analyze adds one row a call."""
-        ints = self._ints
         values = (index, line, timestamp_ns, estimated, reported, inferred, waste, used)
-        # The usual row, each value appended as it is, without a range test a value: every value exactly
-        # an int (a bool is an int an array reads back as 1 or 0) or None where a row may lack one, none
-        # the sentinel itself, every column still an array. Whatever a column cannot hold raises (past
-        # its width, or None where no sentinel is put), and the row goes back out and in value by value.
+        # The usual row, packed as it is, without a range test a value: every value exactly an int (a
+        # bool is an int an array reads back as 1 or 0) or None where a row may lack one, none the
+        # sentinel itself, every column still an array, the tokens exactly ints. A value past int64
+        # (struct.error) and the rest take the value-by-value path.
         if (self._packed and type(index) is type(estimated) is type(inferred) is type(waste) is type(used) is int
                 and (line is None or type(line) is int) and (timestamp_ns is None or type(timestamp_ns) is int)
-                and (reported is None or type(reported) is int) and _NONE not in values):
-            rows = len(self._cat_ends)
-            c_index, c_line, c_timestamp, c_estimated, c_reported, c_inferred, c_waste, c_used = ints
+                and (reported is None or type(reported) is int) and _NONE not in values
+                and type(self._cat_values) is array and _INT_ONLY.issuperset(map(type, calibrated.values()))):
+            codes = self._codes_of.get(tuple(calibrated))
+            if codes is None:
+                codes = self._row_codes(calibrated)
+            name_codes = self._name_codes
+            model_code = _NO_NAME if model is None else name_codes.get(model)
+            if model_code is None:
+                model_code = self._name_code(model)
+            compaction_code = _NO_NAME if compaction is None else name_codes.get(compaction)
+            if compaction_code is None:
+                compaction_code = self._name_code(compaction)
             try:
-                c_index.append(index)
-                c_line.append(_NONE if line is None else line)
-                c_timestamp.append(_NONE if timestamp_ns is None else timestamp_ns)
-                c_estimated.append(estimated)
-                c_reported.append(_NONE if reported is None else reported)
-                c_inferred.append(inferred)
-                c_waste.append(waste)
-                c_used.append(used)
-            except (OverflowError, TypeError):
-                for column in ints:
-                    del column[rows:]
-                self._add_ints(values)
-        else:
-            self._add_ints(values)
-        name_codes = self._name_codes
-        code = _NO_NAME if model is None else name_codes.get(model)
+                row = _ROW.pack(index, _NONE if line is None else line,
+                                _NONE if timestamp_ns is None else timestamp_ns, estimated,
+                                _NONE if reported is None else reported, inferred, waste, used,
+                                model_code, compaction_code, len(codes))
+                tokens = _int64s(len(codes)).pack(*calibrated.values())
+            except struct.error:
+                pass  # past int64: value by value, below
+            else:
+                self._pending_rows += row
+                self._pending_codes += codes
+                self._pending_values += tokens
+                self._pending += 1
+                if self._pending >= PENDING_ROWS:
+                    self._flush()
+                return
+        self._flush()  # the rows before this one first
+        self._add_ints(values)
         try:
-            self._model.append(self._name_code(model) if code is None else code)
+            self._model.append(self._name_code(model))
         except OverflowError:  # the 128th name
             self._model = array("l", self._model)
             self._model.append(self._name_code(model))
-        code = _NO_NAME if compaction is None else name_codes.get(compaction)
         try:
-            self._compaction.append(self._name_code(compaction) if code is None else code)
+            self._compaction.append(self._name_code(compaction))
         except OverflowError:
             self._compaction = array("l", self._compaction)
             self._compaction.append(self._name_code(compaction))
-        codes, tokens = self._cat_codes, self._cat_values
-        pairs = len(codes)
-        # The row's categories in C as well when the session knows them all and their tokens are plain
-        # ints an array holds; else (a new category, a value past the column's width) pair by pair.
+        self._add_categories(calibrated)
         try:
-            codes.extend(map(self._category_codes.__getitem__, calibrated))
-            if type(tokens) is not array or not _INT_ONLY.issuperset(map(type, calibrated.values())):
-                raise TypeError("not a plain int")
-            tokens.extend(calibrated.values())
-        except (KeyError, OverflowError, TypeError):
-            del codes[pairs:]
-            del tokens[pairs:]
-            self._add_categories(calibrated)
-        try:
-            self._cat_ends.append(len(codes))
+            self._cat_ends.append(len(self._cat_codes))
         except OverflowError:
             self._cat_ends = array("q", self._cat_ends)
-            self._cat_ends.append(len(codes))
+            self._cat_ends.append(len(self._cat_codes))
+
+    def _row_codes(self, calibrated: dict[Category, int]) -> bytes:
+        """The codes of a row's categories, in its order (a category new to the session gets the next code)."""
+        for category in calibrated:
+            if category not in self._category_codes:
+                self._category_codes[category] = len(self._categories)
+                self._categories.append(category)
+        codes = bytes([self._category_codes[c] for c in calibrated])  # ValueError past 255: not here
+        self._codes_of[tuple(calibrated)] = codes
+        return codes
+
+    def _flush(self) -> None:
+        """The pending rows into the columns, a column at a time (each widens as a value needs)."""
+        rows = self._pending
+        if not rows:
+            return
+        packed = array("q")
+        packed.frombytes(self._pending_rows)
+        ints = self._ints
+        for column in range(len(ints)):
+            _extend(ints, column, packed[column::_ROW_FIELDS])
+        names = [self._model, self._compaction]
+        _extend(names, 0, packed[8::_ROW_FIELDS])
+        _extend(names, 1, packed[9::_ROW_FIELDS])
+        self._model, self._compaction = names
+        # Each row's pairs end where the previous row's do plus its count (the first after the columns' last).
+        ends = array("q")
+        counts = packed[10::_ROW_FIELDS]
+        ends.frombytes(_int64s(rows).pack(*islice(accumulate(counts, initial=len(self._cat_codes)), 1, None)))
+        holder = [self._cat_ends]
+        _extend(holder, 0, ends)
+        self._cat_ends = holder[0]
+        codes = self._cat_codes
+        assert isinstance(codes, array)  # codes stay an array: one byte each, whatever the row
+        codes.frombytes(self._pending_codes)
+        tokens = array("q")
+        tokens.frombytes(self._pending_values)
+        holder = [self._cat_values]
+        _extend(holder, 0, tokens)
+        self._cat_values = holder[0]
+        self._pending = 0
+        self._pending_rows = bytearray()
+        self._pending_codes = bytearray()
+        self._pending_values = bytearray()
 
     def _add_ints(self, values: tuple[Any, ...]) -> None:
         """A row's int values one by one: a column widens, or becomes a list, for a value it cannot hold."""
@@ -192,7 +257,7 @@ class CallRows:
                 values.append(tokens)
 
     def __len__(self) -> int:
-        return len(self._cat_ends)
+        return len(self._cat_ends) + self._pending
 
     @overload
     def __getitem__(self, i: int) -> CallRow: ...
@@ -201,6 +266,7 @@ class CallRows:
     def __getitem__(self, i: slice) -> list[CallRow]: ...
 
     def __getitem__(self, i: int | slice) -> CallRow | list[CallRow]:
+        self._flush()
         if isinstance(i, slice):
             return [self._row(k) for k in range(*i.indices(len(self)))]
         n = len(self)
@@ -210,6 +276,7 @@ class CallRows:
         return self._row(k)
 
     def __iter__(self) -> Iterator[CallRow]:
+        self._flush()
         return (self._row(k) for k in range(len(self)))
 
     def __eq__(self, other: object) -> bool:
@@ -231,6 +298,7 @@ class CallRows:
         What ``rows[start:stop]`` holds, without a CallRow each: every column sliced once (in C), the
         JSON report's growth table reads them (built row by row, ~10,000 instructions a row).
         """
+        self._flush()
         start, stop, _ = slice(start, stop).indices(len(self))
         ints = self._ints
         index, line, timestamp_ns, estimated, reported, inferred, waste, used = (c[start:stop] for c in ints)
@@ -252,10 +320,12 @@ class CallRows:
     @property
     def int64(self) -> bool:
         """Whether every integer holds in a signed 64-bit int (every column still an array)."""
+        self._flush()
         return all(isinstance(c, array) for c in (*self._ints, self._cat_values))
 
     def max_used(self) -> int:
         """The largest ``used`` of the rows, 0 without rows (the session's peak)."""
+        self._flush()
         return max(self._ints[7], default=0)
 
     # -- internals ------------------------------------------------------------
@@ -280,6 +350,25 @@ class CallRows:
                        None if model == _NO_NAME else self._names[model], estimated,
                        _value(self._ints[4], reported), inferred, calibrated, waste,
                        None if compaction == _NO_NAME else self._names[compaction], used)
+
+
+@lru_cache(maxsize=None)
+def _int64s(count: int) -> struct.Struct:
+    """``count`` native int64s (a row's category tokens; a batch's ends)."""
+    return struct.Struct(f"{count}q")
+
+
+def _extend(columns: list[Column], column: int, values: array) -> None:
+    """Append int64 ``values`` (an ``array('q')``) to an array column, widening it to 64 bits if one needs it."""
+    target = columns[column]
+    if target.itemsize == _ROW_ITEMSIZE:  # type: ignore[attr-defined]  # 'q' (or 'l'): the bytes as they are
+        target.frombytes(values.tobytes())  # type: ignore[attr-defined]
+        return
+    try:
+        target.frombytes(struct.pack(f"{len(values)}{target.typecode}", *values))  # type: ignore[attr-defined]
+    except struct.error:  # a value past the column's width: 64 bits wide from now on
+        target = columns[column] = array("q", target)
+        target.frombytes(values.tobytes())
 
 
 def _append(ints: list[Column], column: int, value: int) -> None:
