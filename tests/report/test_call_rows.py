@@ -117,3 +117,14 @@ def test_rows_added_in_batches_read_back_across_the_batches_edges():
     assert rows[PENDING_ROWS - 1].estimated == 2 ** 31 and rows[PENDING_ROWS + 7].line is None
     assert rows[2 * PENDING_ROWS + 3].waste is True and rows.max_used() == 5_000
     assert not rows.int64  # the bool: its column is a list
+
+
+def test_shown_categories_are_in_report_order_by_value_without_zeros():
+    """{results 5, unattributed 0, prompts 1} shows prompts then results; a row in report order as it is; {} as {}."""
+    rows = CallRows([_row(0, calibrated={Category.RESULTS: 5, Category.UNATTRIBUTED: 0, Category.PROMPTS: 1}),
+                     _row(1, calibrated={Category.SYSTEM: 3, Category.TOOLS: 4}),
+                     _row(2, calibrated={}),
+                     _row(3, calibrated={Category.SYSTEM: 0, Category.TOOLS: 4})])
+    shown = [fields[7] for fields in rows.field_tuples(0, 4, shown=True)]
+    assert shown == [{"prompts": 1, "results": 5}, {"system": 3, "tools": 4}, {}, {"tools": 4}]
+    assert list(shown[0]) == ["prompts", "results"]

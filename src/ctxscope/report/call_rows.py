@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from typing import Any, overload
 
 from ctxscope._record import Record
-from ctxscope.schema import Category
+from ctxscope.schema import CATEGORIES, Category
 
 __all__ = ["CallRow", "CallRows"]
 
@@ -72,6 +72,8 @@ _ROW_FIELDS = 11
 _ROW_ITEMSIZE = 8
 # Rows kept packed before the columns take them: a batch's working set (~100 KB on a dense session).
 PENDING_ROWS = 1024
+
+_REPORT_ORDER = {category: rank for rank, category in enumerate(CATEGORIES)}  # field_tuples(shown=True)
 
 Column = MutableSequence[Any]  # array('i'), then array('q'), or a list once a value does not fit
 # Each int column's first type: 32 bits, but the times (nanoseconds since 1970 need 64).
@@ -292,11 +294,13 @@ class CallRows:
 
     # -- columns without building rows ----------------------------------------
 
-    def field_tuples(self, start: int, stop: int) -> Iterator[tuple[Any, ...]]:
+    def field_tuples(self, start: int, stop: int, shown: bool = False) -> Iterator[tuple[Any, ...]]:
         """Rows ``start`` to ``stop`` (a slice's bounds) as tuples of :class:`CallRow`'s fields in its order.
 
         What ``rows[start:stop]`` holds, without a CallRow each: every column sliced once (in C), the
         JSON report's growth table reads them (built row by row, ~10,000 instructions a row).
+        ``shown``: each row's ``calibrated`` as the report shows it instead, ``{category value: tokens}``
+        in report order (:data:`~ctxscope.schema.CATEGORIES`), the categories without tokens left out.
         """
         self._flush()
         start, stop, _ = slice(start, stop).indices(len(self))
@@ -308,14 +312,52 @@ class CallRows:
         names = self._names
         model = [None if code == _NO_NAME else names[code] for code in self._model[start:stop]]
         compaction = [None if code == _NO_NAME else names[code] for code in self._compaction[start:stop]]
+        calibrated = self._shown(start, stop) if shown else self._calibrated(start, stop)
+        return zip(index, line, timestamp_ns, model, estimated, reported, inferred, calibrated, waste, compaction,
+                   used)
+
+    def _calibrated(self, start: int, stop: int) -> list[dict[Category, int]]:
         categories, codes, values, ends = self._categories, self._cat_codes, self._cat_values, self._cat_ends
         calibrated = []
         first = ends[start - 1] if start else 0
         for end in ends[start:stop]:
             calibrated.append({categories[code]: tokens for code, tokens in zip(codes[first:end], values[first:end])})
             first = end
-        return zip(index, line, timestamp_ns, model, estimated, reported, inferred, calibrated, waste, compaction,
-                   used)
+        return calibrated
+
+    def _shown(self, start: int, stop: int) -> list[dict[str, int]]:
+        # A session's rows share a few category layouts (which categories, in which order): each is
+        # worked out once, and a row in report order without a 0 (analyze leaves 0s out) is its
+        # names zipped with its tokens.
+        codes, values, ends = self._cat_codes, self._cat_values, self._cat_ends
+        plain = type(values) is array  # ints only: 0 is the one falsy value
+        layouts: dict[bytes, tuple[tuple[str, ...], tuple[int, ...] | None]] = {}
+        shown = []
+        first = ends[start - 1] if start else 0
+        for end in ends[start:stop]:
+            key = codes[first:end].tobytes()  # type: ignore[attr-defined]
+            layout = layouts.get(key)
+            if layout is None:
+                layout = layouts[key] = self._layout(key)
+            names, order = layout
+            tokens = values[first:end]
+            if order is None and plain and 0 not in tokens:
+                shown.append(dict(zip(names, tokens)))
+            else:
+                shown.append({name: value for name, i in zip(names, order or range(len(names)))
+                              if (value := tokens[i])})
+            first = end
+        return shown
+
+    def _layout(self, codes: bytes) -> tuple[tuple[str, ...], tuple[int, ...] | None]:
+        """A row's categories (their codes) in report order: their names, and their places in the row
+        (None: the row's own order already)."""
+        row = [self._categories[code] for code in codes]
+        ranked = sorted((_REPORT_ORDER[category], place) for place, category in enumerate(row)
+                        if category in _REPORT_ORDER)
+        names = tuple(CATEGORIES[rank].value for rank, _ in ranked)
+        order = tuple(place for _, place in ranked)
+        return names, None if order == tuple(range(len(row))) else order
 
     @property
     def int64(self) -> bool:

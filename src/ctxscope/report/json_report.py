@@ -67,13 +67,16 @@ def growth_json(rows: Iterable[CallRow]) -> list[dict[str, Any]]:
                             r.calibrated, r.waste, r.compaction, r.used) for r in rows)
 
 
-def _growth_objects(fields: Iterable[tuple[Any, ...]]) -> list[dict[str, Any]]:
-    """The growth table's rows from rows' fields in CallRow's order (CallRows.field_tuples)."""
+def _growth_objects(fields: Iterable[tuple[Any, ...]], shown: bool = False) -> list[dict[str, Any]]:
+    """The growth table's rows from rows' fields in CallRow's order (CallRows.field_tuples).
+
+    ``shown``: the fields' categories are already as shown (``field_tuples(shown=True)``).
+    """
     return [
         {"call": index, "line": line, "timestamp_ns": timestamp_ns,
          "estimated_tokens": estimated, "inferred_tokens": inferred, "reported_tokens": reported,
          "used_tokens": used,
-         "categories": {name: tokens for c, name in _NAMED if (tokens := calibrated.get(c))},
+         "categories": calibrated if shown else {name: tokens for c, name in _NAMED if (tokens := calibrated.get(c))},
          "waste_tokens": waste, "compaction": compaction}
         for index, line, timestamp_ns, _, estimated, reported, inferred, calibrated, waste, compaction, used
         in fields
@@ -192,7 +195,8 @@ def _write_growth(rows: CallRows, indent: int, write: Callable[[str], object]) -
             write(",\n")
         # The chunk as a list of its own: items at 2 spaces; every line moved in by ``indent``.
         stop = start + GROWTH_CHUNK_ROWS
-        chunk = _growth_objects(rows.field_tuples(start, stop)) if type(rows) is CallRows else growth_json(
+        chunk = _growth_objects(rows.field_tuples(start, stop, shown=True), shown=True) if type(
+            rows) is CallRows else growth_json(
             rows[start:stop])
         piece = dumps(chunk)
         write(pad + piece[2:-2].replace("\n", "\n" + pad))
