@@ -61,3 +61,20 @@ def test_a_run_that_only_grew_lists_the_new_items_first_then_the_tails_diff():
     fast = diff_items(old, new)
     assert fast.added == [b, c] and fast.removed == [x] and fast.replaced == []
     assert fast == diff_items(list(old), list(new))
+
+
+def test_short_and_long_scans_find_the_same_first_difference():
+    """Shared prefix and suffix of 3 (short loop) and of 20 (C scan) with a different item in the middle:
+    the diff is that one replacement, and the items around it are taken as shared, from both ends."""
+    from ctxscope.core.diff import shared_prefix
+
+    for shared in (3, 20):
+        head = [item(f"h{k}") for k in range(shared)]
+        tail = [item(f"t{k}") for k in range(shared)]
+        old_mid, new_mid = item("m", "1"), item("m", "2")
+        old, new = [*head, old_mid, *tail], [*head, new_mid, *tail]
+        assert shared_prefix(old, new) == shared
+        diff = diff_items(old, new)
+        assert diff.replaced == [(old_mid, new_mid)] and not diff.added and not diff.removed
+        grown = diff_items(old, [*head, old_mid, item("n"), *tail])  # one added between the shared ends
+        assert [i.id for i in grown.added] == ["n"] and not grown.removed and not grown.replaced

@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from itertools import chain, compress, count, islice
-from operator import is_not
+from operator import attrgetter, is_not
 from typing import Any, overload
 
 from ctxscope._record import Record
@@ -101,6 +101,10 @@ class ItemRun(Sequence[Item]):
 # the same objects runs at a few ns an element (identity is checked first, in
 # C), against ~30 ns for the map/compress scan.
 _CHUNK = 512
+_ID = attrgetter("id")
+# A range this short is scanned by a plain loop: the C scan's five iterators cost more to build
+# (a transcript call's tails: two or three items, on every call).
+_SHORT = 8
 
 
 def _first_not_identical(old: Sequence[Item], new: Sequence[Item], start: int, stop: int) -> int:
@@ -115,6 +119,11 @@ def _first_not_identical(old: Sequence[Item], new: Sequence[Item], start: int, s
             break
         start = end
     if start >= stop:
+        return stop
+    if stop - start <= _SHORT:
+        for index in range(start, stop):
+            if old[index] is not new[index]:
+                return index
         return stop
     # compress/map/islice keep the scan in C.
     differs = map(is_not, islice(old, start, stop), islice(new, start, stop))
@@ -133,6 +142,11 @@ def shared_prefix(old: Sequence[Item], new: Sequence[Item]) -> int:
 
 def _first_not_identical_from_end(old: Sequence[Item], new: Sequence[Item], start: int, stop: int) -> int:
     """How many trailing positions in ``[start, stop)`` hold the same object in both lists."""
+    if stop - start <= _SHORT:
+        for back in range(start, stop):
+            if old[-1 - back] is not new[-1 - back]:
+                return back
+        return stop
     differs = map(is_not, islice(reversed(old), start, stop), islice(reversed(new), start, stop))
     return next(compress(count(start), differs), stop)
 
@@ -161,8 +175,7 @@ def diff_items(old: Sequence[Item], new: Sequence[Item]) -> ItemDiff:
         # shared items is a slice of the list and a tail, built without ItemRun's slicing.
         if old.length <= new.length:
             appended = new.base[old.length:new.length]
-            tail_ids = {item.id for item in old.tail}
-            if not any(item.id in tail_ids for item in appended):
+            if not old.tail or set(map(_ID, old.tail)).isdisjoint(map(_ID, appended)):
                 # The items the list grew by cannot match the old tail (no id in common):
                 # they are additions, ahead of whatever the tails' own diff finds.
                 _diff_lists(diff, list(old.tail), list(new.tail))
