@@ -160,19 +160,21 @@ class ClaudeCodeReader:
             session = self._session(record)
         parent = record.get("parentUuid")
         parent = parent if isinstance(parent, str) else None
-        # Only a system line or a new root can be a boundary (_compaction): most lines are neither.
-        compaction = _compaction(record, kind, parent, line) if kind == "system" or parent is None else None
         offset = self.line_offset
-        if compaction is not None:
-            session.nodes[uuid] = _Node(None, (), offset, compaction)
-            return []
-        if kind == "system" and record.get("subtype") == MICROCOMPACT_SUBTYPE:
-            session.nodes[uuid] = _Node(parent, (), offset, None, _cleared_ids(record))
-            return []
+        # Only a system line or a new root can be a boundary (_compaction), and only a system
+        # line a microcompaction: most lines are neither, and go straight to their kind.
+        if kind == "system" or parent is None:
+            compaction = _compaction(record, kind, parent, line)
+            if compaction is not None:
+                session.nodes[uuid] = _Node(None, (), offset, compaction)
+                return []
+            if kind == "system" and record.get("subtype") == MICROCOMPACT_SUBTYPE:
+                session.nodes[uuid] = _Node(parent, (), offset, None, _cleared_ids(record))
+                return []
         if kind == "attachment":
             session.nodes[uuid] = _Node(parent, self._attachment_items(uuid, record.get("attachment")), offset)
             return []
-        message = record.get("message") if kind in ("user", "assistant") else None
+        message = record.get("message") if kind == "assistant" or kind == "user" else None
         if not isinstance(message, dict):
             session.nodes[uuid] = _Node(parent, (), offset)
             return []
@@ -300,10 +302,13 @@ class ClaudeCodeReader:
         seen: set[str] = set()
         restored = False
         while True:
-            while current is not None and current not in position and current in nodes and current not in seen:
+            while current is not None and current not in position:
+                walking = nodes.get(current)
+                if walking is None or current in seen:
+                    break
                 seen.add(current)  # a cycle in a corrupt file must not loop forever
                 walked.append(current)
-                current = nodes[current].parent
+                current = walking.parent
             if current is None or current in position or current in seen or not session.freed:
                 break
             # A link a cut let go (_Session.freed): its line parsed again, a node until it is walked.
@@ -315,10 +320,8 @@ class ClaudeCodeReader:
         if restored and self._lines is not None:
             self._lines.close()
         reset = session.calls == 0
-        if current is not None and current in position:
-            keep = position[current] + 1
-        else:
-            keep = 0
+        fork = position.get(current) if current is not None else None
+        keep = fork + 1 if fork is not None else 0
         if keep < len(session.chain):
             reset = True  # a rewind or a new root: items after the fork leave the context
             chain, counts = session.chain, session.counts
@@ -341,25 +344,31 @@ class ClaudeCodeReader:
             session.items = session.items[:cut]
         added: list[Item] = []
         compaction = None
+        # The session's lists read once: this runs for every link of the file.
+        chain, counts, offsets, items = session.chain, session.counts, session.offsets, session.items
         for uuid in reversed(walked):
             node = nodes[uuid]
-            at = len(session.chain)
-            # A plain link lives in the chain alone from now on (_Session); the first one keeps its
-            # node, its parent may be a link this file never had.
-            if at and node.compaction is None and not node.cleared and node.parent == session.chain[-1]:
-                del nodes[uuid]
+            at = len(chain)
+            node_compaction, cleared = node.compaction, node.cleared
+            if node_compaction is None and not cleared:
+                # A plain link lives in the chain alone from now on (_Session); the first one keeps its
+                # node, its parent may be a link this file never had.
+                if at and node.parent == chain[-1]:
+                    del nodes[uuid]
+            else:
+                if node_compaction is not None:
+                    compaction = node_compaction
+                if cleared:
+                    session.cleared.append((at, cleared))
+                    reset = True  # results already in context change: take the context whole
             position[uuid] = at
-            session.chain.append(uuid)
-            session.counts.append(len(session.items))
-            session.offsets.append(node.offset)
-            if node.compaction is not None:
-                compaction = node.compaction
-            if node.cleared:
-                session.cleared.append((position[uuid], node.cleared))
-                reset = True  # results already in context change: take the context whole
-            if node.items:
-                session.items.extend(node.items)
-                added.extend(node.items)
+            chain.append(uuid)
+            counts.append(len(items))
+            offsets.append(node.offset)
+            node_items = node.items
+            if node_items:
+                items.extend(node_items)
+                added.extend(node_items)
         if compaction is not None:
             reset = True
         return (list(session.items) if reset else added), reset, compaction
