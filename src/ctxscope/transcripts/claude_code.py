@@ -120,7 +120,7 @@ class ClaudeCodeReader:
         self.records = 0
         self.problems: list[Problem] = []
         self._sessions: dict[str, _Session] = {}
-        # One string a call (_call_key): a tuple of two strings cost twice as much, for every call of the file.
+        # One string a call (_key_of): a tuple of two strings cost twice as much, for every call of the file.
         # -> the offset of the call's first line; the older ones in _old_calls (_retire_calls).
         self._seen_calls: dict[str, int] = {}
         self._old_calls: KeyOffsets | None = None
@@ -576,16 +576,17 @@ class ClaudeCodeReader:
 
 
 def _key_of(record: Mapping[str, Any], message: Mapping[str, Any]) -> str:
-    """The key of the call an assistant line belongs to (_call_key of its message and request ids)."""
+    """The key of the call an assistant line belongs to: its message and request ids as one string.
+
+    The first id's length leads, so that the key stays one-to-one (``len:first`` then
+    ``second``). Without either id, the line's uuid is its call's key.
+    """
     message_id = message.get("id")
     request_id = record.get("requestId")
     if message_id is None and request_id is None:
-        return _call_key("uuid", str(record.get("uuid")))
-    return _call_key(str(message_id), str(request_id))
-
-
-def _call_key(first: str, second: str) -> str:
-    """The two ids that make a call one call, as one string (the length keeps it one-to-one)."""
+        first, second = "uuid", str(record.get("uuid"))
+    else:
+        first, second = str(message_id), str(request_id)
     return f"{len(first)}:{first}{second}"
 
 
