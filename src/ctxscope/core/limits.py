@@ -98,6 +98,8 @@ class Prices:
 
 @dataclass
 class _Overrides:
+    """The window and threshold rules in force: the environment's, with :func:`configure`'s first."""
+
     window: list[LimitRule]
     effective_window: list[LimitRule]
     compact_threshold: list[LimitRule]

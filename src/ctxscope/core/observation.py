@@ -39,6 +39,8 @@ class Usage:
 
 @dataclass(slots=True)
 class Observation:
+    """One model call as an instrumentation or a transcript saw it: what the pipeline observes."""
+
     session_id: str
     provider: str  # gen_ai.provider.name: "openai", "anthropic", ...
     request_model: str | None

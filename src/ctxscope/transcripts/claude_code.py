@@ -69,6 +69,8 @@ _ATTACHMENT_PARTS = {"skill_listing": "skills", "invoked_skills": "skills", "dyn
 
 @dataclass(slots=True, repr=False, eq=False)  # Record: see ctxscope._record
 class _Node(Record):
+    """A link of the parentUuid chain not (or no longer) on the live chain: its parent and items."""
+
     parent: str | None
     items: tuple[Item, ...]
     offset: int = -1  # where its line starts in the file, when the reader can read it again (else -1)
