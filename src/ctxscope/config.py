@@ -20,6 +20,7 @@ read.
 from __future__ import annotations
 
 from ctxscope._blake2b import blake2b
+from ctxscope._record import FrozenRecord
 import fnmatch
 import logging
 import os
@@ -149,8 +150,8 @@ _FALSE = ("0", "false", "no", "off", "")
 # ---------------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
-class LimitRule:
+@dataclass(frozen=True, slots=True, repr=False, eq=False)  # FrozenRecord: see ctxscope._record
+class LimitRule(FrozenRecord):
     """One ``pattern=value`` of a limits variable: tokens, or a share of the window (``80%``)."""
 
     pattern: str
@@ -162,8 +163,8 @@ class LimitRule:
         return fnmatch.fnmatchcase(model.lower(), self.pattern.lower())
 
 
-@dataclass(frozen=True)
-class Settings:
+@dataclass(frozen=True, repr=False, eq=False)  # FrozenRecord: see ctxscope._record
+class Settings(FrozenRecord):
     """ctxscope's configuration, parsed once; every field has its documented default."""
 
     capture_content: str = "NO_CONTENT"  # one of CAPTURE_CONTENT_VALUES
@@ -254,8 +255,8 @@ def agent_session_dirs(environ: Mapping[str, str] | None = None) -> list[Path]:
     return [claude / "projects", codex / "sessions"]
 
 
-@dataclass(frozen=True)
-class HttpClientEnvironment:
+@dataclass(frozen=True, repr=False, eq=False)  # FrozenRecord: see ctxscope._record
+class HttpClientEnvironment(FrozenRecord):
     """What in the environment ``requests`` (the SDK's OTLP/HTTP transport) would act on, for a plain
     ``http://`` request: ``ctxscope.telemetry.http_transport`` sends only where none of it is set."""
 

@@ -287,6 +287,8 @@ class MetricAttr:
 
 @dataclass(frozen=True, repr=False, eq=False)  # FrozenRecord: see ctxscope._record
 class InstrumentSpec(FrozenRecord):
+    """A metric instrument as the contract names it: name, kind, unit, description."""
+
     name: str
     kind: str  # "gauge", "counter" or "histogram"
     unit: str

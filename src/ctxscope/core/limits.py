@@ -29,6 +29,7 @@ from decimal import Decimal
 from functools import lru_cache
 from typing import Mapping
 
+from ctxscope._record import FrozenRecord, Record
 from ctxscope.config import LimitRule, cache_dir, parse_limit_rule, settings
 from ctxscope.core.installed import distribution_version
 
@@ -69,8 +70,8 @@ FALLBACK_WINDOWS: tuple[tuple[str, int], ...] = (
 )
 
 
-@dataclass(frozen=True)
-class Limits:
+@dataclass(frozen=True, repr=False, eq=False)  # FrozenRecord: see ctxscope._record
+class Limits(FrozenRecord):
     """A model's context limits (tokens); None where unknown."""
 
     window_tokens: int | None = None
@@ -79,8 +80,8 @@ class Limits:
     source: str = "unknown"  # where the window came from: genai-prices, table, override, unknown
 
 
-@dataclass(frozen=True)
-class Prices:
+@dataclass(frozen=True, repr=False, eq=False)  # FrozenRecord: see ctxscope._record
+class Prices(FrozenRecord):
     """USD per million tokens; a None price is unknown."""
 
     input: Decimal | None
@@ -96,8 +97,10 @@ class Prices:
 # Overrides
 # ---------------------------------------------------------------------------
 
-@dataclass
-class _Overrides:
+@dataclass(repr=False, eq=False)  # Record: see ctxscope._record
+class _Overrides(Record):
+    """The window and threshold rules in force: the environment's, with :func:`configure`'s first."""
+
     window: list[LimitRule]
     effective_window: list[LimitRule]
     compact_threshold: list[LimitRule]

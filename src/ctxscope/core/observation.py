@@ -11,12 +11,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from ctxscope._record import Record
+
 if TYPE_CHECKING:  # pragma: no cover
     from ctxscope.core.ledger import Snapshot
 
 
-@dataclass(slots=True)
-class Usage:
+@dataclass(slots=True, repr=False, eq=False)  # Record: see ctxscope._record
+class Usage(Record):
     """Provider-reported usage of one call (SPEC section 4 for ``reported_input``)."""
 
     input_tokens: int | None = None  # uncached input as the provider reports it
@@ -37,8 +39,10 @@ class Usage:
     cleared: tuple[tuple[str, int], ...] = ()
 
 
-@dataclass(slots=True)
-class Observation:
+@dataclass(slots=True, repr=False, eq=False)  # Record: see ctxscope._record
+class Observation(Record):
+    """One model call as an instrumentation or a transcript saw it: what the pipeline observes."""
+
     session_id: str
     provider: str  # gen_ai.provider.name: "openai", "anthropic", ...
     request_model: str | None

@@ -72,7 +72,7 @@ def text_items(item_id: str, text: str, role: str, *, summary: bool = False,
         item = text_item(sub_id, segment.text, role, label=segment.label or label)
         if segment.part is not None:
             item.part = segment.part
-            item.category = Category(segment.part.split("/", 1)[0])
+            item.category = _part_category(segment.part)
             item.label = segment.label or segment.part.rsplit("/", 1)[-1]
         out.append(item)
     return out
@@ -93,7 +93,7 @@ def result_items(item_id: str, tool: str | None, text: str, call_id: str | None,
         if segment.part is not None and segment.text:
             item = text_item(f"{item_id}.{index}", segment.text, "user", label=segment.label)
             item.part = segment.part
-            item.category = Category(segment.part.split("/", 1)[0])
+            item.category = _part_category(segment.part)
             out.append(item)
     return out
 
@@ -268,6 +268,16 @@ def _maybe_json(args: Any) -> Any:
 # A tool's part-path segment, asked for every call and result (two regular expressions
 # each): a session uses a few dozen tool names.
 _name = lru_cache(maxsize=1024)(_classify.tool_segment)
+
+
+@lru_cache(maxsize=256)
+def _part_category(part: str) -> Category:
+    """The category a classifier's part path names (its first segment), looked up once a part.
+
+    ``Category(value)`` goes through EnumType's ``__call__`` (a few thousand instructions);
+    a session's segments name a handful of parts.
+    """
+    return Category(part.split("/", 1)[0])
 
 
 # The part paths of a tool's calls and results: one string per tool, not one per item (an item

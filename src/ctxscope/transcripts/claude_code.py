@@ -69,6 +69,8 @@ _ATTACHMENT_PARTS = {"skill_listing": "skills", "invoked_skills": "skills", "dyn
 
 @dataclass(slots=True, repr=False, eq=False)  # Record: see ctxscope._record
 class _Node(Record):
+    """A link of the parentUuid chain not (or no longer) on the live chain: its parent and items."""
+
     parent: str | None
     items: tuple[Item, ...]
     offset: int = -1  # where its line starts in the file, when the reader can read it again (else -1)
@@ -120,7 +122,7 @@ class ClaudeCodeReader:
         self.records = 0
         self.problems: list[Problem] = []
         self._sessions: dict[str, _Session] = {}
-        # One string a call (_call_key): a tuple of two strings cost twice as much, for every call of the file.
+        # One string a call (_key_of): a tuple of two strings cost twice as much, for every call of the file.
         # -> the offset of the call's first line; the older ones in _old_calls (_retire_calls).
         self._seen_calls: dict[str, int] = {}
         self._old_calls: KeyOffsets | None = None
@@ -160,19 +162,21 @@ class ClaudeCodeReader:
             session = self._session(record)
         parent = record.get("parentUuid")
         parent = parent if isinstance(parent, str) else None
-        # Only a system line or a new root can be a boundary (_compaction): most lines are neither.
-        compaction = _compaction(record, kind, parent, line) if kind == "system" or parent is None else None
         offset = self.line_offset
-        if compaction is not None:
-            session.nodes[uuid] = _Node(None, (), offset, compaction)
-            return []
-        if kind == "system" and record.get("subtype") == MICROCOMPACT_SUBTYPE:
-            session.nodes[uuid] = _Node(parent, (), offset, None, _cleared_ids(record))
-            return []
+        # Only a system line or a new root can be a boundary (_compaction), and only a system
+        # line a microcompaction: most lines are neither, and go straight to their kind.
+        if kind == "system" or parent is None:
+            compaction = _compaction(record, kind, parent, line)
+            if compaction is not None:
+                session.nodes[uuid] = _Node(None, (), offset, compaction)
+                return []
+            if kind == "system" and record.get("subtype") == MICROCOMPACT_SUBTYPE:
+                session.nodes[uuid] = _Node(parent, (), offset, None, _cleared_ids(record))
+                return []
         if kind == "attachment":
             session.nodes[uuid] = _Node(parent, self._attachment_items(uuid, record.get("attachment")), offset)
             return []
-        message = record.get("message") if kind in ("user", "assistant") else None
+        message = record.get("message") if kind == "assistant" or kind == "user" else None
         if not isinstance(message, dict):
             session.nodes[uuid] = _Node(parent, (), offset)
             return []
@@ -300,10 +304,13 @@ class ClaudeCodeReader:
         seen: set[str] = set()
         restored = False
         while True:
-            while current is not None and current not in position and current in nodes and current not in seen:
+            while current is not None and current not in position:
+                walking = nodes.get(current)
+                if walking is None or current in seen:
+                    break
                 seen.add(current)  # a cycle in a corrupt file must not loop forever
                 walked.append(current)
-                current = nodes[current].parent
+                current = walking.parent
             if current is None or current in position or current in seen or not session.freed:
                 break
             # A link a cut let go (_Session.freed): its line parsed again, a node until it is walked.
@@ -315,10 +322,8 @@ class ClaudeCodeReader:
         if restored and self._lines is not None:
             self._lines.close()
         reset = session.calls == 0
-        if current is not None and current in position:
-            keep = position[current] + 1
-        else:
-            keep = 0
+        fork = position.get(current) if current is not None else None
+        keep = fork + 1 if fork is not None else 0
         if keep < len(session.chain):
             reset = True  # a rewind or a new root: items after the fork leave the context
             chain, counts = session.chain, session.counts
@@ -341,25 +346,31 @@ class ClaudeCodeReader:
             session.items = session.items[:cut]
         added: list[Item] = []
         compaction = None
+        # The session's lists read once: this runs for every link of the file.
+        chain, counts, offsets, items = session.chain, session.counts, session.offsets, session.items
         for uuid in reversed(walked):
             node = nodes[uuid]
-            at = len(session.chain)
-            # A plain link lives in the chain alone from now on (_Session); the first one keeps its
-            # node, its parent may be a link this file never had.
-            if at and node.compaction is None and not node.cleared and node.parent == session.chain[-1]:
-                del nodes[uuid]
+            at = len(chain)
+            node_compaction, cleared = node.compaction, node.cleared
+            if node_compaction is None and not cleared:
+                # A plain link lives in the chain alone from now on (_Session); the first one keeps its
+                # node, its parent may be a link this file never had.
+                if at and node.parent == chain[-1]:
+                    del nodes[uuid]
+            else:
+                if node_compaction is not None:
+                    compaction = node_compaction
+                if cleared:
+                    session.cleared.append((at, cleared))
+                    reset = True  # results already in context change: take the context whole
             position[uuid] = at
-            session.chain.append(uuid)
-            session.counts.append(len(session.items))
-            session.offsets.append(node.offset)
-            if node.compaction is not None:
-                compaction = node.compaction
-            if node.cleared:
-                session.cleared.append((position[uuid], node.cleared))
-                reset = True  # results already in context change: take the context whole
-            if node.items:
-                session.items.extend(node.items)
-                added.extend(node.items)
+            chain.append(uuid)
+            counts.append(len(items))
+            offsets.append(node.offset)
+            node_items = node.items
+            if node_items:
+                items.extend(node_items)
+                added.extend(node_items)
         if compaction is not None:
             reset = True
         return (list(session.items) if reset else added), reset, compaction
@@ -567,16 +578,17 @@ class ClaudeCodeReader:
 
 
 def _key_of(record: Mapping[str, Any], message: Mapping[str, Any]) -> str:
-    """The key of the call an assistant line belongs to (_call_key of its message and request ids)."""
+    """The key of the call an assistant line belongs to: its message and request ids as one string.
+
+    The first id's length leads, so that the key stays one-to-one (``len:first`` then
+    ``second``). Without either id, the line's uuid is its call's key.
+    """
     message_id = message.get("id")
     request_id = record.get("requestId")
     if message_id is None and request_id is None:
-        return _call_key("uuid", str(record.get("uuid")))
-    return _call_key(str(message_id), str(request_id))
-
-
-def _call_key(first: str, second: str) -> str:
-    """The two ids that make a call one call, as one string (the length keeps it one-to-one)."""
+        first, second = "uuid", str(record.get("uuid"))
+    else:
+        first, second = str(message_id), str(request_id)
     return f"{len(first)}:{first}{second}"
 
 

@@ -50,6 +50,7 @@ MAX_DOCUMENT_BYTES = 512 * 1024 * 1024
 # its token_count): the time before each of the lines this recent is kept.
 _MAX_LINE_TIMES = 4096
 _BOM = b"\xef\xbb\xbf"
+_SPACE = frozenset(b" \t\n\r\x0b\x0c")  # the bytes bytes.isspace() takes for blank space
 
 
 @dataclass(slots=True, repr=False, eq=False)  # Record: see ctxscope._record
@@ -315,27 +316,25 @@ class TranscriptFile:
             raw = readline(MAX_LINE_BYTES + 1)
             if not raw:
                 break
-            complete = raw[-1:] == b"\n"
-            oversize = not complete and len(raw) > MAX_LINE_BYTES
-            if oversize:
-                _skip_rest_of_line(readline)  # an oversize line is skipped to its end, not kept
-                raw, complete = b"", True
-            if not complete and not final:
-                return  # a half-written last line: wait for the rest
-            self.line += 1
-            lineno = self.line
+            complete = raw[-1] == 10  # ends with its newline (b"\n")
+            if not complete:
+                if len(raw) > MAX_LINE_BYTES:
+                    _skip_rest_of_line(readline)  # an oversize line is skipped to its end, not kept
+                    self.line += 1
+                    self.offset = handle.tell()
+                    self._problem(self.line, f"line longer than {MAX_LINE_BYTES // (1024 * 1024)} MB, skipped")
+                    continue
+                if not final:
+                    return  # a half-written last line: wait for the rest
+            self.line = lineno = self.line + 1
             start = self.offset
-            if oversize:
-                self.offset = handle.tell()
-                self._problem(lineno, f"line longer than {MAX_LINE_BYTES // (1024 * 1024)} MB, skipped")
-                continue
-            self.offset += len(raw)
+            self.offset = start + len(raw)
             text = raw
-            if self.offset == len(raw) and raw.startswith(_BOM):
+            if start == 0 and raw.startswith(_BOM):
                 text = raw = raw[3:]  # a byte-order mark some editors write
             # JSON parsers skip surrounding whitespace: only blank lines need a look
             # (stripping every line would copy the whole file once more).
-            if len(raw) < 3 or raw[:1].isspace():
+            if len(raw) < 3 or raw[0] in _SPACE:
                 text = raw.strip()
                 if not text:
                     continue
@@ -363,7 +362,8 @@ class TranscriptFile:
             except Exception as exc:  # noqa: BLE001 - bad input must not stop the analysis
                 self._problem(lineno, f"unreadable record ({type(exc).__name__}: {_short(exc)})")
                 calls = []
-            yield from calls
+            if calls:  # most lines start no call: no iterator over an empty list
+                yield from calls
             if reader_problems:
                 self._take_reader_problems()
             if timing:
