@@ -10,6 +10,8 @@ on one of a handful of series, so :class:`HistogramRecorder` keeps each
 series' cleaned attributes and key and makes only the last steps: the same
 ``Measurement`` fields, the same filter decision, the same ``aggregate``
 calls in the same order, so the points and exemplars are the SDK's.
+:meth:`HistogramRecorder.record_each` takes a call's measurements at once
+(they share its context): the SDK's storage is looked up once for all of them.
 
 It goes the SDK's own way (``record``) wherever the result could differ or
 the SDK does more: an instrument that is not the SDK's own histogram (a
