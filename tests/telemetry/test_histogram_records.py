@@ -135,3 +135,40 @@ def test_an_instrument_that_is_not_the_sdks_is_recorded_through_record():
     recorder = HistogramRecorder(noop)
     record_all(recorder)  # nothing to collect, nothing raised
     assert recorder.histogram is noop
+
+
+def test_record_each_gives_what_record_gives_one_by_one():
+    """A call's measurements at once: results 30 and prompts 7 in span (1, 11), then results 2000 in span (2, 22).
+
+    Results: buckets 0,0,1,0,1, sum 2030, exemplars 30 (1, 11) and 2000 (2, 22); prompts: 7 in (0,10], its
+    exemplar in (1, 11). The series' attributes are built once, at its first measurement.
+    """
+    reader = InMemoryMetricReader()
+    recorder = HistogramRecorder(histogram(reader))
+    built: list[str] = []
+
+    def attributes(category: str) -> dict[str, str]:
+        built.append(category)
+        return {"model": "m", "category": category}
+
+    recorder.record_each({"results": 30, "prompts": 7}, "m", attributes, in_span(1, 11))
+    recorder.record_each({"results": 2000}, "m", attributes, in_span(2, 22))
+    recorder.record_each({}, "m", attributes, in_span(3, 33))  # nothing to record
+    assert collected(reader) == {
+        frozenset(A.items()): {"count": 2, "sum": 2030, "min": 30, "max": 2000, "buckets": [0, 0, 1, 0, 1],
+                               "exemplars": [(30, 1, 11, {}), (2000, 2, 22, {})]},
+        frozenset(B.items()): {"count": 1, "sum": 7, "min": 7, "max": 7, "buckets": [0, 1, 0, 0, 0],
+                               "exemplars": [(7, 1, 11, {})]},
+    }
+    assert built == ["results", "prompts"]
+
+
+def test_record_each_off_the_shortcut_records_through_record():
+    """A delta reader: every measurement through the SDK's record(), the same counts."""
+    reader = InMemoryMetricReader(preferred_temporality={SdkHistogramKind: AggregationTemporality.DELTA})
+    recorder = HistogramRecorder(histogram(reader))
+    recorder.record_each({"results": 30, "prompts": 7}, "m", lambda c: {"model": "m", "category": c}, in_span(1, 11))
+    recorder.record_each({"results": 40}, "m", lambda c: {"model": "m", "category": c}, in_span(2, 22))
+    points = collected(reader)
+    assert (points[frozenset(A.items())]["count"], points[frozenset(A.items())]["sum"]) == (2, 70)
+    assert points[frozenset(B.items())]["count"] == 1

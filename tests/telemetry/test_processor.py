@@ -233,6 +233,19 @@ def test_bad_annotation_is_logged_not_raised(env, caplog):
     assert processor.sessions() == []
 
 
+def test_a_negative_reported_count_is_refused_at_its_call(env, caplog):
+    """The calibrated view is made when a collection reads it, but a negative reported count (which
+    it cannot calibrate to) is still refused at its call: logged, and the session keeps the view of the
+    call before (system 1000, tools 2000, unattributed 4000 - 3000 = 1000)."""
+    tp, reader, processor = env
+    emit(tp, "s1", annotation({C.SYSTEM: 1000, C.TOOLS: 2000}, reported=4000))
+    with caplog.at_level(logging.WARNING, logger="ctxscope"):
+        emit(tp, "s1", annotation({C.SYSTEM: 5000}, reported=-1))
+    assert "could not read the context annotation" in caplog.text
+    assert tokens_of(points(reader.get_metrics_data()), "s1") == {"system": 1000, "tools": 2000,
+                                                                 "unattributed": 1000}
+
+
 def test_spans_without_annotation_are_ignored(env):
     """A plain span (an HTTP call, say) produces no series."""
     tp, reader, processor = env

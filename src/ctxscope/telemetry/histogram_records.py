@@ -10,6 +10,8 @@ on one of a handful of series, so :class:`HistogramRecorder` keeps each
 series' cleaned attributes and key and makes only the last steps: the same
 ``Measurement`` fields, the same filter decision, the same ``aggregate``
 calls in the same order, so the points and exemplars are the SDK's.
+:meth:`HistogramRecorder.record_each` takes a call's measurements at once
+(they share its context): the SDK's storage is looked up once for all of them.
 
 It goes the SDK's own way (``record``) wherever the result could differ or
 the SDK does more: an instrument that is not the SDK's own histogram (a
@@ -25,6 +27,7 @@ from __future__ import annotations
 
 import logging
 import math
+from functools import partial
 from time import time_ns
 from typing import Any, Callable, Hashable, Mapping
 
@@ -55,6 +58,17 @@ _new_measurement = object.__new__
 _set = object.__setattr__
 
 
+class _Plan:
+    """What a call's measurements share: the series tables of every reader's matches, the context."""
+
+    __slots__ = ("tables", "context", "exemplar_filter")
+
+    def __init__(self, tables: list[Any], context: Any, exemplar_filter: Any) -> None:
+        self.tables = tables  # each match's series key -> aggregation (the SDK's _attributes_aggregation)
+        self.context = context
+        self.exemplar_filter = exemplar_filter
+
+
 class HistogramRecorder:
     """``histogram.record(value, attributes, context=context)``, faster where the SDK would do the same."""
 
@@ -70,6 +84,27 @@ class HistogramRecorder:
     def record(self, value: int | float, series: Hashable, attributes: Callable[[], Mapping[str, Any]],
                context: Any = None) -> None:
         """Record ``value`` on the series ``series`` names, whose attributes ``attributes()`` builds."""
+        self._record(self._plan(context), value, series, attributes, context)
+
+    def record_each(self, values: Mapping[Any, int | float], group: Hashable,
+                    attributes: Callable[[Any], Mapping[str, Any]], context: Any = None) -> None:
+        """:meth:`record` of each ``name: value`` of ``values``, in order, on the series ``(group, name)``
+        whose attributes are ``attributes(name)``: one call's measurements, which share its context, so
+        the SDK's storage is looked up once for all of them."""
+        if not values:
+            return
+        plan = self._plan(context)
+        known = self._series
+        for name, value in values.items():
+            series = (group, name)
+            entry = known.get(series)
+            if entry is None:  # a new series: its attributes built, then as record() does
+                self._record(plan, value, series, partial(attributes, name), context)
+            elif plan is None or not self._aggregated(plan, value, entry[1], entry[2]):
+                self.histogram.record(value, entry[0], context=context)
+
+    def _record(self, plan: _Plan | None, value: int | float, series: Hashable,
+                attributes: Callable[[], Mapping[str, Any]], context: Any) -> None:
         entry = self._series.get(series)
         if entry is None:
             given = attributes()
@@ -80,51 +115,65 @@ class HistogramRecorder:
             if len(self._series) >= _MAX_SERIES:
                 self._series.clear()
             entry = self._series[series] = (given, cleaned, _hash_attributes(cleaned))
-        if not (self._fast and self._aggregated(value, entry[1], entry[2], context)):
+        if plan is None or not self._aggregated(plan, value, entry[1], entry[2]):
             self.histogram.record(value, entry[0], context=context)
 
-    def _aggregated(self, value: Any, attributes: dict[str, Any], key: Any, context: Any) -> bool:
-        """The measurement aggregated as the SDK's record would; False: nothing done, record() must."""
+    def _plan(self, context: Any) -> _Plan | None:
+        """The SDK's storage of this histogram where the shortcut applies to it; None: record() must."""
+        if not self._fast:
+            return None
         histogram = self.histogram
         try:
-            if not histogram._is_enabled() or value.__class__ not in (int, float):  # noqa: SLF001
-                return False
-            if value < 0 or not math.isfinite(value):
-                return False
+            if not histogram._is_enabled():  # noqa: SLF001
+                return None
             consumer = histogram._measurement_consumer  # noqa: SLF001
-            aggregations = []
+            tables = []
             for storage in consumer._reader_storages.values():  # noqa: SLF001
                 matches = storage._instrument_view_instrument_matches.get(histogram)  # noqa: SLF001
                 if not matches:
-                    return False
+                    return None
                 for match in matches:
                     if match._reset_on_collect or match._view._attribute_keys is not None:  # noqa: SLF001
-                        return False
-                    aggregation = match._attributes_aggregation.get(key)  # noqa: SLF001
-                    if aggregation is None:
-                        return False
-                    aggregations.append(aggregation)
+                        return None
+                    tables.append(match._attributes_aggregation)  # noqa: SLF001
+            return _Plan(tables, context or get_current(), consumer._sdk_config.exemplar_filter)  # noqa: SLF001
+        except (AttributeError, TypeError):
+            self._internals_differ()
+            return None
+
+    def _internals_differ(self) -> None:
+        _log.debug("ctxscope: this SDK's histogram internals differ; recording through record()", exc_info=True)
+        self._fast = False
+
+    def _aggregated(self, plan: _Plan, value: Any, attributes: dict[str, Any], key: Any) -> bool:
+        """The measurement aggregated as the SDK's record would; False: nothing done, record() must."""
+        if value.__class__ not in (int, float) or value < 0 or not math.isfinite(value):
+            return False
+        aggregations = []
+        for table in plan.tables:
+            aggregation = table.get(key)
+            if aggregation is None:
+                return False
+            aggregations.append(aggregation)
+        try:
             # The SDK's Measurement, its attributes the dict the SDK's cleaning gives (shared:
             # the aggregation and the exemplar reservoir only read them).
             measurement = _new_measurement(Measurement)
             _set(measurement, "value", value)
             _set(measurement, "time_unix_nano", time_ns())
-            _set(measurement, "instrument", histogram)
-            _set(measurement, "context", context or get_current())
+            _set(measurement, "instrument", self.histogram)
+            _set(measurement, "context", plan.context)
             _set(measurement, "attributes", attributes)
-            exemplar_filter = consumer._sdk_config.exemplar_filter  # noqa: SLF001
-            if measurement.context is self._sampled_context and type(exemplar_filter) is _TraceBasedFilter:
+            exemplar_filter = plan.exemplar_filter
+            if plan.context is self._sampled_context and type(exemplar_filter) is _TraceBasedFilter:
                 # The SDK's trace-based filter decides on the context alone: a call's
                 # measurements (one context) share the decision of its first.
                 sample = self._sampled
             else:
-                sample = exemplar_filter.should_sample(value, measurement.time_unix_nano, attributes,
-                                                       measurement.context)
-                self._sampled_context, self._sampled = measurement.context, sample
+                sample = exemplar_filter.should_sample(value, measurement.time_unix_nano, attributes, plan.context)
+                self._sampled_context, self._sampled = plan.context, sample
         except (AttributeError, TypeError):
-            _log.debug("ctxscope: this SDK's histogram internals differ; recording through record()",
-                       exc_info=True)
-            self._fast = False
+            self._internals_differ()
             return False
         for aggregation in aggregations:
             aggregation.aggregate(measurement, sample)

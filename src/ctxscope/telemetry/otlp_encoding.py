@@ -170,6 +170,12 @@ def _items(attributes: Mapping[str, Any]) -> Any:
     return plain.items() if isinstance(plain, dict) else attributes.items()
 
 
+def _append_message(pieces: list[bytes], tag: bytes, body: list[bytes]) -> None:
+    """A length-delimited field whose payload is ``body``'s pieces, added to ``pieces`` without joining them."""
+    pieces.append(tag + _varint(sum(map(len, body))))
+    pieces += body
+
+
 def _string_field(tag: bytes, text: str | None) -> bytes:
     """A proto3 string field: absent when empty (or not given)."""
     return _len_field(tag, _utf8(text)) if text else b""
@@ -402,16 +408,21 @@ class SpanEncoder(FallbackEncoder):
                 scopes = by_identity[id(resource)] = grouped.setdefault(resource, {})
             scope = span.instrumentation_scope or None
             scopes.setdefault(scope, []).append(self._span(span))
-        out = []
+        # The request is joined once from a flat list of pieces, each message's length summed
+        # from its pieces: nesting by joins would copy the whole batch once per level (four
+        # copies of about a megabyte a batch, each a fresh allocation: dense50's replay took
+        # 15,000 more page faults encoding its spans than without span export).
+        out: list[bytes] = []
         for resource, scopes in grouped.items():
             body = [_len_field(_RS_RESOURCE, self._attributes(_R_ATTRIBUTE, resource.attributes))]
             for scope, encoded in scopes.items():
                 scope_body = [_len_field(_SS_SCOPE, self._scope(scope))]
-                scope_body.extend(_len_field(_SS_SPAN, span) for span in encoded)
+                for span in encoded:
+                    scope_body += (_SS_SPAN + _varint(len(span)), span)
                 scope_body.append(_string_field(_SS_SCHEMA_URL, scope.schema_url if scope else None))
-                body.append(_len_field(_RS_SCOPE_SPANS, b"".join(scope_body)))
+                _append_message(body, _RS_SCOPE_SPANS, scope_body)
             body.append(_string_field(_RS_SCHEMA_URL, resource.schema_url))
-            out.append(_len_field(_REQ_RESOURCE_SPANS, b"".join(body)))
+            _append_message(out, _REQ_RESOURCE_SPANS, body)
         return b"".join(out)
 
     # -- parts -----------------------------------------------------------------------

@@ -223,7 +223,10 @@ class _Session:
     model: str | None = None
     provider: str | None = None
     observed_ns: int = -1
-    tokens: dict[Category, int] = field(default_factory=dict)
+    tokens: dict[Category, int] = field(default_factory=dict)  # read through settled_tokens()
+    # The newest call's raw estimates and the total they calibrate to, not yet made into
+    # ``tokens``: calibrated when read (a collection, fleet mode's request), once however many calls.
+    calibration: tuple[dict[Category, int], int | None] | None = None
     limits: dict[LimitKind, int] = field(default_factory=dict)
     reported: int | None = None
     waste: dict[WasteKind, int] = field(default_factory=dict)
@@ -233,6 +236,14 @@ class _Session:
     # The series last set in the SDK (the counter's: reported), per instrument and series:
     # rebuilt when the state changes, never per collection (docs/telemetry.md, "Cost of a collection").
     series: dict[InstrumentSpec, dict[_Key, Observation]] = field(default_factory=dict)
+
+    def settled_tokens(self) -> dict[Category, int]:
+        """The calibrated view of the newest call (SPEC section 5)."""
+        if self.calibration is not None:
+            categories, measured = self.calibration
+            self.tokens = calibrated_view(categories, measured)
+            self.calibration = None
+        return self.tokens
 
     def base(self) -> dict[str, Any]:
         attrs: dict[str, Any] = {MetricAttr.SESSION_ID: self.session_id}
@@ -247,13 +258,14 @@ class _Session:
     def build(self) -> dict[InstrumentSpec, dict[_Key, Observation]]:
         """Every series of the newest state, as observations ready to report."""
         base = self.base()
+        tokens = self.settled_tokens()
         ident = (self.model, self.provider)  # with the session, what base varies by
 
         def labelled(key: str, values: Mapping[Any, float]) -> dict[_Key, Observation]:
             return {(ident, v.value): Observation(n, {**base, key: v.value}) for v, n in values.items()}
 
         out = {
-            Metric.TOKENS: labelled(MetricAttr.CATEGORY, self.tokens),
+            Metric.TOKENS: labelled(MetricAttr.CATEGORY, tokens),
             Metric.LIMIT_TOKENS: labelled(MetricAttr.LIMIT, self.limits),
             Metric.WASTE_TOKENS: labelled(MetricAttr.WASTE_KIND, self.waste),
             Metric.COMPACTIONS: labelled(MetricAttr.COMPACTION_TRIGGER, self.compactions),
@@ -264,7 +276,7 @@ class _Session:
             out[Metric.REPORTED_TOKENS] = {(ident, None): Observation(self.reported, base)}
         limit = min(self.limits.values(), default=0)
         if limit > 0:
-            out[Metric.UTILIZATION] = {(ident, None): Observation(sum(self.tokens.values()) / limit, base)}
+            out[Metric.UTILIZATION] = {(ident, None): Observation(sum(tokens.values()) / limit, base)}
         return out
 
     def final(self, spec: InstrumentSpec) -> list[Observation]:
@@ -553,14 +565,16 @@ class ContextSpanProcessor(SpanProcessor):
             # No usage (yet): the estimate plus the learned correction (docs/fidelity.md,
             # "Self-calibration"); the ledger's views use the same rule.
             measured = calibration_target(reading.reported, reading.estimated, reading.learned_correction)
-            session.tokens = calibrated_view(reading.categories, measured)
+            if measured is not None and measured < 0:
+                calibrated_view(reading.categories, measured)  # raises here, as before: the span is not counted
+            session.calibration = (reading.categories, measured)
             session.limits.update(reading.limits)
             if reading.reported is not None:
                 session.reported = reading.reported
             session.waste = reading.waste
             if not self.session_key and reading.stage in _CALL_STAGES:
                 records = records or _Records(model, provider)
-                records.request = session.tokens
+                records.request = session.settled_tokens()
         if self.session_key:
             self._dirty[session_id] = session  # built at the next collection, once however many calls
         while len(self._sessions) > self._max_sessions:
@@ -587,9 +601,8 @@ class ContextSpanProcessor(SpanProcessor):
         for recorder, values in ((self._added, records.added), (self._request, records.request)):
             if recorder is None:
                 continue
-            for category, tokens in values.items():
-                # A series' attributes are built once (HistogramRecorder keeps them).
-                recorder.record(tokens, (model, provider, category), partial(_series, base, category), context)
+            # The call's measurements at once; a series' attributes are built once (HistogramRecorder keeps them).
+            recorder.record_each(values, (model, provider), partial(_series, base), context)
         if self.fleet_compactions is not None and records.compaction is not None:
             self.fleet_compactions.add(1, {**base, MetricAttr.COMPACTION_TRIGGER: records.compaction.value},
                                        context=context)
