@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import platform
+import zlib
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from ctxscope.core.encoding_load import constructor_kwargs, release_freed_memory
+from ctxscope.core.encoding_load import _checksum, constructor_kwargs, release_freed_memory
 from ctxscope.core.tokens import _rank_file
 
 
@@ -46,6 +47,22 @@ def test_a_damaged_cache_is_parsed_again_and_rewritten(o200k: Any, tmp_path: Pat
     assert path.read_bytes() == data  # rewritten whole
     constructor_kwargs("o200k_base", constructor, _rank_file("o200k_base"))
     assert len(runs) == 2
+
+
+def test_the_checksum_is_the_length_and_crc32_in_hex() -> None:
+    """CRC-32's published check value: b"123456789" is 0xcbf43926; 9 bytes, 16 hex digits in all."""
+    assert _checksum(b"123456789") == b"00000009cbf43926"
+    assert _checksum(memoryview(b"")) == b"0000000000000000"
+
+
+def test_the_cached_copy_is_the_magic_its_checksum_and_the_payload(o200k: Any, tmp_path: Path) -> None:
+    """Format 2: no SHA-256 of 7.6 MB a load; the checksum line is the payload's length and CRC-32."""
+    constructor, _ = o200k
+    constructor_kwargs("o200k_base", constructor, _rank_file("o200k_base"))
+    (path,) = _cached(tmp_path)
+    magic, check, payload = path.read_bytes().split(b"\n", 2)
+    assert magic == b"ctxscope-tiktoken-2"
+    assert check == b"%08x%08x" % (len(payload), zlib.crc32(payload))
 
 
 def test_another_rank_file_is_another_key(o200k: Any, tmp_path: Path) -> None:

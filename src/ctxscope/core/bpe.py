@@ -54,10 +54,14 @@ import zlib
 from typing import Any, Callable, Mapping, cast
 
 from ctxscope.core.encoding_load import cache_path, read_cached, write_cached
+from ctxscope.core.match_stack import make_room
 
 # Pieces whose counts are remembered (a dict of str -> int, about 6 MB when full, then cleared): the
 # words and spacings a conversation repeats count at a dict lookup rather than a table probe.
 PIECE_MEMORY = 1 << 16
+# ASCII texts longer than this (characters) are split after :func:`make_room` (core/match_stack.py): under
+# it, its 16 allocations cost more than the matches save (about 30 pieces at ~230 instructions).
+ROOMY_TEXT = 256
 # Pieces longer than this (bytes) merge on a heap (``_long_piece_tokens``): the list scan is quadratic.
 LONG_PIECE = 64
 _FORMAT = "ctxscope-bpe-1"
@@ -158,6 +162,7 @@ class CompactEncoding:
                 raise NotCompactableError("the regex module is missing")
             self._split = self._split_first
             self._split_ascii = re.compile(ascii_pattern).findall
+        self._ascii_on_re = ascii_pattern is not None  # ``re``'s findall: make_room applies
         self.name, self.pattern = name, pattern
         self.n_tokens = len(starts) - 1
         self._tokens, self._starts, self._slots = tokens, starts, slots
@@ -188,7 +193,11 @@ class CompactEncoding:
     def _count(self, text: str) -> int:
         # The sum runs in C over the split, each piece's count from the memory; a new piece's is
         # merged in Python (``_PieceMemory.__missing__``) where the sum meets it, in the same pass.
-        return sum(map(self._remembered, self._split_ascii(text) if text.isascii() else self._split(text)))
+        if not text.isascii():
+            return sum(map(self._remembered, self._split(text)))
+        if self._ascii_on_re and len(text) > ROOMY_TEXT:
+            make_room()  # a free block for each match's stack, not one split off a larger chunk
+        return sum(map(self._remembered, self._split_ascii(text)))
 
     def rank(self, piece: bytes) -> int:
         """The token's rank, or -1 when ``piece`` is no token."""
