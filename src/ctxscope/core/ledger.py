@@ -528,8 +528,14 @@ class SessionLedger:
             cat_tokens[category] = cat_tokens.get(category, 0) + tokens
             cat_items[category] = cat_items.get(category, 0) + 1
             part_tokens[part] = part_tokens.get(part, 0) + tokens
-            # A part's count is never below 0 (a part is dropped at 0): one more leaves it above.
-            part_items[part] = part_items.get(part, 0) + 1
+            # _add's rule: a part is dropped at 0 items. A count below 0 is possible (an item taken as
+            # unchanged, same id and digest, in another part than the one counted, then removed).
+            left = part_items.get(part, 0) + 1
+            if left:
+                part_items[part] = left
+            else:
+                del part_items[part]
+                del part_tokens[part]
 
     # -- Claude's proxy encoding ---------------------------------------------------
 
