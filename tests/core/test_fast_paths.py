@@ -81,3 +81,19 @@ def test_the_calibration_factor_of_a_call_whose_estimate_exceeds_its_usage():
     assert snapshot.annotation.estimated_tokens == 200
     assert snapshot.annotation.calibration_factor == 0.75
     assert ledger.report(ledger.observe(items), 300).annotation.calibration_factor == 1.0
+
+
+def test_an_added_item_drops_a_part_at_0_items_as_the_general_rule_does():
+    """A part's count can go below 0: B (same id and digest as A, another part) is taken as unchanged, so
+    prompts/a keeps its count, then B's removal leaves prompts/b at -1 item, -10 tokens. C (4 tokens) added
+    there brings it to 0 items: the part is dropped, as _add drops one (not kept at -6 tokens)."""
+    def prompt(name: str, part: str, tokens: int, digest: str) -> Item:
+        return Item(id=name, category=Category.PROMPTS, part=part, chars=1, fixed_tokens=tokens, digest=digest)
+
+    system = Item(id="s", category=Category.SYSTEM, part="system", chars=1, fixed_tokens=100, digest="s")
+    ledger = SessionLedger("s", tokenizer="chars")
+    ledger.observe([system, prompt("x", "prompts/a", 10, "d")])
+    ledger.observe([system, prompt("x", "prompts/b", 10, "d")])
+    ledger.observe([system])
+    snapshot = ledger.observe([system, prompt("y", "prompts/b", 4, "e")])
+    assert snapshot.parts == {"system": 100, "prompts/a": 10}

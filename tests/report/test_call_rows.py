@@ -128,3 +128,17 @@ def test_shown_categories_are_in_report_order_by_value_without_zeros():
     shown = [fields[7] for fields in rows.field_tuples(0, 4, shown=True)]
     assert shown == [{"prompts": 1, "results": 5}, {"system": 3, "tools": 4}, {}, {"tools": 4}]
     assert list(shown[0]) == ["prompts", "results"]
+
+
+def test_a_copy_is_rows_of_its_own_as_a_list_s_copy_is():
+    """copy.copy of 3 rows (2 still pending, 1 in the columns): a row added to either afterwards is that
+    one's alone; each reads back its own 4 rows (a copy sharing the pending bytes could not be read)."""
+    import copy
+
+    rows = CallRows([_row(0, waste=True), _row(1), _row(2)])  # the bool row: value by value, then 2 packed
+    copied = copy.copy(rows)
+    rows.append(_row(3))
+    copied.append(_row(30, model="m2"))
+    assert len(rows) == 4 and [r.index for r in rows] == [0, 1, 2, 3]
+    assert len(copied) == 4 and [r.index for r in copied] == [0, 1, 2, 30] and copied[3].model == "m2"
+    assert rows[3].model == "m1" and copied[0].waste is True

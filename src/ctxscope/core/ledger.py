@@ -525,11 +525,16 @@ class SessionLedger:
                 item.tokens = tokens
             category = item.category
             part = part_map.get((category, item.part)) or self._part(item)
+            held = part_items.get(part, 0)
+            if held == -1:
+                # One more leaves the part at 0 items: _add drops it. (A count below 0: an item taken as
+                # unchanged, same id and digest, sat in another part than the one counted, and left.)
+                self._add(item, tokens, 1)
+                continue
             cat_tokens[category] = cat_tokens.get(category, 0) + tokens
             cat_items[category] = cat_items.get(category, 0) + 1
             part_tokens[part] = part_tokens.get(part, 0) + tokens
-            # A part's count is never below 0 (a part is dropped at 0): one more leaves it above.
-            part_items[part] = part_items.get(part, 0) + 1
+            part_items[part] = held + 1
 
     # -- Claude's proxy encoding ---------------------------------------------------
 

@@ -25,6 +25,7 @@ an append converts its value through ``PyArg_Parse``) and reach the columns
 
 from __future__ import annotations
 
+import copy
 import struct
 from array import array
 from functools import lru_cache
@@ -288,6 +289,11 @@ class CallRows:
 
     # Mutable, like the list it stands for: unhashable.
     __hash__ = None  # type: ignore[assignment]
+
+    def __copy__(self) -> CallRows:
+        # Rows of its own, as a list's copy: the default copy would share the columns and the pending
+        # bytes, and a row added to one would reach the other's bytes but not its count.
+        return copy.deepcopy(self)
 
     def __repr__(self) -> str:
         return f"CallRows({len(self)} rows)"
