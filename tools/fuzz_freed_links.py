@@ -200,4 +200,5 @@ def main():
     print("bad", bad, "of", len(seeds))
 
 
-main()
+if __name__ == "__main__":
+    main()
