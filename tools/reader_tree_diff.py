@@ -92,12 +92,8 @@ def read_three_ways(path: str, data: bytes, rng: random.Random) -> dict[str, Any
     followed = path + ".followed"
     open(followed, "wb").close()
     file = TranscriptFile(followed, documents=False)
-    timed, states, at = [], [], 0
-    while at < len(data):
-        step = rng.randint(1, 300)
-        with open(followed, "ab") as handle:
-            handle.write(data[at:at + step])
-        at += step
+    timed, states = [], []
+    for _ in fuzz_freed_links.written_in_pieces(followed, data, rng, 300):
         timed.extend(file.read())
         states.append((file.line, file.offset, file.resume_offset))
     timed.extend(file.read(final=True))
