@@ -158,6 +158,17 @@ def write(path, recs, rng):
     return data
 
 
+def written_in_pieces(path, data, rng, largest):
+    """``data`` appended to ``path`` in pieces of 1 to ``largest`` bytes: a pause (a yield) after each."""
+    pos = 0
+    while pos < len(data):
+        step = rng.randint(1, largest)
+        with open(path, "ab") as f:
+            f.write(data[pos:pos + step])
+        pos += step
+        yield
+
+
 def main():
     seeds = range(int(sys.argv[1]), int(sys.argv[2]))
     quiet = "-q" in sys.argv
@@ -175,12 +186,7 @@ def main():
         open(inc_path, "wb").close()
         tf = TranscriptFile(inc_path, documents=False)
         inc = []
-        pos = 0
-        while pos < len(data):
-            step = rng.randint(1, 400)
-            with open(inc_path, "ab") as f:
-                f.write(data[pos:pos + step])
-            pos += step
+        for _ in written_in_pieces(inc_path, data, rng, 400):
             inc.extend(tf.poll())
         inc.extend(tf.poll(final=True))
         inc = calls_of(inc)
@@ -200,4 +206,5 @@ def main():
     print("bad", bad, "of", len(seeds))
 
 
-main()
+if __name__ == "__main__":
+    main()

@@ -65,3 +65,18 @@ def test_a_follower_waits_for_the_last_line_and_counts_the_lines_before_it(trans
     assert file.line == 6
     assert file.offset == sum(len(line) for line in _lines()[:6])
     assert [p.line for p in file.problems] == [4, 5]
+
+
+@pytest.mark.parametrize("space", [b" ", b"\t", b"\r", b"\x0b", b"\x0c"])
+def test_each_blank_space_byte_may_lead_a_line(tmp_path: Path, space: bytes) -> None:
+    """Any byte ``bytes.isspace()`` takes, first on a line: a blank line of three (skipped, no problem)
+    and one before a record (read). orjson takes only space, tab, CR and LF around JSON, so a line
+    that starts with \\x0b or \\x0c is stripped first; one left to orjson would be invalid JSON."""
+    user = _lines()[0][len(BOM):]
+    assistant = _lines()[2].lstrip(b" \t")
+    path = tmp_path / "s.jsonl"
+    path.write_bytes(user + space * 3 + b"\n" + space + assistant)
+    file = TranscriptFile(str(path))
+    calls = list(file.calls())
+    assert [call.line for call in calls] == [3]
+    assert (file.records, file.problems) == (2, [])

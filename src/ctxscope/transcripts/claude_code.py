@@ -69,7 +69,8 @@ _ATTACHMENT_PARTS = {"skill_listing": "skills", "invoked_skills": "skills", "dyn
 
 @dataclass(slots=True, repr=False, eq=False)  # Record: see ctxscope._record
 class _Node(Record):
-    """A link of the parentUuid chain not (or no longer) on the live chain: its parent and items."""
+    """A link of the parentUuid chain as ``_Session.nodes`` keeps it (off the live chain, or on it and
+    not plain: a boundary, a microcompaction, the chain's first link): parent, items, line, what it marks."""
 
     parent: str | None
     items: tuple[Item, ...]
