@@ -64,3 +64,31 @@ def test_hash():
     assert hash(_Frozen(1, "y")) == hash((1,))  # b is hash=False
     assert hash(_One(3)) == hash((3,))
     assert {_Frozen(1, "y"), _Frozen(1, "y")} == {_Frozen(1, "y")}
+
+
+def test_the_pipeline_and_calibration_records_keep_the_generated_behaviour():
+    """CallFacts and Correction (on analyze's path) use Record's methods, with the generated ones' results."""
+    from ctxscope.core.learned_correction import Correction
+    from ctxscope.core.pipeline import CallFacts
+
+    assert CallFacts.__repr__ is Record.__repr__ and Correction.__hash__ is FrozenRecord.__hash__
+    facts = CallFacts([], model="m", window_tokens=10)
+    assert repr(facts) == ("CallFacts(items=[], model='m', provider=None, stage=<Stage.REQUEST_INPUT: "
+                           "'request-input'>, coverage=<Coverage.COMPLETE: 'complete'>, compaction=None, "
+                           "window_tokens=10, timestamp_ns=None, sample_offset_ns=None, added=None, reported=None)")
+    assert facts == CallFacts([], model="m", window_tokens=10) and facts != CallFacts([], model="n")
+    with pytest.raises(TypeError):
+        hash(facts)  # not frozen: unhashable, as before
+    learned = Correction("m", "*", "offset", 12.0, 1.0, 3, 0.5)
+    assert repr(learned) == ("Correction(model='m', tools_key='*', mode='offset', offset=12.0, ratio=1.0, "
+                             "pairs=3, median_abs_error=0.5)")
+    assert learned == Correction("m", "*", "offset", 12.0, 1.0, 3, 0.5)
+    assert hash(learned) == hash(("m", "*", "offset", 12.0, 1.0, 3, 0.5))
+
+
+def test_the_waste_records_have_their_own_docstrings():
+    """A dataclass without a docstring gets inspect.signature() text made at import (~0.36 M instructions)."""
+    from ctxscope.core.waste import Finding, Report, WasteOptions
+
+    for cls in (WasteOptions, Finding, Report):
+        assert cls.__doc__ and not cls.__doc__.startswith(cls.__name__ + "(")

@@ -18,12 +18,14 @@ MAIN = DATA / "transcripts" / "claude_4c2ddfdc.jsonl"
 # (email, zipfile, csv: ~50 ms CPU) and statistics (fractions: ~15 ms); the request-body
 # side (the wire formats' registry, the session keys, the items of a body, the request
 # framing models: a transcript reads Anthropic's usage and Claude's proxy encoding alone)
-# and shutil (argparse's formatters import it for the terminal's width).
+# shutil (argparse's formatters import it for the terminal's width), and the compact BPE table
+# with its loader (chars counts without an encoding).
 NOT_FOR_ANALYZE = ("ctxscope.telemetry.store", "ctxscope.watch", "ctxscope.core.fidelity",
                    "ctxscope.report.context", "importlib.metadata", "statistics", "opentelemetry",
                    "ctxscope.core.apis._registry", "ctxscope.core.apis.anthropic_messages",
                    "ctxscope.core.conversation", "ctxscope.core.items", "ctxscope.core.framing.request",
-                   "ctxscope.core.framing.incremental", "shutil")
+                   "ctxscope.core.framing.incremental", "shutil", "ctxscope.core.bpe",
+                   "ctxscope.core.encoding_load")
 
 
 def _modules_after(argv: list[str]) -> tuple[int, str, set[str]]:

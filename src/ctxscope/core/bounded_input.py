@@ -27,10 +27,10 @@ from __future__ import annotations
 import json
 import math
 import os
-import re
 import stat
 from typing import Any, Iterable
 
+from ctxscope._lazy_pattern import lazy_pattern
 from ctxscope.errors import InputError, UserError
 
 __all__ = ["DEFAULT_MAX_INPUT_MB", "MAX_DEPTH", "ExtraData", "ExtraDataError", "check_regular", "count", "loads",
@@ -42,8 +42,8 @@ _MB = 1024 * 1024
 
 _KINDS = ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
           (stat.S_ISSOCK, "a socket"), (stat.S_ISDIR, "a directory"))
-# A bare non-finite constant outside strings (strings are matched first and skipped).
-_CONSTANT_RE = re.compile(r'"(?:[^"\\]|\\.)*"|(-?Infinity|NaN|-?\d+(?:\.\d+)?[eE][+-]?\d{3,})')
+# A bare non-finite constant outside strings (strings are matched first and skipped): an error's line only.
+_CONSTANT_RE = lazy_pattern(r'"(?:[^"\\]|\\.)*"|(-?Infinity|NaN|-?\d+(?:\.\d+)?[eE][+-]?\d{3,})')
 
 
 def max_bytes(megabytes: float | None) -> int:
@@ -147,7 +147,7 @@ def _line_of_constant(text: str, line: int | None) -> int | None:
     """The line of the first non-finite constant: ``line`` for one JSONL line, else found in ``text``."""
     if line is not None:
         return line
-    for match in _CONSTANT_RE.finditer(text):
+    for match in _CONSTANT_RE().finditer(text):
         if match.group(1):
             return 1 + text.count("\n", 0, match.start(1))
     return None

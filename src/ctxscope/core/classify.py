@@ -25,6 +25,7 @@ from __future__ import annotations
 
 from ctxscope._record import FrozenRecord
 from ctxscope._blake2b import blake2b
+from ctxscope._lazy_pattern import lazy_pattern
 import json
 import posixpath
 import re
@@ -52,11 +53,12 @@ class Segment(FrozenRecord):
 
 
 # ---------------------------------------------------------------------------
-# Patterns (precompiled; see docs/items.md for the real texts behind them)
+# Patterns (compiled at their first use, ctxscope._lazy_pattern: most texts reach none;
+# see docs/items.md for the real texts behind them)
 # ---------------------------------------------------------------------------
 
 # Region tags whose whole extent (open tag to close tag) is one thing.
-_REGION_RE = re.compile(
+_REGION_RE = lazy_pattern(
     r"<(system-reminder|environment_context|env|user_instructions|skills_instructions|"
     r"available_skills|skill|memory|memories)>")
 _REMINDER_OPEN = "<system-reminder>"
@@ -70,20 +72,20 @@ _SUMMARY_STARTS = (
 # "Contents of /path/CLAUDE.md (project instructions, checked into the codebase):"
 # The path must look like one (absolute, home- or dot-relative, or a .md file),
 # so that a person's "Contents of the file:" stays their prompt.
-_CONTENTS_RE = re.compile(
+_CONTENTS_RE = lazy_pattern(
     r"^Contents of ((?:[~/.]|[A-Za-z]:\\)[^\n]*?|[^\n]*?\.mdc?)(?: \([^\n)]*\))?:[ \t]*$", re.M)
 # Claude Code context sections that end a rules file inside its claudeMd reminder.
-_SECTION_END_RE = re.compile(
+_SECTION_END_RE = lazy_pattern(
     r"^(?:# (?:currentDate|claudeMd|gitStatus|important-instruction-reminders)\b|[ \t]*IMPORTANT: this context may)",
     re.M)
-_AGENTS_MD_RE = re.compile(r"\A\s*# (\S*?(?:AGENTS|CLAUDE|GEMINI)[^\s]*\.md) instructions for ")
-_SKILL_NAME_RE = re.compile(r"<name>\s*([^<\n]+?)\s*</name>")
-_SKILL_PATH_RE = re.compile(r"<path>\s*([^<\n]+?)\s*</path>")
-_SKILL_BASE_RE = re.compile(r"\A\s*Base directory for this skill: (\S+)")
-_FRONTMATTER_NAME_RE = re.compile(r"\A---\nname:[ \t]*([^\n]+)\n")
+_AGENTS_MD_RE = lazy_pattern(r"\A\s*# (\S*?(?:AGENTS|CLAUDE|GEMINI)[^\s]*\.md) instructions for ")
+_SKILL_NAME_RE = lazy_pattern(r"<name>\s*([^<\n]+?)\s*</name>")
+_SKILL_PATH_RE = lazy_pattern(r"<path>\s*([^<\n]+?)\s*</path>")
+_SKILL_BASE_RE = lazy_pattern(r"\A\s*Base directory for this skill: (\S+)")
+_FRONTMATTER_NAME_RE = lazy_pattern(r"\A---\nname:[ \t]*([^\n]+)\n")
 _SKILL_INDEX_STARTS = ("The following skills are available", "<available_skills>",
                        "<skills_instructions>", "## Skills\n")
-_GIT_STATUS_RE = re.compile(r"^gitStatus: ", re.M)
+_GIT_STATUS_RE = lazy_pattern(r"^gitStatus: ", re.M)
 
 
 def _base(path: str) -> str:
@@ -113,7 +115,7 @@ def classify_text(text: str, role: str = "user") -> list[Segment]:
         # "<" is found at memchr speed; the other two only matter in these roles.
         if "<" not in text and "Contents of " not in text and "gitStatus:" not in text:
             return [Segment(text)]
-        opens: Iterator[tuple[int, int, str]] = ((m.start(), m.end(), m.group(1)) for m in _REGION_RE.finditer(text))
+        opens: Iterator[tuple[int, int, str]] = ((m.start(), m.end(), m.group(1)) for m in _REGION_RE().finditer(text))
     else:
         if _REMINDER_OPEN not in text:
             return [Segment(text)]
@@ -164,17 +166,17 @@ def _whole(text: str) -> Segment | None:
     if head.startswith("<summary>") and text.rstrip().endswith("</summary>"):
         return Segment(text, SUMMARIES)
     if head.startswith("# "):
-        match = _AGENTS_MD_RE.match(text)
+        match = _AGENTS_MD_RE().match(text)
         if match:
             name = _base(match.group(1))
             return Segment(text, f"rules/{name}", name)
     if head.startswith("Base directory for this skill"):
-        match = _SKILL_BASE_RE.match(text)
+        match = _SKILL_BASE_RE().match(text)
         if match:
             name = _base(match.group(1))
             return Segment(text, f"skills/{name}", name)
     if head.startswith("---\nname:"):
-        match = _FRONTMATTER_NAME_RE.match(head)
+        match = _FRONTMATTER_NAME_RE().match(head)
         if match:
             name = match.group(1).strip().strip("'\"")
             return Segment(text, f"skills/{name}", name)
@@ -192,10 +194,10 @@ def _region_part(tag: str, region: str) -> tuple[str | None, str | None]:
     if tag in ("skills_instructions", "available_skills"):
         return SKILLS_INDEX, "index"
     if tag == "skill":
-        match = _SKILL_NAME_RE.search(region, 0, 500)
+        match = _SKILL_NAME_RE().search(region, 0, 500)
         name = match.group(1) if match else None
         if name is None:
-            path = _SKILL_PATH_RE.search(region, 0, 1000)
+            path = _SKILL_PATH_RE().search(region, 0, 1000)
             if path is None:
                 return None, None
             parts = re.split(r"[/\\]", path.group(1))
@@ -225,11 +227,11 @@ def _reminder(text: str, start: int, end: int) -> list[tuple[int, int, str, str 
 
 
 def _contents_sections(text: str, start: int, end: int) -> list[tuple[int, int, str]]:
-    matches = list(_CONTENTS_RE.finditer(text, start, end))
+    matches = list(_CONTENTS_RE().finditer(text, start, end))
     sections = []
     for i, match in enumerate(matches):
         stop = matches[i + 1].start() if i + 1 < len(matches) else end
-        tail = _SECTION_END_RE.search(text, match.end(), stop)
+        tail = _SECTION_END_RE().search(text, match.end(), stop)
         if tail is not None:
             stop = tail.start()
         sections.append((match.start(), stop, _base(match.group(1))))
@@ -246,7 +248,7 @@ def _outside(text: str, spans: list[tuple[int, int, str, str | None]]) -> list[t
                 found.append((s, e, f"rules/{name}", name))
         if "gitStatus:" in text[gap_start:gap_end]:
             # Claude Code ends its system prompt with the git status snapshot.
-            match = _GIT_STATUS_RE.search(text, gap_start, gap_end)
+            match = _GIT_STATUS_RE().search(text, gap_start, gap_end)
             if match and not any(s <= match.start() < e for s, e, _, _ in found):
                 found.append((match.start(), gap_end, ENVIRONMENT, None))
     return found

@@ -35,6 +35,8 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping
 
+from ctxscope._record import FrozenRecord
+
 # Pairs kept per key: recent calls only, so a provider-side change is learned anew.
 WINDOW = 32
 # From this many pairs on, choose between offset and ratio; below, offset of the latest.
@@ -49,14 +51,14 @@ AFFINE_MARGIN = 0.8
 MIN_SLOPE_SPREAD = 0.02
 
 ANY_TOOLS = "*"  # the tools key under which a model's corrections for any client tool set are pooled
-# framing.tools_key marks tool sets with a server tool so (kept in sync; selfcal imports nothing).
+# framing.tools_key marks tool sets with a server tool so (kept in sync: this module imports no framing).
 SERVER_TOOLS_KEY_PREFIX = "s:"
 # Plausible slopes of a learned line: tokenizers differ by well under 2x on text.
 SLOPE_RANGE = (0.5, 2.0)
 
 
-@dataclass(frozen=True, slots=True)
-class Correction:
+@dataclass(frozen=True, slots=True, repr=False, eq=False)  # FrozenRecord: see ctxscope._record
+class Correction(FrozenRecord):
     """What was learned for one (model, tools key)."""
 
     model: str

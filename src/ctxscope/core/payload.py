@@ -17,9 +17,9 @@ from __future__ import annotations
 import base64
 import json
 import math
-import re
 from typing import Any, Iterable, Mapping
 
+from ctxscope._lazy_pattern import lazy_pattern
 from ctxscope.core.tokens import DEFAULT_IMAGE_TOKENS, image_size
 
 __all__ = [
@@ -134,7 +134,8 @@ def as_list(value: Any) -> list[Any] | None:
 # Media
 # ---------------------------------------------------------------------------
 
-_DATA_URL_RE = re.compile(r"\Adata:([^;,]*)(;[^,]*)?,")
+# Only an image given as a data URL reaches it.
+_DATA_URL_RE = lazy_pattern(r"\Adata:([^;,]*)(;[^,]*)?,")
 
 
 def b64_prefix_bytes(data: str, limit: int) -> bytes:
@@ -148,7 +149,7 @@ def b64_prefix_bytes(data: str, limit: int) -> bytes:
 
 def split_data_url(url: str) -> tuple[str | None, str | None]:
     """``(media type, base64 data)`` of a ``data:`` URL, else ``(None, None)``."""
-    match = _DATA_URL_RE.match(url[:200])
+    match = _DATA_URL_RE().match(url[:200])
     if not match or "base64" not in (match.group(2) or ""):
         return None, None
     return match.group(1) or None, url[match.end():]

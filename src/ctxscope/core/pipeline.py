@@ -33,6 +33,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from ctxscope._record import Record
 from ctxscope.core import limits as _limits
 from ctxscope.core.diff import ItemRun
 from ctxscope.core.ledger import SessionLedger, Snapshot, release_texts
@@ -54,8 +55,8 @@ _PARTIAL, _UNRECORDED = Coverage.PARTIAL, Coverage.UNRECORDED
 _TRANSCRIPT_OBSERVED = Stage.TRANSCRIPT_OBSERVED
 
 
-@dataclass(slots=True)
-class CallFacts:
+@dataclass(slots=True, repr=False, eq=False)  # Record: see ctxscope._record
+class CallFacts(Record):
     """What one model call showed of its context, whatever the source."""
 
     items: Sequence[Item]

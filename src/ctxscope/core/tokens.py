@@ -71,13 +71,16 @@ import math
 import os
 import sys
 import threading
-from typing import Callable, Iterable, Iterator, Protocol, Sequence
+from typing import TYPE_CHECKING, Callable, Iterable, Iterator, Protocol, Sequence
 
 from ctxscope.config import tiktoken_cache_dir
-from ctxscope.core import bpe
-from ctxscope.core.encoding_load import constructor_kwargs, release_freed_memory
 from ctxscope.errors import UserError
 from ctxscope.schema import BASIS_BYTES, BASIS_CHARS, tiktoken_basis
+
+if TYPE_CHECKING:  # pragma: no cover
+    # The compact table and its loader are imported where an encoding is loaded: chars and bytes
+    # never load one (bpe and encoding_load: ~4 M instructions of a short `analyze --tokenizer chars`).
+    from ctxscope.core import bpe
 
 _log = logging.getLogger(__name__)
 
@@ -287,6 +290,9 @@ def _live_encoding(name: str) -> object:
     the same constructor :func:`_counting_encoding` uses. An encoding it
     cannot hold is counted by tiktoken's own encoder, and an info line says so.
     """
+    from ctxscope.core import bpe
+    from ctxscope.core.encoding_load import constructor_kwargs, release_freed_memory
+
     shared = _registered(name)
     if shared is not None:
         return shared
@@ -327,6 +333,8 @@ def _counting_encoding(name: str) -> object:
     """
     import tiktoken
     import tiktoken.registry  # noqa: F401 - what _registered reads
+
+    from ctxscope.core.encoding_load import constructor_kwargs, release_freed_memory
 
     shared = _registered(name)
     if shared is not None:
@@ -484,6 +492,8 @@ def counter_for(model: str | None = None, tokenizer: str = "auto", *, wait: bool
                     f"--tokenizer tiktoken: the {name} encoding cannot be loaded ({load.reason()}); point "
                     "TIKTOKEN_CACHE_DIR at a folder holding it, or use --tokenizer auto to count chars/4")
             return _UNAVAILABLE
+    from ctxscope.core import bpe  # loaded with the encoding above
+
     counter = (CompactCounter(encoding, name) if isinstance(encoding, bpe.CompactEncoding)
                else TiktokenCounter(encoding, name))
     _tiktoken_counters[name, engine] = counter

@@ -56,6 +56,8 @@ _TEXT_CATEGORIES = frozenset((Category.PROMPTS, Category.ENVIRONMENT, Category.R
 
 @dataclass(frozen=True, slots=True, repr=False, eq=False)  # FrozenRecord: see ctxscope._record
 class WasteOptions(FrozenRecord):
+    """The waste rules' thresholds: a tool result's cap, the tool definitions' budget, the aging age."""
+
     result_cap: int = DEFAULT_RESULT_CAP
     tool_budget: int = DEFAULT_TOOL_BUDGET
     aging_calls: int = DEFAULT_AGING_CALLS
@@ -67,6 +69,8 @@ class WasteOptions(FrozenRecord):
 
 @dataclass(slots=True, repr=False, eq=False)  # Record: see ctxscope._record
 class Finding(Record):
+    """One kind of waste of one reference, and what dropping or summarising it would save."""
+
     kind: str  # a WasteKind value, or "aging"
     severity: str  # high, medium, low
     reference: str
@@ -97,6 +101,8 @@ class Plan(Record):
 
 @dataclass(slots=True, repr=False, eq=False)  # Record: see ctxscope._record
 class Report(Record):
+    """A context's waste by kind, over its total tokens, with the findings and the plan they make."""
+
     waste: dict[WasteKind, int]
     total: int
     findings: list[Finding]
