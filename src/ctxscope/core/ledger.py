@@ -25,7 +25,7 @@ from __future__ import annotations
 import heapq
 import threading
 from collections import Counter as Multiset
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Callable, Final, Iterable, Literal, Sequence, Union
 
 from ctxscope._record import Record
@@ -105,6 +105,10 @@ class Snapshot(Record):
     # The history was cut back to its opening (docs/accounting.md): a new
     # conversation from the same start; the tracker gives a fingerprint session a new key.
     restarted: bool = False
+    # Characters and UTF-8 bytes per part, keyed as ``parts`` (the local store's record): running
+    # sums the ledger keeps as items come and go, so a call costs what changed, not the context.
+    part_chars: dict[str, int] = field(default_factory=dict)
+    part_bytes: dict[str, int] = field(default_factory=dict)
 
     @property
     def measured(self) -> bool:
@@ -237,6 +241,8 @@ class SessionLedger:
         self._cat_items: dict[Category, int] = {}
         self._part_tokens: dict[str, int] = {}
         self._part_items: dict[str, int] = {}
+        self._part_chars: dict[str, int] = {}
+        self._part_bytes: dict[str, int] = {}
         self.compactions = 0
 
     @property
@@ -398,13 +404,15 @@ class SessionLedger:
         # Positional, in Snapshot's field order (annotation, parts, items, compaction, timestamp_ns,
         # first, session_id, restarted): once a call, as Annotation above.
         snapshot = Snapshot(annotation, dict(self._part_tokens), items, record, timestamp_ns, first,
-                            self.session_id, restarted)
+                            self.session_id, restarted, dict(self._part_chars), dict(self._part_bytes))
         self._latest = snapshot
         return snapshot
 
     # -- counting and totals -------------------------------------------------
 
     def _tokens(self, item: Item, counter: Counter) -> int:
+        if not item.released:
+            item.utf8_bytes = text_bytes(item)
         tokens = item.fixed_tokens
         if tokens is None:
             if item.released:
@@ -449,12 +457,16 @@ class SessionLedger:
         self._cat_tokens[category] = self._cat_tokens.get(category, 0) + sign * tokens
         self._cat_items[category] = self._cat_items.get(category, 0) + sign
         self._part_tokens[part] = self._part_tokens.get(part, 0) + sign * tokens
+        self._part_chars[part] = self._part_chars.get(part, 0) + sign * item.chars
+        self._part_bytes[part] = self._part_bytes.get(part, 0) + sign * item.utf8_bytes
         left = self._part_items.get(part, 0) + sign
         if left:
             self._part_items[part] = left
         else:
             del self._part_items[part]
             del self._part_tokens[part]
+            del self._part_chars[part]
+            del self._part_bytes[part]
 
     def _rebuild(self, items: Sequence[Item], counter: Counter) -> None:
         # The cold path (first observation, new basis): _tokens and _add
@@ -464,9 +476,13 @@ class SessionLedger:
         cat_items: dict[Category, int] = {}
         part_tokens: dict[str, int] = {}
         part_items: dict[str, int] = {}
+        part_chars: dict[str, int] = {}
+        part_bytes: dict[str, int] = {}
         part_map = self._part_map
         count_text = counter.count
         for item in items:
+            if not item.released:
+                item.utf8_bytes = text_bytes(item)
             key = (item.id, item.digest)
             tokens = cache.get(key)
             if tokens is None:
@@ -488,9 +504,12 @@ class SessionLedger:
             cat_items[category] = cat_items.get(category, 0) + 1
             part_tokens[part] = part_tokens.get(part, 0) + tokens
             part_items[part] = part_items.get(part, 0) + 1
+            part_chars[part] = part_chars.get(part, 0) + item.chars
+            part_bytes[part] = part_bytes.get(part, 0) + item.utf8_bytes
         self._text_counts = {}  # a new basis counts anew; the cold path itself skips this cache
         self._cat_tokens, self._cat_items = cat_tokens, cat_items
         self._part_tokens, self._part_items = part_tokens, part_items
+        self._part_chars, self._part_bytes = part_chars, part_bytes
 
     def _apply(self, diff: ItemDiff, counter: Counter) -> None:
         for item in diff.removed:
@@ -508,7 +527,10 @@ class SessionLedger:
         part_map = self._part_map
         cat_tokens, cat_items = self._cat_tokens, self._cat_items
         part_tokens, part_items = self._part_tokens, self._part_items
+        part_chars, part_bytes = self._part_chars, self._part_bytes
         for item in added:
+            if not item.released:
+                item.utf8_bytes = text_bytes(item)
             tokens = item.fixed_tokens
             if tokens is None:
                 if item.released:
@@ -530,6 +552,8 @@ class SessionLedger:
             part_tokens[part] = part_tokens.get(part, 0) + tokens
             # A part's count is never below 0 (a part is dropped at 0): one more leaves it above.
             part_items[part] = part_items.get(part, 0) + 1
+            part_chars[part] = part_chars.get(part, 0) + item.chars
+            part_bytes[part] = part_bytes.get(part, 0) + item.utf8_bytes
 
     # -- Claude's proxy encoding ---------------------------------------------------
 
@@ -683,6 +707,17 @@ _UNATTRIBUTED = Category.UNATTRIBUTED
 
 # The kinds of content framing.proxy_kind tells apart, in the order their sums are kept.
 _PROXY_KINDS = (_framing.PROXY_CODE, _framing.PROXY_PROSE)
+
+
+def text_bytes(item: Item) -> int:
+    """UTF-8 bytes of an item's text; one kept without its text (media, encrypted) by its characters.
+
+    (Base64 and ids are ASCII.) ``str.isascii()`` is O(1) in CPython: the common case costs a length.
+    """
+    text = item.text
+    if not text:
+        return item.chars
+    return len(text) if text.isascii() else len(text.encode("utf-8", "surrogatepass"))
 
 
 def release_texts(items: Iterable[Item]) -> None:
