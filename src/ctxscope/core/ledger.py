@@ -402,7 +402,7 @@ class SessionLedger:
         self._prune_cache(items)
         self._items = items
         # Positional, in Snapshot's field order (annotation, parts, items, compaction, timestamp_ns,
-        # first, session_id, restarted): once a call, as Annotation above.
+        # first, session_id, restarted, part_chars, part_bytes): once a call, as Annotation above.
         snapshot = Snapshot(annotation, dict(self._part_tokens), items, record, timestamp_ns, first,
                             self.session_id, restarted, dict(self._part_chars), dict(self._part_bytes))
         self._latest = snapshot

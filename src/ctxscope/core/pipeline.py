@@ -253,8 +253,8 @@ class TranscriptAccount:
     ``keep_text=False``: each call's new items let their text go once counted
     (:func:`~ctxscope.core.ledger.release_texts`: the results stay those of
     keeping every text), so memory follows the counts, not the file. A caller
-    that reads the items' texts after the call (a local store's listener)
-    keeps them.
+    that reads the items' texts after the call keeps them (the local store
+    does not: its sizes per part are the ledger's, ``Snapshot.part_bytes``).
     """
 
     def __init__(self, session_id: str, *, tokenizer: str = "auto", counter: Counter | None = None,
