@@ -84,3 +84,12 @@ def test_a_record_does_not_walk_the_context(tmp_path):
     expected = record_from_observation(observation)
     observation.snapshot.items = _Untouchable(observation.snapshot.items)
     assert record_from_observation(observation) == expected
+
+
+def test_a_ledger_without_part_sizes_measures_no_bytes():
+    """analyze keeps no store: SessionLedger(part_sizes=False) leaves sizes out and the items unmeasured."""
+    ledger = SessionLedger("s", counter=CharsCounter(), part_sizes=False)
+    item = _item("u1", Category.PROMPTS, "prompts/text", "naïve café")
+    snapshot = ledger.observe([item])
+    assert snapshot.parts == {"prompts/text": 3}  # chars/4 of 10, rounded up
+    assert (snapshot.part_chars, snapshot.part_bytes, item.utf8_bytes) == ({}, {}, 0)

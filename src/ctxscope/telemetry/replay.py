@@ -188,7 +188,7 @@ class CallEmitter:
             # Texts let go once counted (memory follows the counts, as analyze's), a local store's listener
             # included: its record takes characters and bytes per part from the ledger (Snapshot.part_bytes).
             account = TranscriptAccount(session_id, tokenizer=self.tokenizer, capture_labels=self.capture_labels,
-                                        keep_text=False)
+                                        keep_text=False, part_sizes=self.listener is not None)
             state = self._sessions[session_id] = _Session(account)
         return state
 
