@@ -379,6 +379,9 @@ class Item(Record):
     digest: str = ""
     tokens: int = 0
     released: bool = False
+    # UTF-8 bytes of ``text`` (its characters without one), set with ``tokens`` when the ledger
+    # counts the item, so that a released text still gives its size (SessionLedger part sizes).
+    utf8_bytes: int = field(default=0, repr=False, compare=False)
 
 
 # ---------------------------------------------------------------------------

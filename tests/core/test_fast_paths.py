@@ -97,3 +97,7 @@ def test_an_added_item_drops_a_part_at_0_items_as_the_general_rule_does():
     ledger.observe([system])
     snapshot = ledger.observe([system, prompt("y", "prompts/b", 4, "e")])
     assert snapshot.parts == {"system": 100, "prompts/a": 10}
+    # The sizes go with the part (each item 1 character, no text: 1 byte): dropped with it, not left at 0
+    # or counted twice by the sizes' own loop.
+    assert snapshot.part_chars == {"system": 1, "prompts/a": 1}
+    assert snapshot.part_bytes == {"system": 1, "prompts/a": 1}

@@ -528,4 +528,5 @@ def test_the_field_orders_the_ledger_builds_positionally():
         "compact_threshold_tokens", "model", "calibration_factor", "learned_correction_tokens",
         "basis_fallback", "omitted_changes", "changes"]
     assert [f.name for f in fields(Snapshot)] == [
-        "annotation", "parts", "items", "compaction", "timestamp_ns", "first", "session_id", "restarted"]
+        "annotation", "parts", "items", "compaction", "timestamp_ns", "first", "session_id", "restarted",
+        "part_chars", "part_bytes"]

@@ -164,8 +164,8 @@ def diff_items(old: Sequence[Item], new: Sequence[Item]) -> ItemDiff:
     """Removed, added and replaced items between two lists (multisets by id and digest).
 
     A new object equal to an old one (same id and digest) is unchanged; it
-    gets its ``tokens`` from the old one it matches, so that every item of
-    ``new`` leaves with its count, without counting it again.
+    gets its ``tokens`` and ``utf8_bytes`` from the old one it matches, so that
+    every item of ``new`` leaves with its count and size, without counting it again.
     Two :class:`ItemRun` of one list are compared from where they part: the
     items before are the same objects, which the scan would skip anyway.
     """
@@ -201,7 +201,7 @@ def _diff_lists(diff: ItemDiff, old: list[Item], new: list[Item]) -> ItemDiff:
         a, b = old[p], new[p]
         if a.id != b.id or a.digest != b.digest:
             break
-        b.tokens = a.tokens
+        b.tokens, b.utf8_bytes = a.tokens, a.utf8_bytes
         p = _first_not_identical(old, new, p + 1, shortest)
     # Common suffix of what is left.
     room = shortest - p
@@ -210,7 +210,7 @@ def _diff_lists(diff: ItemDiff, old: list[Item], new: list[Item]) -> ItemDiff:
         a, b = old[n_old - 1 - s], new[n_new - 1 - s]
         if a.id != b.id or a.digest != b.digest:
             break
-        b.tokens = a.tokens
+        b.tokens, b.utf8_bytes = a.tokens, a.utf8_bytes
         s = _first_not_identical_from_end(old, new, s + 1, room)
     old_mid = old[p:n_old - s]
     new_mid = new[p:n_new - s]
@@ -232,7 +232,8 @@ def _diff_lists(diff: ItemDiff, old: list[Item], new: list[Item]) -> ItemDiff:
         if slots:
             index = slots.pop(0)
             matched[index] = True
-            item.tokens = old_mid[index].tokens
+            matched_old = old_mid[index]
+            item.tokens, item.utf8_bytes = matched_old.tokens, matched_old.utf8_bytes
         else:
             unmatched.append(item)
     by_id: dict[str, list[int]] = {}

@@ -25,7 +25,7 @@ from __future__ import annotations
 import heapq
 import threading
 from collections import Counter as Multiset
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Callable, Final, Iterable, Literal, Sequence, Union
 
 from ctxscope._record import Record
@@ -105,6 +105,10 @@ class Snapshot(Record):
     # The history was cut back to its opening (docs/accounting.md): a new
     # conversation from the same start; the tracker gives a fingerprint session a new key.
     restarted: bool = False
+    # Characters and UTF-8 bytes per part, keyed as ``parts`` (the local store's record): running
+    # sums the ledger keeps as items come and go, so a call costs what changed, not the context.
+    part_chars: dict[str, int] = field(default_factory=dict)
+    part_bytes: dict[str, int] = field(default_factory=dict)
 
     @property
     def measured(self) -> bool:
@@ -196,7 +200,7 @@ class SessionLedger:
 
     def __init__(self, session_id: str, *, counter: Counter | None = None, tokenizer: str = "auto",
                  capture_labels: bool = False, proxy_encoding: bool = False,
-                 wait_for_encoding: bool = True) -> None:
+                 wait_for_encoding: bool = True, part_sizes: bool = True) -> None:
         if counter is None and tokenizer not in TOKENIZERS:
             # A configuration error: raised when the ledger is built, not per request.
             raise ValueError(f"unknown tokenizer {tokenizer!r}: choose one of {', '.join(TOKENIZERS)}")
@@ -237,6 +241,12 @@ class SessionLedger:
         self._cat_items: dict[Category, int] = {}
         self._part_tokens: dict[str, int] = {}
         self._part_items: dict[str, int] = {}
+        # Characters and UTF-8 bytes per part (Snapshot.part_chars, part_bytes: the local store's
+        # record), kept by the same deltas as the tokens; ``part_sizes=False`` (analyze: no store)
+        # keeps none, since measuring every item's bytes was ~3.7% of analyze's instructions.
+        self.part_sizes = part_sizes
+        self._part_chars: dict[str, int] = {}
+        self._part_bytes: dict[str, int] = {}
         self.compactions = 0
 
     @property
@@ -396,15 +406,17 @@ class SessionLedger:
         self._prune_cache(items)
         self._items = items
         # Positional, in Snapshot's field order (annotation, parts, items, compaction, timestamp_ns,
-        # first, session_id, restarted): once a call, as Annotation above.
+        # first, session_id, restarted, part_chars, part_bytes): once a call, as Annotation above.
         snapshot = Snapshot(annotation, dict(self._part_tokens), items, record, timestamp_ns, first,
-                            self.session_id, restarted)
+                            self.session_id, restarted, dict(self._part_chars), dict(self._part_bytes))
         self._latest = snapshot
         return snapshot
 
     # -- counting and totals -------------------------------------------------
 
     def _tokens(self, item: Item, counter: Counter) -> int:
+        if self.part_sizes and not item.released:
+            item.utf8_bytes = text_bytes(item)
         tokens = item.fixed_tokens
         if tokens is None:
             if item.released:
@@ -449,12 +461,19 @@ class SessionLedger:
         self._cat_tokens[category] = self._cat_tokens.get(category, 0) + sign * tokens
         self._cat_items[category] = self._cat_items.get(category, 0) + sign
         self._part_tokens[part] = self._part_tokens.get(part, 0) + sign * tokens
+        sizes = self.part_sizes
+        if sizes:
+            self._part_chars[part] = self._part_chars.get(part, 0) + sign * item.chars
+            self._part_bytes[part] = self._part_bytes.get(part, 0) + sign * item.utf8_bytes
         left = self._part_items.get(part, 0) + sign
         if left:
             self._part_items[part] = left
         else:
             del self._part_items[part]
             del self._part_tokens[part]
+            if sizes:
+                del self._part_chars[part]
+                del self._part_bytes[part]
 
     def _rebuild(self, items: Sequence[Item], counter: Counter) -> None:
         # The cold path (first observation, new basis): _tokens and _add
@@ -491,6 +510,9 @@ class SessionLedger:
         self._text_counts = {}  # a new basis counts anew; the cold path itself skips this cache
         self._cat_tokens, self._cat_items = cat_tokens, cat_items
         self._part_tokens, self._part_items = part_tokens, part_items
+        self._part_chars, self._part_bytes = {}, {}
+        if self.part_sizes:
+            self._add_sizes(items)
 
     def _apply(self, diff: ItemDiff, counter: Counter) -> None:
         for item in diff.removed:
@@ -508,6 +530,7 @@ class SessionLedger:
         part_map = self._part_map
         cat_tokens, cat_items = self._cat_tokens, self._cat_items
         part_tokens, part_items = self._part_tokens, self._part_items
+        through_add: set[int] = set()  # the ids of items counted by _add itself (a part at -1 items)
         for item in added:
             tokens = item.fixed_tokens
             if tokens is None:
@@ -527,14 +550,32 @@ class SessionLedger:
             part = part_map.get((category, item.part)) or self._part(item)
             held = part_items.get(part, 0)
             if held == -1:
-                # One more leaves the part at 0 items: _add drops it. (A count below 0: an item taken as
-                # unchanged, same id and digest, sat in another part than the one counted, and left.)
+                # One more leaves the part at 0 items: _add drops it, its sizes with it, so _add_sizes
+                # skips the item. (A count below 0: an item taken as unchanged, same id and digest, sat
+                # in another part than the one counted, and left.)
+                if self.part_sizes and not item.released:
+                    item.utf8_bytes = text_bytes(item)
                 self._add(item, tokens, 1)
+                through_add.add(id(item))
                 continue
             cat_tokens[category] = cat_tokens.get(category, 0) + tokens
             cat_items[category] = cat_items.get(category, 0) + 1
             part_tokens[part] = part_tokens.get(part, 0) + tokens
             part_items[part] = held + 1
+        if self.part_sizes:
+            self._add_sizes(added if not through_add else [i for i in added if id(i) not in through_add])
+
+    def _add_sizes(self, added: Sequence[Item]) -> None:
+        # The characters and bytes of items coming in, in a loop of their own: the counting loops
+        # stay as they were when no size is kept. Their parts are mapped already (counted first).
+        part_map = self._part_map
+        part_chars, part_bytes = self._part_chars, self._part_bytes
+        for item in added:
+            if not item.released:
+                item.utf8_bytes = text_bytes(item)
+            part = part_map[item.category, item.part]
+            part_chars[part] = part_chars.get(part, 0) + item.chars
+            part_bytes[part] = part_bytes.get(part, 0) + item.utf8_bytes
 
     # -- Claude's proxy encoding ---------------------------------------------------
 
@@ -688,6 +729,17 @@ _UNATTRIBUTED = Category.UNATTRIBUTED
 
 # The kinds of content framing.proxy_kind tells apart, in the order their sums are kept.
 _PROXY_KINDS = (_framing.PROXY_CODE, _framing.PROXY_PROSE)
+
+
+def text_bytes(item: Item) -> int:
+    """UTF-8 bytes of an item's text; one kept without its text (media, encrypted) by its characters.
+
+    (Base64 and ids are ASCII.) ``str.isascii()`` is O(1) in CPython: the common case costs a length.
+    """
+    text = item.text
+    if not text:
+        return item.chars
+    return len(text) if text.isascii() else len(text.encode("utf-8", "surrogatepass"))
 
 
 def release_texts(items: Iterable[Item]) -> None:

@@ -89,11 +89,11 @@ class SessionAccount:
     def __init__(self, session_id: str, *, tokenizer: str = "auto", counter: Counter | None = None,
                  capture_labels: bool = False, proxy_encoding: bool = False, waste: bool = True,
                  waste_options: WasteOptions | None = None, wait_for_encoding: bool = True,
-                 pause: Callable[[], None] | None = None) -> None:
+                 pause: Callable[[], None] | None = None, part_sizes: bool = True) -> None:
         self.session_id = session_id
         self.ledger = SessionLedger(session_id, counter=counter, tokenizer=tokenizer,
                                     capture_labels=capture_labels, proxy_encoding=proxy_encoding,
-                                    wait_for_encoding=wait_for_encoding)
+                                    wait_for_encoding=wait_for_encoding, part_sizes=part_sizes)
         self.waste: WasteTracker | None = WasteTracker(waste_options) if waste else None
         self.pause = pause
         self.calls = 0
@@ -254,18 +254,19 @@ class TranscriptAccount:
     ``keep_text=False``: each call's new items let their text go once counted
     (:func:`~ctxscope.core.ledger.release_texts`: the results stay those of
     keeping every text), so memory follows the counts, not the file. A caller
-    that reads the items' texts after the call (a local store's listener)
-    keeps them.
+    that reads the items' texts after the call keeps them. ``part_sizes``: the
+    snapshots carry characters and bytes per part (a local store's record,
+    ``Snapshot.part_bytes``), which needs no text after the call.
     """
 
     def __init__(self, session_id: str, *, tokenizer: str = "auto", counter: Counter | None = None,
                  capture_labels: bool = False, waste_options: WasteOptions | None = None,
-                 keep_text: bool = True) -> None:
+                 keep_text: bool = True, part_sizes: bool = False) -> None:
         from ctxscope.transcripts.prefix import PrefixLearner
 
         self.account = SessionAccount(session_id, tokenizer=tokenizer, counter=counter,
                                       capture_labels=capture_labels, proxy_encoding=True,
-                                      waste_options=waste_options)
+                                      waste_options=waste_options, part_sizes=part_sizes)
         self.prefix = PrefixLearner()
         self.keep_text = keep_text
 

@@ -185,10 +185,10 @@ class CallEmitter:
     def _state(self, session_id: str) -> _Session:
         state = self._sessions.get(session_id)
         if state is None:
-            # Texts let go once counted (memory follows the counts, as analyze's), unless a listener
-            # (a local store) reads them from the snapshot after the call.
+            # Texts let go once counted (memory follows the counts, as analyze's), a local store's listener
+            # included: its record takes characters and bytes per part from the ledger (Snapshot.part_bytes).
             account = TranscriptAccount(session_id, tokenizer=self.tokenizer, capture_labels=self.capture_labels,
-                                        keep_text=self.listener is not None)
+                                        keep_text=False, part_sizes=self.listener is not None)
             state = self._sessions[session_id] = _Session(account)
         return state
 

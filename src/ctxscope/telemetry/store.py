@@ -39,7 +39,7 @@ import re
 import stat
 import threading
 import time
-from collections import defaultdict, deque
+from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
@@ -255,39 +255,15 @@ def chats_of(sessions: Iterable[SessionInfo]) -> list[ChatInfo]:
     return chats
 
 
-def _text_bytes(item: Any) -> int:
-    # UTF-8 bytes of the text; an item kept without its text (media, encrypted) by its characters
-    # (base64 and ids are ASCII). str.isascii() is O(1) in CPython: the common case costs nothing.
-    text = item.text
-    if not text:
-        return int(item.chars)
-    return len(text) if text.isascii() else len(text.encode("utf-8", "surrogatepass"))
-
-
 def record_from_observation(observation: Observation) -> dict[str, Any]:
     """The stored record of one call: counts, identities and part paths only."""
     snapshot = observation.snapshot
     annotation = snapshot.annotation
     ann = annotation.to_json()
     ann.pop("changes", None)  # labels and ids stay out of the store
-    parts = dict(snapshot.parts)
-    # This runs on the caller's thread for every call: one tight pass over the
-    # items, then the rare paths the ledger renamed (past the parts cap, or
-    # placed under their category) are folded into the part it counted them in.
-    by_path: defaultdict[tuple[Any, str], int] = defaultdict(int)
-    bytes_by_path: defaultdict[tuple[Any, str], int] = defaultdict(int)
-    for item in snapshot.items:
-        by_path[item.category, item.part] += item.chars
-        bytes_by_path[item.category, item.part] += _text_bytes(item)
-    chars: dict[str, int] = {}
-    sizes: dict[str, int] = {}
-    for (category, path), count in by_path.items():
-        size = bytes_by_path[category, path]
-        if path not in parts:
-            nested = f"{category.value}/{path}" if path else category.value
-            path = nested if nested in parts else f"{category.value}/other"
-        chars[path] = chars.get(path, 0) + int(count)
-        sizes[path] = sizes.get(path, 0) + int(size)
+    # Characters and bytes per part are the ledger's running sums (Snapshot.part_chars, part_bytes),
+    # keyed and ordered as ``parts``: this runs for every call (on the replay's thread, or the store's
+    # writer for live calls), and summing the items here made a session's cost quadratic in its length.
     usage = observation.usage
     compaction = snapshot.compaction
     return {
@@ -307,9 +283,9 @@ def record_from_observation(observation: Observation) -> dict[str, Any]:
             "reported_input": usage.reported_input,
         },
         "annotation": ann,
-        "parts": parts,
-        "chars": chars,
-        "bytes": sizes,
+        "parts": dict(snapshot.parts),
+        "chars": dict(snapshot.part_chars),
+        "bytes": dict(snapshot.part_bytes),
         "calibrated": {c.value: int(v) for c, v in snapshot.calibrated().items()},
         "apportioned": dict(snapshot.apportioned()),
         "apportioned_label": snapshot.apportioned_label,
