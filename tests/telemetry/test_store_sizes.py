@@ -8,7 +8,10 @@ item, a compaction that replaces the history.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
+
+import pytest
 
 from ctxscope.core.ledger import SessionLedger, release_texts
 from ctxscope.core.observation import Observation, Usage
@@ -92,4 +95,32 @@ def test_a_ledger_without_part_sizes_measures_no_bytes():
     item = _item("u1", Category.PROMPTS, "prompts/text", "naïve café")
     snapshot = ledger.observe([item])
     assert snapshot.parts == {"prompts/text": 3}  # chars/4 of 10, rounded up
-    assert (snapshot.part_chars, snapshot.part_bytes, item.utf8_bytes) == ({}, {}, 0)
+    assert (snapshot.part_chars, snapshot.part_bytes, item.utf8_bytes) == (None, None, 0)
+
+
+def test_a_snapshot_without_sizes_is_not_stored_with_empty_ones(tmp_path, caplog):
+    """Session 30 (helper X): a ledger keeping no sizes (TranscriptAccount's default) gives no record, one warning.
+
+    Before, such a snapshot had ``{}`` sizes and the store wrote ``"chars": {}, "bytes": {}``
+    for a context of 10 characters, silently.
+    """
+    ledger = SessionLedger("s", counter=CharsCounter(), part_sizes=False)
+    observation = _observation(ledger.observe([_item("u1", Category.PROMPTS, "prompts/text", "naïve café")]))
+    with pytest.raises(ValueError, match="part_sizes=True"):
+        record_from_observation(observation)
+    store = LocalStore(tmp_path)
+    with caplog.at_level(logging.DEBUG, logger="ctxscope"):
+        store.record(observation)
+        store.record(observation)
+    assert store.read("s") == []
+    warnings = [r for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warnings) == 1 and "part_sizes=True" in warnings[0].getMessage()
+
+
+def test_an_empty_context_with_sizes_is_stored_with_empty_sizes(tmp_path):
+    """An empty context measured: sizes ``{}`` (nothing there), which a record keeps as they are."""
+    ledger = SessionLedger("s", counter=CharsCounter())
+    store = LocalStore(tmp_path)
+    store.record(_observation(ledger.observe([])))
+    [record] = store.read("s")
+    assert (record["parts"], record["chars"], record["bytes"]) == ({}, {}, {})

@@ -25,7 +25,7 @@ from __future__ import annotations
 import heapq
 import threading
 from collections import Counter as Multiset
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Callable, Final, Iterable, Literal, Sequence, Union
 
 from ctxscope._record import Record
@@ -107,8 +107,10 @@ class Snapshot(Record):
     restarted: bool = False
     # Characters and UTF-8 bytes per part, keyed as ``parts`` (the local store's record): running
     # sums the ledger keeps as items come and go, so a call costs what changed, not the context.
-    part_chars: dict[str, int] = field(default_factory=dict)
-    part_bytes: dict[str, int] = field(default_factory=dict)
+    # None when the ledger keeps none (``part_sizes=False``): not ``{}``, an empty context's sizes,
+    # so that a record cannot take "not measured" for "nothing there" (store.record_from_observation).
+    part_chars: dict[str, int] | None = None
+    part_bytes: dict[str, int] | None = None
 
     @property
     def measured(self) -> bool:
@@ -407,8 +409,10 @@ class SessionLedger:
         self._items = items
         # Positional, in Snapshot's field order (annotation, parts, items, compaction, timestamp_ns,
         # first, session_id, restarted, part_chars, part_bytes): once a call, as Annotation above.
+        sized = self.part_sizes
         snapshot = Snapshot(annotation, dict(self._part_tokens), items, record, timestamp_ns, first,
-                            self.session_id, restarted, dict(self._part_chars), dict(self._part_bytes))
+                            self.session_id, restarted, dict(self._part_chars) if sized else None,
+                            dict(self._part_bytes) if sized else None)
         self._latest = snapshot
         return snapshot
 

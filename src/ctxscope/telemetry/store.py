@@ -264,6 +264,11 @@ def record_from_observation(observation: Observation) -> dict[str, Any]:
     # Characters and bytes per part are the ledger's running sums (Snapshot.part_chars, part_bytes),
     # keyed and ordered as ``parts``: this runs for every call (on the replay's thread, or the store's
     # writer for live calls), and summing the items here made a session's cost quadratic in its length.
+    part_chars, part_bytes = snapshot.part_chars, snapshot.part_bytes
+    if part_chars is None or part_bytes is None:
+        # Loud, not a record with empty sizes: LocalStore.record warns once and writes nothing.
+        raise ValueError("the snapshot carries no characters or bytes per part: build its ledger with "
+                         "part_sizes=True (SessionLedger, SessionAccount, TranscriptAccount) to store it")
     usage = observation.usage
     compaction = snapshot.compaction
     return {
@@ -284,8 +289,8 @@ def record_from_observation(observation: Observation) -> dict[str, Any]:
         },
         "annotation": ann,
         "parts": dict(snapshot.parts),
-        "chars": dict(snapshot.part_chars),
-        "bytes": dict(snapshot.part_bytes),
+        "chars": dict(part_chars),
+        "bytes": dict(part_bytes),
         "calibrated": {c.value: int(v) for c, v in snapshot.calibrated().items()},
         "apportioned": dict(snapshot.apportioned()),
         "apportioned_label": snapshot.apportioned_label,
