@@ -83,21 +83,23 @@ def test_the_calibration_factor_of_a_call_whose_estimate_exceeds_its_usage():
     assert ledger.report(ledger.observe(items), 300).annotation.calibration_factor == 1.0
 
 
-def test_an_added_item_drops_a_part_at_0_items_as_the_general_rule_does():
-    """A part's count can go below 0: B (same id and digest as A, another part) is taken as unchanged, so
-    prompts/a keeps its count, then B's removal leaves prompts/b at -1 item, -10 tokens. C (4 tokens) added
-    there brings it to 0 items: the part is dropped, as _add drops one (not kept at -6 tokens)."""
+def test_an_item_moved_to_another_part_leaves_its_old_part():
+    """X (same id and digest) moves from prompts/a to prompts/b: a replacement, not unchanged (session 30,
+    helper X). Taken as unchanged, prompts/a kept its 10 tokens after X left, and prompts/b went to -1
+    item, -10 tokens (helper V's guard then dropped it when Y came). Now: prompts/b holds X, then Y alone."""
     def prompt(name: str, part: str, tokens: int, digest: str) -> Item:
         return Item(id=name, category=Category.PROMPTS, part=part, chars=1, fixed_tokens=tokens, digest=digest)
 
     system = Item(id="s", category=Category.SYSTEM, part="system", chars=1, fixed_tokens=100, digest="s")
     ledger = SessionLedger("s", tokenizer="chars")
     ledger.observe([system, prompt("x", "prompts/a", 10, "d")])
-    ledger.observe([system, prompt("x", "prompts/b", 10, "d")])
-    ledger.observe([system])
+    moved = ledger.observe([system, prompt("x", "prompts/b", 10, "d")])
+    assert moved.parts == {"system": 100, "prompts/b": 10}
+    assert [(c.id, c.change_type.value, c.delta_tokens) for c in moved.annotation.changes] == [
+        ("x", "replacement", 0)]
+    assert ledger.observe([system]).parts == {"system": 100}
     snapshot = ledger.observe([system, prompt("y", "prompts/b", 4, "e")])
-    assert snapshot.parts == {"system": 100, "prompts/a": 10}
-    # The sizes go with the part (each item 1 character, no text: 1 byte): dropped with it, not left at 0
-    # or counted twice by the sizes' own loop.
-    assert snapshot.part_chars == {"system": 1, "prompts/a": 1}
-    assert snapshot.part_bytes == {"system": 1, "prompts/a": 1}
+    assert snapshot.parts == {"system": 100, "prompts/b": 4}
+    # Sizes as the tokens (each item 1 character, no text: 1 byte).
+    assert snapshot.part_chars == {"system": 1, "prompts/b": 1}
+    assert snapshot.part_bytes == {"system": 1, "prompts/b": 1}

@@ -25,7 +25,7 @@ from operator import attrgetter, is_not
 from typing import Any, overload
 
 from ctxscope._record import Record
-from ctxscope.schema import Item
+from ctxscope.schema import Category, Item
 
 __all__ = ["ItemDiff", "ItemRun", "diff_items", "shared_prefix"]
 
@@ -163,9 +163,12 @@ class ItemDiff(Record):
 def diff_items(old: Sequence[Item], new: Sequence[Item]) -> ItemDiff:
     """Removed, added and replaced items between two lists (multisets by id and digest).
 
-    A new object equal to an old one (same id and digest) is unchanged; it
+    A new object equal to an old one (same id, digest, category and part) is unchanged; it
     gets its ``tokens`` and ``utf8_bytes`` from the old one it matches, so that
     every item of ``new`` leaves with its count and size, without counting it again.
+    The same id and digest in another part (a tool call's arguments under another tool's
+    name) is a replacement: taken as unchanged, the ledger kept it in its old part, which held
+    its tokens, characters and bytes after it left (and the new part went below 0 items).
     Two :class:`ItemRun` of one list are compared from where they part: the
     items before are the same objects, which the scan would skip anyway.
     """
@@ -199,7 +202,7 @@ def _diff_lists(diff: ItemDiff, old: list[Item], new: list[Item]) -> ItemDiff:
     p = _first_not_identical(old, new, 0, shortest)
     while p < shortest:
         a, b = old[p], new[p]
-        if a.id != b.id or a.digest != b.digest:
+        if a.id != b.id or a.digest != b.digest or a.part != b.part or a.category is not b.category:
             break
         b.tokens, b.utf8_bytes = a.tokens, a.utf8_bytes
         p = _first_not_identical(old, new, p + 1, shortest)
@@ -208,7 +211,7 @@ def _diff_lists(diff: ItemDiff, old: list[Item], new: list[Item]) -> ItemDiff:
     s = _first_not_identical_from_end(old, new, 0, room)
     while s < room:
         a, b = old[n_old - 1 - s], new[n_new - 1 - s]
-        if a.id != b.id or a.digest != b.digest:
+        if a.id != b.id or a.digest != b.digest or a.part != b.part or a.category is not b.category:
             break
         b.tokens, b.utf8_bytes = a.tokens, a.utf8_bytes
         s = _first_not_identical_from_end(old, new, s + 1, room)
@@ -222,13 +225,13 @@ def _diff_lists(diff: ItemDiff, old: list[Item], new: list[Item]) -> ItemDiff:
         return diff
     # Middle: match equal keys first (moved items are unchanged), then the
     # same id with another digest (a replacement), in list order.
-    by_key: dict[tuple[str, str], list[int]] = {}
+    by_key: dict[tuple[str, str, Category, str], list[int]] = {}
     for index, item in enumerate(old_mid):
-        by_key.setdefault((item.id, item.digest), []).append(index)
+        by_key.setdefault((item.id, item.digest, item.category, item.part), []).append(index)
     matched = [False] * len(old_mid)
     unmatched: list[Item] = []
     for item in new_mid:
-        slots = by_key.get((item.id, item.digest))
+        slots = by_key.get((item.id, item.digest, item.category, item.part))
         if slots:
             index = slots.pop(0)
             matched[index] = True
