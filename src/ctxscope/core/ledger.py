@@ -555,8 +555,9 @@ class SessionLedger:
             held = part_items.get(part, 0)
             if held == -1:
                 # One more leaves the part at 0 items: _add drops it, its sizes with it, so _add_sizes
-                # skips the item. (A count below 0: an item taken as unchanged, same id and digest, sat
-                # in another part than the one counted, and left.)
+                # skips the item. (A count below 0 came from an item taken as unchanged, same id and
+                # digest, in another part than the one counted; diff_items makes that a replacement
+                # since session 30, and this stays _add's rule should a count go below 0 another way.)
                 if self.part_sizes and not item.released:
                     item.utf8_bytes = text_bytes(item)
                 self._add(item, tokens, 1)
