@@ -418,9 +418,13 @@ class SessionLedger:
 
     # -- counting and totals -------------------------------------------------
 
-    def _tokens(self, item: Item, counter: Counter) -> int:
+    def _measure(self, item: Item) -> None:
+        # An item's size, taken while it has its text (a released one keeps the size it was given).
         if self.part_sizes and not item.released:
             item.utf8_bytes = text_bytes(item)
+
+    def _tokens(self, item: Item, counter: Counter) -> int:
+        self._measure(item)
         tokens = item.fixed_tokens
         if tokens is None:
             if item.released:
@@ -558,8 +562,7 @@ class SessionLedger:
                 # skips the item. (A count below 0 came from an item taken as unchanged, same id and
                 # digest, in another part than the one counted; diff_items makes that a replacement
                 # since session 30, and this stays _add's rule should a count go below 0 another way.)
-                if self.part_sizes and not item.released:
-                    item.utf8_bytes = text_bytes(item)
+                self._measure(item)
                 self._add(item, tokens, 1)
                 through_add.add(id(item))
                 continue
@@ -576,7 +579,7 @@ class SessionLedger:
         part_map = self._part_map
         part_chars, part_bytes = self._part_chars, self._part_bytes
         for item in added:
-            if not item.released:
+            if not item.released:  # _measure, written out: once an item added
                 item.utf8_bytes = text_bytes(item)
             part = part_map[item.category, item.part]
             part_chars[part] = part_chars.get(part, 0) + item.chars

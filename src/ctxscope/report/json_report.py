@@ -195,9 +195,10 @@ def _write_growth(rows: CallRows, indent: int, write: Callable[[str], object]) -
             write(",\n")
         # The chunk as a list of its own: items at 2 spaces; every line moved in by ``indent``.
         stop = start + GROWTH_CHUNK_ROWS
-        chunk = _growth_objects(rows.field_tuples(start, stop, shown=True), shown=True) if type(
-            rows) is CallRows else growth_json(
-            rows[start:stop])
+        if type(rows) is CallRows:
+            chunk = _growth_objects(rows.field_tuples(start, stop, shown=True), shown=True)
+        else:
+            chunk = growth_json(rows[start:stop])
         piece = dumps(chunk)
         write(pad + piece[2:-2].replace("\n", "\n" + pad))
     write("\n" + pad + "]")
