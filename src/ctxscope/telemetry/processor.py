@@ -30,7 +30,8 @@ Semantics (docs/telemetry.md):
   ``max_sessions``), every gauge series of the session reports 0 once per
   metric reader and then leaves later exports; ``stop()`` first exports the
   live values through every push reader, so a run shorter than the export
-  interval still sends them. The compaction counter never
+  interval still sends them, then the zeros through them; a pull reader
+  (Prometheus) gets the zeros at its own next collection. The compaction counter never
   goes down: it reports its final total once more, then leaves.
 - Every body (``on_end``, callbacks) is guarded: an error is logged, never
   raised into the user's program.
@@ -447,7 +448,11 @@ class ContextSpanProcessor(SpanProcessor):
                 self._end_locked(session_id)
             pending = bool(self._endings)
         if pending:  # nothing to export otherwise: spare the backend an empty round trip
-            self._flush(timeout_millis)
+            # Push readers only, as the live values: a pull reader's own next collection (a scrape)
+            # reports the zeros. Collected here they would wait in its queue, and a scrape already
+            # under way would serve them beside its live values, the same series twice: Prometheus
+            # keeps the first sample, and the zeros were lost whenever a scrape overlapped the end.
+            self._flush_push_readers(timeout_millis)
 
     def end_session(self, session_id: str) -> bool:
         """End one session: its series report 0 once, then leave. False if not live."""
