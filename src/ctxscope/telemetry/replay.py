@@ -60,6 +60,7 @@ class _Session:
     emitted: int = 0  # calls emitted in this recording
     last_index: int = -1  # the index of the last call emitted
     last_time_ns: int | None = None  # the latest time a call of the session carried (emitted or absorbed)
+    sized: bool = False  # its ledger keeps characters and bytes per part (a listener was there as it began)
 
 
 class CallEmitter:
@@ -74,6 +75,14 @@ class CallEmitter:
     saving its state) is the same span. ``hold``: spans are computed at
     ``emit`` but written (and handed to ``listener``) only by :meth:`release`,
     so a watch decides when they may leave.
+
+    ``listener`` (a local store's ``record``) is given when the emitter is
+    built, or set before its first call: a session's ledger keeps the
+    characters and bytes per part a store's record needs only when a listener
+    is there as the session begins (the texts are let go once counted, so they
+    cannot be measured later). Setting one once a session has begun without
+    them raises ``ValueError``: its calls could not be stored, and a store
+    that only warns would lose them silently.
     """
 
     def __init__(self, tracer: Tracer, *, tokenizer: str = "auto",
@@ -89,9 +98,10 @@ class CallEmitter:
             tracer.id_generator = self._ids  # type: ignore[attr-defined]
         self.hold = hold
         self._held: list[Callable[[], None]] = []
+        self._held_unsized: dict[str, None] = {}  # sessions with held calls that carry no sizes per part
         self.writer = SpanWriter(tracer)
         self.tokenizer = tokenizer
-        self.listener = listener
+        self._listener = listener
         # SPEC section 7 labels opt-in, read once: CTXSCOPE_CAPTURE_LABELS through config, as the
         # tracker reads it (its capture_labels_from_env), without importing the live path's tracker.
         self.capture_labels = config.settings().capture_labels
@@ -100,6 +110,28 @@ class CallEmitter:
     @classmethod
     def for_provider(cls, tracer_provider: Any, **kwargs: Any) -> "CallEmitter":
         return cls(trace.get_tracer(INSTRUMENTATION_SCOPE, tracer_provider=tracer_provider), **kwargs)
+
+    @property
+    def listener(self) -> Callable[[Observation], None] | None:
+        """Called with each emitted call's :class:`Observation` (when its spans are written)."""
+        return self._listener
+
+    @listener.setter
+    def listener(self, listener: Callable[[Observation], None] | None) -> None:
+        if listener is not None:
+            unsized = self._unsized()
+            if unsized:
+                raise ValueError(
+                    f"CallEmitter.listener set after {len(unsized)} session(s) began without one "
+                    f"({', '.join(unsized[:3])}{', ...' if len(unsized) > 3 else ''}): their calls carry no "
+                    "characters or bytes per part and could not be stored; give the listener when the "
+                    "emitter is built (CallEmitter(..., listener=...)) or before its first call")
+        self._listener = listener
+
+    def _unsized(self) -> list[str]:
+        """Sessions whose calls (live, or held for :meth:`release`) carry no sizes per part."""
+        unsized = [sid for sid, state in self._sessions.items() if not state.sized]
+        return unsized + [sid for sid in self._held_unsized if sid not in unsized]
 
     def sessions(self) -> list[str]:
         return list(self._sessions)
@@ -112,6 +144,7 @@ class CallEmitter:
     def release(self) -> int:
         """Write the held spans, in the order they were emitted; how many writes were released."""
         held, self._held = self._held, []
+        self._held_unsized = {}
         for write in held:
             try:
                 write()
@@ -187,9 +220,10 @@ class CallEmitter:
         if state is None:
             # Texts let go once counted (memory follows the counts, as analyze's), a local store's listener
             # included: its record takes characters and bytes per part from the ledger (Snapshot.part_bytes).
+            sized = self._listener is not None
             account = TranscriptAccount(session_id, tokenizer=self.tokenizer, capture_labels=self.capture_labels,
-                                        keep_text=False, part_sizes=self.listener is not None)
-            state = self._sessions[session_id] = _Session(account)
+                                        keep_text=False, part_sizes=sized)
+            state = self._sessions[session_id] = _Session(account, sized=sized)
         return state
 
     def _observe(self, timed: TimedCall) -> tuple[_Session, Snapshot]:
@@ -223,6 +257,8 @@ class CallEmitter:
             markers.append((SpanName.POST_COMPACTION, post))
         state.emitted += 1
         state.last_index = call.index
+        if self.hold and not state.sized:
+            self._held_unsized[call.session_id] = None
         seed = call_seed(call.session_id, call.index)
 
         # A held write runs later: everything it uses is final here (a snapshot is
@@ -230,9 +266,10 @@ class CallEmitter:
         def write() -> None:
             with self._seeded(seed):
                 self.writer.write_call(call.model, attributes, snapshot.annotation, markers, base, start, end)
-            if self.listener is not None:
+            listener = self._listener
+            if listener is not None:
                 try:
-                    self.listener(Observation(session_id=call.session_id, provider=call.provider,
+                    listener(Observation(session_id=call.session_id, provider=call.provider,
                                               request_model=call.model, response_model=None, snapshot=snapshot,
                                               usage=call.usage or Usage(), timestamp_ns=start,
                                               duration_ns=end - start))
