@@ -11,13 +11,13 @@ from _paths import ROOT
 
 import os
 import subprocess
-import time
 from pathlib import Path
 
 import pytest
 import yaml
 
 from backends import Collector, binary_path, requires
+from prometheus_helpers import wait_for
 from test_collector_config import CONFIGS, KNOWN_TYPES
 
 pytestmark = requires("otelcol")
@@ -44,7 +44,8 @@ def test_the_config_starts_without_deprecation_warnings(config: Path, tmp_path: 
     collector = Collector(tmp_path, config)
     try:
         collector.start()
-        time.sleep(1)  # components log their warnings while starting
+        # Components log their warnings while starting, before this line.
+        wait_for(lambda: "Everything is ready" in collector.output(), 30)
     finally:
         collector.stop()
     log = collector.output()
@@ -80,7 +81,7 @@ def test_the_load_balancing_tier_validates_starts_clean_and_has_exactly_its_comp
     assert result.returncode == 0, result.stdout + result.stderr
     try:
         balancer.start()
-        time.sleep(1)
+        wait_for(lambda: "Everything is ready" in balancer.output(), 30)
     finally:
         balancer.stop()
     log = balancer.output()

@@ -382,11 +382,14 @@ def test_close_during_a_request_does_not_wait_for_it():
     listener.listen(1)
     url = f"http://127.0.0.1:{listener.getsockname()[1]}/v1/traces"
 
+    received, closed = threading.Event(), threading.Event()
+
     def slow_collector() -> None:
         connection, _ = listener.accept()
         with connection:
             connection.recv(65536)
-            time.sleep(1.5)
+            received.set()
+            closed.wait(10)  # the answer only once close() returned
             connection.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n")
             time.sleep(0.5)
 
@@ -397,10 +400,12 @@ def test_close_during_a_request_does_not_wait_for_it():
     sender = threading.Thread(target=lambda: results.append(transport.request("POST", url, data=b"x",
                                                                                timeout=5.0)))
     sender.start()
-    time.sleep(0.3)  # the request sent, its answer 1.2 s away
+    assert received.wait(10)  # the request sent, its answer held back until close() returns
     started = time.monotonic()
     transport.close()
-    assert time.monotonic() - started < 0.5
+    # A close that waited for the request would return only at the request's 5 s timeout.
+    assert time.monotonic() - started < 4.0
+    closed.set()
     sender.join(5)
     assert results and results[0].status_code == 200
     assert transport._connection is None  # closed by the request when it ended

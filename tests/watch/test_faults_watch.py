@@ -24,6 +24,7 @@ from pathlib import Path
 import pytest
 
 from ctxscope.schema import Attr, GenAI
+from ctxscope.watch import WatchState
 
 DATA = TESTS / "data" / "transcripts"
 CODEX = DATA / "codex_stage0_small_cli0.146.jsonl"
@@ -130,7 +131,9 @@ def test_a_codex_call_without_token_count_survives_a_kill_and_restart(tmp_path):
     with Receiver() as receiver:
         proc, log = start_watch(folder, state, receiver.endpoint, tmp_path)
         wait_for(lambda: len(calls(receiver)) == 7, what="".join(log))
-        time.sleep(0.5)  # past the round's export and state save
+        # Past the round's state save (calls 0-6 marked): a kill between the export and the save sends
+        # them again, by design (watcher.py), and this test counts them exactly.
+        wait_for(lambda: WatchState.load(state).emitted(CODEX_SESSION) == 6, what="".join(log))
         proc.send_signal(signal.SIGKILL)
         proc.wait(10)
         proc, log = start_watch(folder, state, receiver.endpoint, tmp_path)

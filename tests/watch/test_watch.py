@@ -65,6 +65,22 @@ def watcher(folder: Path, sinks: Sinks, state: Path, **kwargs) -> Watcher:
     return Watcher([str(folder)], sinks.emitter, WatchState.load(state), **kwargs)
 
 
+def until(predicate, what: str, timeout: float = 30.0) -> None:
+    """Poll ``predicate`` until it holds; fail with ``what`` after ``timeout`` seconds (a condition, not a
+    sleep: a loaded machine only makes it slower)."""
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{what} (after {timeout} s)")
+        time.sleep(0.02)
+
+
+def seen(w: Watcher, path: Path, size: int) -> bool:
+    """The watcher has checked ``path`` at ``size`` bytes (and emitted what that much completes)."""
+    tracked = w._files.get(str(path))
+    return tracked is not None and tracked.seen_size == size
+
+
 def append(path: Path, lines: list[bytes]) -> None:
     with open(path, "ab") as handle:
         for line in lines:
@@ -88,7 +104,7 @@ def test_every_call_once_in_order_through_pauses_and_rotations(tmp_path, notify)
         for n, line in enumerate(LINES, 1):
             if n == 13:  # the second call's line arrives in two halves
                 append(path, [line[:40]])
-                time.sleep(0.3)
+                until(lambda: seen(w, path, path.stat().st_size), "the half line was never looked at")
                 assert sinks.reported() == REPORTED[:1]  # the half line is not read
                 append(path, [line[40:]])
             elif n == 15:  # rotation: the file is replaced (new inode) by a copy plus the next line
@@ -103,15 +119,13 @@ def test_every_call_once_in_order_through_pauses_and_rotations(tmp_path, notify)
             elif n == 21:  # truncated to nothing, then rewritten whole
                 with open(path, "r+b") as handle:
                     handle.truncate(0)
-                time.sleep(0.2)
+                until(lambda: seen(w, path, 0), "the truncation was never seen")
                 path.write_bytes(b"".join(LINES[:n]))
             else:
                 append(path, [line])
             time.sleep(0.03)
-        deadline = time.monotonic() + 10
-        while len(sinks.requests()) < 8 and time.monotonic() < deadline:
-            time.sleep(0.05)
-        time.sleep(0.3)  # nothing more may come
+        # Every line read before the stop (a stop ends what was read; anything more would show below).
+        until(lambda: len(sinks.requests()) >= 8, "the 8 calls never came")
     finally:
         w.stop()
         thread.join(10)
@@ -256,7 +270,9 @@ def test_watch_subprocess_killed_and_restarted_loses_and_repeats_nothing(tmp_pat
                 append(path, [line])
                 time.sleep(0.02)
             wait_for(lambda: len(reported()) == 3, what="".join(log))
-            time.sleep(0.3)
+            # Killed once the round that exported them saved the state (calls 0-2): a kill before the save
+            # would send them again, by design (watcher.py), and this test counts them exactly.
+            wait_for(lambda: WatchState.load(state).emitted(SESSION) == 2, what="".join(log))
             proc.send_signal(signal.SIGKILL)
             proc.wait(10)
             append(path, LINES[17:21])  # calls 4 and 5 are written while no watch runs
