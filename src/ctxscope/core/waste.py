@@ -374,8 +374,8 @@ class WasteTracker:
         for copies, tokens, name, since in self._texts.values():
             # add's body, inlined: most texts were seen once (dense50: 82 of 8,361 repeat).
             if copies > 1 and calls > since:  # tokens >= MIN_DUPLICATE_TEXT_TOKENS
-                key = (_DUPLICATE, name)
-                out[key] = out.get(key, 0) + (copies - 1) * tokens * (calls - since)
+                charged = (_DUPLICATE, name)
+                out[charged] = out.get(charged, 0) + (copies - 1) * tokens * (calls - since)
         return out
 
     def _regroup(self, key: str) -> None:
