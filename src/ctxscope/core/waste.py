@@ -316,8 +316,8 @@ class WasteTracker:
                 # _charge's body: (copies - 1) x tokens for the calls since the count last changed.
                 calls = self.calls
                 if entry[0] > 1 and calls > entry[3]:  # entry[1] >= MIN_DUPLICATE_TEXT_TOKENS
-                    key2 = (_DUPLICATE, entry[2])
-                    self._token_calls[key2] = self._token_calls.get(key2, 0) + \
+                    charged = (_DUPLICATE, entry[2])
+                    self._token_calls[charged] = self._token_calls.get(charged, 0) + \
                         (entry[0] - 1) * entry[1] * (calls - entry[3])
                 entry[3] = calls
                 entry[0] += 1
