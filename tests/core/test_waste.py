@@ -134,3 +134,76 @@ def test_reads_appended_one_by_one_keep_the_split_of_the_whole_group():
     # A removal (the oldest x) is worked out from the list again: y dup 200, x stale 100, z stale 300.
     totals = tracker.observe_items(context[1:])
     assert (totals[WasteKind.DUPLICATE], totals[WasteKind.STALE]) == (200, 400)
+
+
+def _history_step(rng: random.Random, step: int, context: list[Item]) -> list[Item]:
+    """One call's context: 1-3 items appended (results with and without a reference, tool calls,
+    repeated texts), or a rewind, or a compaction that keeps the tools and the newer half."""
+    action = rng.random()
+    if action < 0.12 and context:
+        return context[: rng.randrange(len(context))]
+    if action < 0.18:
+        return [tool("t", 900)] + [i for i in context[len(context) // 2:] if i.category is not Category.TOOLS]
+    added: list[Item] = []
+    for n in range(rng.randint(1, 3)):
+        kind = rng.random()
+        ref = rng.choice(["A", "B", "C", None])
+        if kind < 0.55:
+            body = rng.choice("xyzw")  # one body, one size ("w" is an empty result): a digest names its content
+            item = result(ref, body, {"x": 100, "y": 450, "z": 900, "w": 0}[body], step * 10 + n)
+            item.label = rng.choice(["Read", "Bash"])  # names a body-keyed group (its newest result)
+        elif kind < 0.8:
+            item = Item(id=f"c{step}.{n}", category=Category.ASSISTANT, part="assistant/tool_call", chars=0,
+                        reference=ref, digest=f"call{ref}{rng.randrange(2)}", tokens=rng.choice([5, 30]))
+        else:
+            body = rng.choice("pq")
+            item = Item(id=f"e{step}.{n}", category=Category.ENVIRONMENT, part="environment", chars=0,
+                        digest=body, tokens={"p": 20, "q": 60}[body])
+        added.append(item)
+    return context + added
+
+
+def test_tracker_over_random_histories_against_each_context_from_scratch():
+    """Random histories (several results a call, rewinds, compactions, body-keyed and empty results):
+
+    after every call the totals equal a fresh count of the context; over the session the
+    session view's tokens x calls of each kind equal the sum of that kind's waste after each
+    call; and a kept result with its own body is aging exactly when its reference was last
+    added (a result or a tool call, after the prefix kept by identity) more than ``aging_calls``
+    calls before the last call.
+    """
+    options = WasteOptions(result_cap=300, aging_calls=3)
+    kinds = (WasteKind.DUPLICATE, WasteKind.STALE, WasteKind.BLOAT)
+    for seed in range(8):
+        rng = random.Random(seed)
+        tracker = WasteTracker(options)
+        context: list[Item] = []
+        summed = dict.fromkeys(kinds, 0)
+        last_added: dict[str, int] = {}
+        for step in range(100):
+            old = context
+            context = _history_step(rng, step, context)
+            if len(context) > len(old) and context[: len(old)] == old:  # appended only: the readers' path
+                totals = tracker.observe_added(context[len(old):], context)
+            else:
+                totals = tracker.observe_items(context)
+            fresh = waste_of(context, options)
+            assert totals == fresh, (seed, step)
+            for kind in kinds:
+                summed[kind] += fresh[kind]
+            shared = next((n for n, (a, b) in enumerate(zip(old, context)) if a is not b), min(len(old), len(context)))
+            for item in context[shared:]:  # what the call added, as the tracker finds it (by identity)
+                if item.reference and item.category in (Category.RESULTS, Category.ASSISTANT):
+                    last_added[item.reference] = step
+        by_kind = dict.fromkeys(kinds, 0)
+        for (kind, _), tokens_calls in tracker.token_calls().items():
+            by_kind[WasteKind(kind)] += tokens_calls
+        assert by_kind == summed, seed
+        # Aging, for the kept results whose body no other kept result has (those are duplicates instead).
+        kept = {i.reference: i for i in context if i.category is Category.RESULTS and i.reference}
+        digests = [i.digest for i in {(i.reference or "body:" + i.digest): i
+                                      for i in context if i.category is Category.RESULTS}.values()]
+        aging = {f.reference for f in tracker.report(10_000).findings if f.kind == "aging"}
+        for ref, item in kept.items():
+            if digests.count(item.digest) == 1 and item.tokens > 0:
+                assert (ref in aging) == (last_added[ref] <= tracker.calls - 1 - options.aging_calls), (seed, ref)
