@@ -65,6 +65,24 @@ def _assistant(uuid, parent, mid, text, tokens):
                                     "cache_read_input_tokens": 0}})
 
 
+def _response_line(uuid, parent, message_id, request_id):
+    return _line(type="assistant", uuid=uuid, parentUuid=parent, sessionId="s", requestId=request_id,
+                 message={"id": message_id, "role": "assistant", "model": "claude-x",
+                          "content": [{"type": "text", "text": uuid}]})
+
+
+def test_a_call_is_its_two_ids_whatever_the_line_before(tmp_path: Path):
+    """Calls at lines 2, 4, 6: m1/r1's later lines (3, 5) start none, nor "7"/q after 7/q; m1/r2 does."""
+    path = tmp_path / "s.jsonl"
+    path.write_text(_user("u1", None, "first") + _response_line("a1", "u1", "m1", "r1")
+                    + _response_line("a2", "a1", "m1", "r1") + _response_line("a3", "a2", "m1", "r2")
+                    + _response_line("a4", "a3", "m1", "r1") + _response_line("a5", "a4", 7, "q")
+                    + _response_line("a6", "a5", "7", "q"))
+    calls = list(TranscriptFile(str(path)).calls())
+    assert [c.line for c in calls] == [2, 4, 6]
+    assert [len(c.items) for c in calls] == [1, 3, 5]
+
+
 def test_rewind_takes_the_live_chain_not_the_abandoned_branch(tmp_path: Path):
     """After a rewind to u1, the third call's context is u1, a1, u3: the branch u2/a2 is gone."""
     path = tmp_path / "s.jsonl"

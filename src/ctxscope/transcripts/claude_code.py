@@ -127,6 +127,9 @@ class ClaudeCodeReader:
         # -> the offset of the call's first line; the older ones in _old_calls (_retire_calls).
         self._seen_calls: dict[str, int] = {}
         self._old_calls: KeyOffsets | None = None
+        # The ids of the last call key taken, when both were strings (_maybe_call's later lines of a response).
+        self._last_message_id: str | None = None
+        self._last_request_id: str | None = None
         self._tools = _items.ToolCalls()
         self._new_types: set[str] = set()
         # The file read again by offset (spill_from), and the offset of the line being fed, which
@@ -247,11 +250,21 @@ class ClaudeCodeReader:
         model = message.get("model")
         if model == "<synthetic>":
             return None
+        # A response's later lines (one a content block) follow its first: the same two ids as the
+        # last key taken, which is in _seen_calls (no retirement since: only a new key retires).
+        message_id = message.get("id")
+        if type(message_id) is str and message_id == self._last_message_id \
+                and record.get("requestId") == self._last_request_id:
+            return None
         key = _key_of(record, message)
         seen = self._seen_calls
-        if key in seen or (self._old_calls is not None and self._called_before(key)):
+        if key in seen:
+            self._remember_ids(message_id, record.get("requestId"))
+            return None
+        if self._old_calls is not None and self._called_before(key):
             return None
         seen[key] = self.line_offset
+        self._remember_ids(message_id, record.get("requestId"))
         if len(seen) > 2 * _RECENT_CALLS and self._lines is not None:
             self._retire_calls()
         added, reset, compaction = self._advance(session, parent)
@@ -269,6 +282,13 @@ class ClaudeCodeReader:
             parse_timestamp_ns(record.get("timestamp")), line, session.parent_session_id)
         session.calls += 1
         return call
+
+    def _remember_ids(self, message_id: Any, request_id: Any) -> None:
+        """The ids of the key in ``_seen_calls`` last taken, when both are strings (equal ids, equal key)."""
+        if type(message_id) is str and type(request_id) is str:
+            self._last_message_id, self._last_request_id = message_id, request_id
+        else:
+            self._last_message_id = self._last_request_id = None
 
     def _retire_calls(self) -> None:
         """All call keys but the latest _RECENT_CALLS to their lines: a hash and an offset each."""
@@ -345,18 +365,22 @@ class ClaudeCodeReader:
             del session.offsets[keep:]
             # A new list, never a cut one: calls already handed out hold runs of the old list.
             session.items = session.items[:cut]
-        added: list[Item] = []
         compaction = None
-        # The session's lists read once: this runs for every link of the file.
+        # The session's lists read once: this runs for every link of the file. The chain's length,
+        # its last link and the items' count are kept as the walk goes, the walked links put on the
+        # chain at once after it, and the items added are the list's new end.
         chain, counts, offsets, items = session.chain, session.counts, session.offsets, session.items
-        for uuid in reversed(walked):
+        start = count = len(items)
+        at = len(chain)
+        last = chain[-1] if at else None
+        walked.reverse()
+        for uuid in walked:
             node = nodes[uuid]
-            at = len(chain)
             node_compaction, cleared = node.compaction, node.cleared
             if node_compaction is None and not cleared:
                 # A plain link lives in the chain alone from now on (_Session); the first one keeps its
                 # node, its parent may be a link this file never had.
-                if at and node.parent == chain[-1]:
+                if at and node.parent == last:
                     del nodes[uuid]
             else:
                 if node_compaction is not None:
@@ -365,16 +389,18 @@ class ClaudeCodeReader:
                     session.cleared.append((at, cleared))
                     reset = True  # results already in context change: take the context whole
             position[uuid] = at
-            chain.append(uuid)
-            counts.append(len(items))
+            at += 1
+            last = uuid
+            counts.append(count)
             offsets.append(node.offset)
             node_items = node.items
             if node_items:
                 items.extend(node_items)
-                added.extend(node_items)
+                count += len(node_items)
+        chain.extend(walked)
         if compaction is not None:
             reset = True
-        return (list(session.items) if reset else added), reset, compaction
+        return (list(items) if reset else items[start:]), reset, compaction
 
     def _let_go(self, session: _Session, keep: int, walked: set[str]) -> None:
         """A cut at ``keep``: the links it removes, and every link off the chain no walk is on, to their lines.
@@ -506,20 +532,28 @@ class ClaudeCodeReader:
         content = message.get("content")
         if isinstance(content, str):
             return (_items.text_item(f"{uuid}:0", content, "assistant"),) if content else ()
+        if not isinstance(content, list):
+            return ()
         out: list[Item] = []
-        for item_id, kind, block in _blocks(uuid, content):
-            if kind == "text":
-                text = _text(block, "text")
-                if text:
-                    out.append(_items.text_item(item_id, text, "assistant"))
-            elif kind == "thinking":
-                text = _text(block, "thinking")
-                if text:
-                    out.append(_items.thinking_item(item_id, text))
-            elif kind in ("tool_use", "server_tool_use"):
+        # _blocks and the text test written out (every assistant line comes here), a block's id
+        # ``<uuid>:<index>`` built only where an item takes it (a tool call has its own).
+        for index, block in enumerate(content):
+            if not isinstance(block, dict):
+                continue
+            kind = block.get("type")
+            if kind == "text" or kind == "thinking":
+                text = block.get(kind)
+                if isinstance(text, str) and text:
+                    item_id = f"{uuid}:{index}"
+                    out.append(_items.text_item(item_id, text, "assistant") if kind == "text"
+                               else _items.thinking_item(item_id, text))
+            elif kind == "tool_use" or kind == "server_tool_use":
                 call_id = block.get("id")
-                call_id = call_id if isinstance(call_id, str) else item_id
-                tool, args = str(block.get("name") or "unknown"), block.get("input") or {}
+                if not isinstance(call_id, str):
+                    call_id = f"{uuid}:{index}"
+                name = block.get("name")
+                tool = name if type(name) is str and name else str(name or "unknown")
+                args = block.get("input") or {}
                 if self._restoring:  # noted when first read; a later call of the same id stands
                     out.append(_items.call_item(call_id, tool, args)[0])
                     continue
@@ -537,24 +571,31 @@ class ClaudeCodeReader:
         summary = record.get("isCompactSummary") is True
         if isinstance(content, str):
             return tuple(_items.text_items(f"{uuid}:0", content, "user", summary=summary)) if content else ()
+        if not isinstance(content, list):
+            return ()
         out: list[Item] = []
-        for item_id, kind, block in _blocks(uuid, content):
-            if kind == "text":
-                text = _text(block, "text")
-                if text:
-                    out.extend(_items.text_items(item_id, text, "user", summary=summary))
-            elif kind in ("image", "document"):
-                out.extend(_items.media_items(item_id, block.get("source"), PROVIDER, "user", kind))
-            elif kind == "tool_result":
+        # _blocks written out (see _assistant_items); a tool result is the usual block.
+        for index, block in enumerate(content):
+            if not isinstance(block, dict):
+                continue
+            kind = block.get("type")
+            if kind == "tool_result":
                 body = block.get("content")
                 use_id = block.get("tool_use_id")
                 call = self._freed_call(use_id) if self._freed_calls is not None or self._restoring else None
                 out.extend(self._tools.result_items(use_id, _items.block_text(body),
-                                                    lambda: item_id, call))  # noqa: B023 - called at once, or never
+                                                    lambda: f"{uuid}:{index}", call))  # noqa: B023 - called at once, or never
                 if isinstance(body, list):
                     for sub, part in enumerate(body):
                         if isinstance(part, dict) and part.get("type") == "image":
-                            out.append(_items.image_item(f"{item_id}:{sub}", part.get("source"), PROVIDER, "tool"))
+                            out.append(_items.image_item(f"{uuid}:{index}:{sub}", part.get("source"), PROVIDER,
+                                                         "tool"))
+            elif kind == "text":
+                text = block.get("text")
+                if isinstance(text, str) and text:
+                    out.extend(_items.text_items(f"{uuid}:{index}", text, "user", summary=summary))
+            elif kind == "image" or kind == "document":
+                out.extend(_items.media_items(f"{uuid}:{index}", block.get("source"), PROVIDER, "user", kind))
         return tuple(out)
 
     def _attachment_items(self, uuid: str, attachment: Any) -> tuple[Item, ...]:
@@ -629,8 +670,3 @@ def _blocks(uuid: str, content: Any) -> Iterator[tuple[str, Any, dict[str, Any]]
             if isinstance(block, dict):
                 yield f"{uuid}:{index}", block.get("type"), block
 
-
-def _text(block: Mapping[str, Any], key: str) -> str | None:
-    """A block's text under ``key`` when it is a non-empty string."""
-    value = block.get(key)
-    return value if isinstance(value, str) and value else None

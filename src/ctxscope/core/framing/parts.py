@@ -11,7 +11,6 @@ a server tool's hidden part in ``tools``.
 from __future__ import annotations
 
 from ctxscope._record import FrozenRecord
-from ctxscope._blake2b import blake2b
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from functools import lru_cache
@@ -44,8 +43,11 @@ def framing_item(key: str, tokens: int, part: str = OVERHEAD_PART) -> Item:
     category = _OVERHEAD if part == OVERHEAD_PART else _TOOLS
     label = key if category is _OVERHEAD else part
     # Positional, in Item's field order (no keyword dict built: Claude's proxy item is one a call).
-    return Item(_framing_id(key), category, part, 0, "", tokens, label, "framing", None, None,
-                blake2b(f"{key}:{tokens}".encode(), digest_size=8).hexdigest())
+    # The digest is ``<key>:<tokens>`` itself: a digest is only compared, never shown or kept past the
+    # process (transcripts.model.content_digest), and these two say all a framing item holds. Equal
+    # exactly when they are (a BLAKE2b of them was ~5 k instructions, once a call: ~28 M of dense50),
+    # and never equal to another kind's digest (those are hex, without a colon).
+    return Item(_framing_id(key), category, part, 0, "", tokens, label, "framing", None, None, f"{key}:{tokens}")
 
 
 @lru_cache(maxsize=256)
