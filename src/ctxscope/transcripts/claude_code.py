@@ -94,7 +94,7 @@ class _Session(Record):
 
     When the reader can read its file again (``spill_from``), a plain link a
     cut removes from the chain (a compaction, a rewind's abandoned branch)
-    gets no node: ``freed`` keeps where its line starts, 16 bytes, and a later
+    gets no node: ``freed`` keeps where its line starts, 8 bytes, and a later
     walk into it parses that line again (``ClaudeCodeReader._restore``).
     """
 
