@@ -45,21 +45,42 @@ def run(args: argparse.Namespace) -> int:
         return _run(args)
 
 
+def export_timeout_s() -> float | None:
+    """Each export's time, retries included: ``CTXSCOPE_REPLAY_EXPORT_TIMEOUT_MS`` (0: the exporters'
+    own), unless an ``OTEL_EXPORTER_OTLP[_TRACES|_METRICS]_TIMEOUT`` sets the exporters' own."""
+    from opentelemetry.sdk.environment_variables import (
+        OTEL_EXPORTER_OTLP_METRICS_TIMEOUT,
+        OTEL_EXPORTER_OTLP_TIMEOUT,
+        OTEL_EXPORTER_OTLP_TRACES_TIMEOUT,
+    )
+
+    from ctxscope.config import otel, settings
+
+    if otel(None, OTEL_EXPORTER_OTLP_TIMEOUT, OTEL_EXPORTER_OTLP_TRACES_TIMEOUT, OTEL_EXPORTER_OTLP_METRICS_TIMEOUT):
+        return None
+    return settings().replay_export_timeout_ms / 1000 or None
+
+
 def _run(args: argparse.Namespace) -> int:
-    from ctxscope.telemetry.replay import replay_files
+    from ctxscope.telemetry.delivery import Delivery
+    from ctxscope.telemetry.replay import replay_files, span_queue
 
     if args.speed < 0:
         raise UserError(f"--speed must be 0 (as fast as possible) or more, got {args.speed}")
     paths = transcript_paths(args.files, subagents=not args.no_subagents)
-    telemetry = export_setup(SERVICE_NAME)
-    try:
-        emitter = emitter_for(telemetry, args.tokenizer)
-        result = replay_files(paths, emitter, format=args.format, speed=args.speed or None,
-                              flush_spans=telemetry.tracer_provider.force_flush)
-        telemetry.force_flush()  # the last values go out before the recording ends
-        emitter.end_all(flush_spans=telemetry.tracer_provider.force_flush)
-    finally:
-        telemetry.shutdown()  # final zeros, then the providers' own shutdown
+    telemetry = export_setup(SERVICE_NAME, timeout_s=export_timeout_s())
+    # A replay's job is the export: after a failed one it sends nothing more, and says so once (delivery).
+    delivery = Delivery.watch(telemetry)
+    with delivery.quiet():
+        try:
+            emitter = emitter_for(telemetry, args.tokenizer)
+            result = replay_files(paths, emitter, format=args.format, speed=args.speed or None,
+                                  flush_spans=telemetry.tracer_provider.force_flush,
+                                  queue=span_queue(telemetry.span_processor))
+            telemetry.force_flush()  # the last values go out before the recording ends
+            emitter.end_all(flush_spans=telemetry.tracer_provider.force_flush)
+        finally:
+            telemetry.shutdown()  # final zeros, then the providers' own shutdown
     for path, problem in result.problems[:MAX_PROBLEMS_SHOWN]:
         print_problem(path, problem)
     where = (f"to {telemetry.traces_endpoint or telemetry.metrics_endpoint}" if telemetry.mode == "otlp"
@@ -69,4 +90,7 @@ def _run(args: argparse.Namespace) -> int:
           f"session{'s' * (sessions != 1)} {where}", file=sys.stderr)
     if not result.calls:
         raise UserError("no provider calls in " + ", ".join(args.files))
+    undelivered = delivery.problem()
+    if undelivered is not None:
+        raise UserError(undelivered)
     return 0
