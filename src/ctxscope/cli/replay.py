@@ -3,6 +3,7 @@
 Exports through the standard ``OTEL_*`` settings (``ctxscope.setup()``); with
 no OTLP endpoint the calls go to the local store (``ctxscope context``).
 The recording ends when the replay ends: every series reports 0 once.
+Telemetry not delivered (an export failed, e.g. the endpoint unreachable) is one line and exit 1.
 Problems in a file are printed one a line (``path:line: message``).
 """
 
@@ -26,7 +27,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                     "call with the transcript's timestamps, stage transcript-observed, partial coverage "
                     "and the provider-reported input; compaction and capture-start spans; the "
                     "llm.context.* metrics, reset to 0 when the replay ends. Exporters follow the "
-                    "OTEL_* variables (OTEL_EXPORTER_OTLP_ENDPOINT, OTEL_EXPORTER_OTLP_PROTOCOL, ...).")
+                    "OTEL_* variables (OTEL_EXPORTER_OTLP_ENDPOINT, OTEL_EXPORTER_OTLP_PROTOCOL, ...). "
+                    "Each export may take CTXSCOPE_REPLAY_EXPORT_TIMEOUT_MS (default 3000) unless "
+                    "OTEL_EXPORTER_OTLP_TIMEOUT is set; after a failed export nothing more is sent, "
+                    "one line says what was not delivered, and the exit status is 1.")
     parser.add_argument("files", nargs="+", metavar="FILE", help="transcript files (JSONL)")
     add_transcript_options(parser)
     parser.add_argument("--speed", type=float, default=0.0, metavar="X",
