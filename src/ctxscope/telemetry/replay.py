@@ -273,8 +273,8 @@ def span_flush_interval(environ: Mapping[str, str] | None = None) -> int:
 def span_queue(span_processor: Any) -> tuple[Sized, int] | None:
     """A ``BatchSpanProcessor``'s queue and its size, or None (another processor, another SDK's layout).
 
-    The SDK (1.45) keeps the spans waiting for export in a ``deque`` of its ``BatchProcessor``; releases
-    before 1.32 kept it on the span processor itself.
+    The SDK (1.45) keeps the spans waiting for export in a ``deque`` of its ``BatchProcessor``; earlier
+    releases kept a ``queue`` and ``max_queue_size`` on the span processor itself.
     """
     for holder in (getattr(span_processor, "_batch_processor", None), span_processor):
         queue = getattr(holder, "_queue", None) if holder is not None else None
