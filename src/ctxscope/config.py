@@ -46,12 +46,14 @@ __all__ = [
     "CTXSCOPE_HTTP_EXCLUDE_HOSTS",
     "CTXSCOPE_MAX_SESSIONS",
     "CTXSCOPE_METRICS_SESSION_KEY",
+    "CTXSCOPE_REPLAY_EXPORT_TIMEOUT_MS",
     "CTXSCOPE_SHUTDOWN_TIMEOUT_MS",
     "CTXSCOPE_STORE",
     "CTXSCOPE_TOKENIZER",
     "CTXSCOPE_WATCH_KILL_AT",
     "CTXSCOPE_WINDOW_TOKENS",
     "DEFAULT_MAX_SESSIONS",
+    "DEFAULT_REPLAY_EXPORT_TIMEOUT_MS",
     "DEFAULT_SHUTDOWN_TIMEOUT_MS",
     "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT",
     "Settings",
@@ -110,6 +112,11 @@ CTXSCOPE_SHUTDOWN_TIMEOUT_MS = "CTXSCOPE_SHUTDOWN_TIMEOUT_MS"
 """At most this long (ms, default 3000) is spent on the final export at exit, on SIGTERM and in
 ``Telemetry.shutdown()``."""
 
+CTXSCOPE_REPLAY_EXPORT_TIMEOUT_MS = "CTXSCOPE_REPLAY_EXPORT_TIMEOUT_MS"
+"""``ctxscope replay``: one export's time (ms, default 3000), its retries included, unless an
+``OTEL_EXPORTER_OTLP[_TRACES|_METRICS]_TIMEOUT`` sets the exporters' own; past it the export has failed,
+and the replay sends nothing more and exits 1 (docs/replay-watch.md)."""
+
 CTXSCOPE_METRICS_SESSION_KEY = "CTXSCOPE_METRICS_SESSION_KEY"
 """``on`` (default): per-session gauges keyed by ``llm.context.session.id``; ``off`` (fleet mode): no
 per-session series, per-request histograms instead (docs/dashboards.md, "A fleet")."""
@@ -133,11 +140,13 @@ _OURS = (
     CTXSCOPE_CAPTURE_LABELS, CTXSCOPE_WINDOW_TOKENS, CTXSCOPE_EFFECTIVE_WINDOW_TOKENS,
     CTXSCOPE_COMPACT_THRESHOLD_TOKENS, CTXSCOPE_MAX_SESSIONS, CTXSCOPE_DATA_DIR, CTXSCOPE_STORE,
     CTXSCOPE_SHUTDOWN_TIMEOUT_MS, CTXSCOPE_HTTP_EXCLUDE_HOSTS, CTXSCOPE_METRICS_SESSION_KEY,
+    CTXSCOPE_REPLAY_EXPORT_TIMEOUT_MS,
     "XDG_DATA_HOME", "HOME",  # the data directory's defaults
 )
 
 DEFAULT_MAX_SESSIONS = 64
 DEFAULT_SHUTDOWN_TIMEOUT_MS = 3000
+DEFAULT_REPLAY_EXPORT_TIMEOUT_MS = 3000
 TOKENIZERS = ("auto", "tiktoken", "chars", "bytes")
 CAPTURE_CONTENT_VALUES = ("NO_CONTENT", "SPAN_ONLY", "EVENT_ONLY", "SPAN_AND_EVENT")
 STORE_VALUES = ("auto", "on", "off")
@@ -178,6 +187,7 @@ class Settings(FrozenRecord):
     data_dir: Path = Path("~/.local/share/ctxscope")
     store: str = "auto"  # one of STORE_VALUES
     shutdown_timeout_ms: int = DEFAULT_SHUTDOWN_TIMEOUT_MS
+    replay_export_timeout_ms: int = DEFAULT_REPLAY_EXPORT_TIMEOUT_MS
     http_exclude_hosts: frozenset[str] = frozenset()
     metrics_session_key: bool = True  # False: fleet mode
 
@@ -197,6 +207,8 @@ def read(environ: Mapping[str, str] | None = None) -> Settings:
         data_dir=_data_dir(env),
         store=_store(env),
         shutdown_timeout_ms=_milliseconds(env, CTXSCOPE_SHUTDOWN_TIMEOUT_MS, DEFAULT_SHUTDOWN_TIMEOUT_MS),
+        replay_export_timeout_ms=_milliseconds(env, CTXSCOPE_REPLAY_EXPORT_TIMEOUT_MS,
+                                               DEFAULT_REPLAY_EXPORT_TIMEOUT_MS),
         http_exclude_hosts=excluded_hosts(env.get(CTXSCOPE_HTTP_EXCLUDE_HOSTS)),
         metrics_session_key=_boolean(env, CTXSCOPE_METRICS_SESSION_KEY, "metrics keep the session key",
                                      default=True),

@@ -242,3 +242,29 @@ def test_ending_many_sessions_at_once_loses_no_marker(otlp_env, tmp_path, monkey
     ended = {attrs(s.attributes)[GenAI.CONVERSATION_ID] for s in spans
              if attrs(s.attributes).get(Attr.SESSION_ENDED)}
     assert ended == {f"many-{n}" for n in range(30)}
+
+
+def test_the_spans_are_flushed_only_when_the_batch_queue_is_half_full():
+    """Given the batch processor's queue, the replay flushes after a call only when less than half of it
+    is free: a queue of 10 holding 5 spans is never flushed over the file's 5 calls, one holding 6 after
+    each of them; the SDK's batch processor's own queue (2,048) is found, a simple processor has none."""
+    from functools import partial
+
+    from opentelemetry.sdk.trace.export import BatchSpanProcessor
+
+    from ctxscope.telemetry.replay import span_queue
+
+    for held, flushes in ((5, 0), (6, 5)):
+        emitter, _ = in_memory()
+        flushed: list[int] = []
+        result = replay_files([str(COMPACTION)], emitter, flush_spans=partial(flushed.append, 1),
+                              queue=(["span"] * held, 10))
+        assert result.calls == 5
+        assert len(flushed) == flushes
+    batch = BatchSpanProcessor(InMemorySpanExporter())
+    try:
+        found = span_queue(batch)
+        assert found is not None and found[1] == 2048 and len(found[0]) == 0
+    finally:
+        batch.shutdown()
+    assert span_queue(SimpleSpanProcessor(InMemorySpanExporter())) is None

@@ -64,10 +64,11 @@ def check_ratio(value: float | None) -> None:
         raise UserError(f"--fail-over-ratio must be between 0 and 1, got {value}")
 
 
-def export_setup(service_name: str) -> "Telemetry":
+def export_setup(service_name: str, timeout_s: float | None = None) -> "Telemetry":
     """``ctxscope.setup()`` for a command that exports calls it reads (no instrumentation, not global).
 
-    ``OTEL_SERVICE_NAME``, when set, names the service; otherwise the command does.
+    ``OTEL_SERVICE_NAME``, when set, names the service; otherwise the command does. ``timeout_s``: each
+    export's, retries included (None: the exporters' own, ``OTEL_EXPORTER_OTLP_*TIMEOUT``).
     """
     from opentelemetry.sdk.environment_variables import OTEL_SERVICE_NAME
 
@@ -76,7 +77,7 @@ def export_setup(service_name: str) -> "Telemetry":
 
     try:
         return setup(None if otel(None, OTEL_SERVICE_NAME) else service_name, instrument=False,
-                     set_global=False)
+                     set_global=False, timeout_s=timeout_s)
     except ValueError as exc:
         raise UserError(str(exc)) from None
 

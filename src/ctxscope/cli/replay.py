@@ -3,6 +3,7 @@
 Exports through the standard ``OTEL_*`` settings (``ctxscope.setup()``); with
 no OTLP endpoint the calls go to the local store (``ctxscope context``).
 The recording ends when the replay ends: every series reports 0 once.
+Telemetry not delivered (an export failed, e.g. the endpoint unreachable) is one line and exit 1.
 Problems in a file are printed one a line (``path:line: message``).
 """
 
@@ -26,7 +27,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                     "call with the transcript's timestamps, stage transcript-observed, partial coverage "
                     "and the provider-reported input; compaction and capture-start spans; the "
                     "llm.context.* metrics, reset to 0 when the replay ends. Exporters follow the "
-                    "OTEL_* variables (OTEL_EXPORTER_OTLP_ENDPOINT, OTEL_EXPORTER_OTLP_PROTOCOL, ...).")
+                    "OTEL_* variables (OTEL_EXPORTER_OTLP_ENDPOINT, OTEL_EXPORTER_OTLP_PROTOCOL, ...). "
+                    "Each export may take CTXSCOPE_REPLAY_EXPORT_TIMEOUT_MS (default 3000) unless "
+                    "OTEL_EXPORTER_OTLP_TIMEOUT is set; after a failed export nothing more is sent, "
+                    "one line says what was not delivered, and the exit status is 1.")
     parser.add_argument("files", nargs="+", metavar="FILE", help="transcript files (JSONL)")
     add_transcript_options(parser)
     parser.add_argument("--speed", type=float, default=0.0, metavar="X",
@@ -45,21 +49,42 @@ def run(args: argparse.Namespace) -> int:
         return _run(args)
 
 
+def export_timeout_s() -> float | None:
+    """Each export's time, retries included: ``CTXSCOPE_REPLAY_EXPORT_TIMEOUT_MS`` (0: the exporters'
+    own), unless an ``OTEL_EXPORTER_OTLP[_TRACES|_METRICS]_TIMEOUT`` sets the exporters' own."""
+    from opentelemetry.sdk.environment_variables import (
+        OTEL_EXPORTER_OTLP_METRICS_TIMEOUT,
+        OTEL_EXPORTER_OTLP_TIMEOUT,
+        OTEL_EXPORTER_OTLP_TRACES_TIMEOUT,
+    )
+
+    from ctxscope.config import otel, settings
+
+    if otel(None, OTEL_EXPORTER_OTLP_TIMEOUT, OTEL_EXPORTER_OTLP_TRACES_TIMEOUT, OTEL_EXPORTER_OTLP_METRICS_TIMEOUT):
+        return None
+    return settings().replay_export_timeout_ms / 1000 or None
+
+
 def _run(args: argparse.Namespace) -> int:
-    from ctxscope.telemetry.replay import replay_files
+    from ctxscope.telemetry.delivery import Delivery
+    from ctxscope.telemetry.replay import replay_files, span_queue
 
     if args.speed < 0:
         raise UserError(f"--speed must be 0 (as fast as possible) or more, got {args.speed}")
     paths = transcript_paths(args.files, subagents=not args.no_subagents)
-    telemetry = export_setup(SERVICE_NAME)
-    try:
-        emitter = emitter_for(telemetry, args.tokenizer)
-        result = replay_files(paths, emitter, format=args.format, speed=args.speed or None,
-                              flush_spans=telemetry.tracer_provider.force_flush)
-        telemetry.force_flush()  # the last values go out before the recording ends
-        emitter.end_all(flush_spans=telemetry.tracer_provider.force_flush)
-    finally:
-        telemetry.shutdown()  # final zeros, then the providers' own shutdown
+    telemetry = export_setup(SERVICE_NAME, timeout_s=export_timeout_s())
+    # A replay's job is the export: after a failed one it sends nothing more, and says so once (delivery).
+    delivery = Delivery.watch(telemetry)
+    with delivery.quiet():
+        try:
+            emitter = emitter_for(telemetry, args.tokenizer)
+            result = replay_files(paths, emitter, format=args.format, speed=args.speed or None,
+                                  flush_spans=telemetry.tracer_provider.force_flush,
+                                  queue=span_queue(telemetry.span_processor))
+            telemetry.force_flush()  # the last values go out before the recording ends
+            emitter.end_all(flush_spans=telemetry.tracer_provider.force_flush)
+        finally:
+            telemetry.shutdown()  # final zeros, then the providers' own shutdown
     for path, problem in result.problems[:MAX_PROBLEMS_SHOWN]:
         print_problem(path, problem)
     where = (f"to {telemetry.traces_endpoint or telemetry.metrics_endpoint}" if telemetry.mode == "otlp"
@@ -69,4 +94,7 @@ def _run(args: argparse.Namespace) -> int:
           f"session{'s' * (sessions != 1)} {where}", file=sys.stderr)
     if not result.calls:
         raise UserError("no provider calls in " + ", ".join(args.files))
+    undelivered = delivery.problem()
+    if undelivered is not None:
+        raise UserError(undelivered)
     return 0

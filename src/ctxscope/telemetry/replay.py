@@ -30,7 +30,7 @@ import logging
 import time
 from contextlib import nullcontext
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping, Sized
 
 from opentelemetry import trace
 from opentelemetry.sdk.environment_variables import OTEL_BSP_MAX_QUEUE_SIZE
@@ -307,9 +307,28 @@ def span_flush_interval(environ: Mapping[str, str] | None = None) -> int:
     return max(1, queue // 4)
 
 
+def span_queue(span_processor: Any) -> tuple[Sized, int] | None:
+    """A ``BatchSpanProcessor``'s queue and its size, or None (another processor, another SDK's layout).
+
+    The SDK (1.45) keeps the spans waiting for export in a ``deque`` of its ``BatchProcessor``; earlier
+    releases kept a ``queue`` and ``max_queue_size`` on the span processor itself.
+    """
+    for holder in (getattr(span_processor, "_batch_processor", None), span_processor):
+        queue = getattr(holder, "_queue", None) if holder is not None else None
+        if queue is None and holder is span_processor:
+            queue = getattr(holder, "queue", None)
+        size = getattr(holder, "_max_queue_size", None) if holder is not None else None
+        if size is None and holder is span_processor:
+            size = getattr(holder, "max_queue_size", None)
+        if isinstance(queue, Sized) and isinstance(size, int) and size > 0:
+            return queue, size
+    return None
+
+
 def replay_files(paths: Iterable[str], emitter: CallEmitter, *, format: str | None = None,
                  speed: float | None = None, sleep: Callable[[float], None] = time.sleep,
-                 flush_spans: Callable[[], Any] | None = None) -> ReplayResult:
+                 flush_spans: Callable[[], Any] | None = None,
+                 queue: tuple[Sized, int] | None = None) -> ReplayResult:
     """Emit every call of the files, file after file, then end every session.
 
     ``speed`` paces the calls by their original spacing divided by it (2.0
@@ -318,15 +337,21 @@ def replay_files(paths: Iterable[str], emitter: CallEmitter, *, format: str | No
     values are exported before the zeros). ``flush_spans`` (the tracer
     provider's ``force_flush``) runs every :func:`span_flush_interval` calls:
     the back-pressure that keeps the span processor's queue from dropping.
+    With the processor's ``queue`` (:func:`span_queue`) it runs only when needed:
+    after a call that left less than half of the queue free (or room for less
+    than one call's three spans), so the processor's own thread exports the
+    rest while the replay reads on, its round trips to the receiver not waited for.
     """
     with cyclic_gc_paused():
-        return _replay_files(paths, emitter, format, speed, sleep, flush_spans)
+        return _replay_files(paths, emitter, format, speed, sleep, flush_spans, queue)
 
 
 def _replay_files(paths: Iterable[str], emitter: CallEmitter, format: str | None, speed: float | None,
-                  sleep: Callable[[float], None], flush_spans: Callable[[], Any] | None) -> ReplayResult:
+                  sleep: Callable[[float], None], flush_spans: Callable[[], Any] | None,
+                  queue: tuple[Sized, int] | None) -> ReplayResult:
     result = ReplayResult()
     flush_every = span_flush_interval()
+    waiting, full = (queue[0], min(queue[1] // 2, queue[1] - 3)) if queue is not None else (None, 0)
 
     def problem(path: str, found: Problem) -> None:
         result.problems.append((path, found))
@@ -341,7 +366,12 @@ def _replay_files(paths: Iterable[str], emitter: CallEmitter, format: str | None
                 previous_ns = timed.start_ns
             if emitter.emit(timed) is not None:
                 result.calls += 1
-                if flush_spans is not None and result.calls % flush_every == 0:
+                if flush_spans is None:
+                    pass
+                elif waiting is not None:
+                    if len(waiting) > full:
+                        flush_spans()
+                elif result.calls % flush_every == 0:
                     flush_spans()
                 if timed.call.session_id not in result.sessions:
                     result.sessions.append(timed.call.session_id)

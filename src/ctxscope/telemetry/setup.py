@@ -81,6 +81,10 @@ class Telemetry:
     metrics_endpoint: str | None = None
     protocol: str | None = None
     owns_providers: bool = True
+    # What setup() built to export (None otherwise): the span processor, the exporters.
+    span_processor: Any = None
+    span_exporter: Any = None
+    metric_exporter: Any = None
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     _done: bool = field(default=False, repr=False)
 
@@ -260,15 +264,17 @@ def setup(service_name: str | None = None, *, endpoint: str | None = None, proto
     resource = Resource.create(attributes)  # merges OTEL_RESOURCE_ATTRIBUTES and OTEL_SERVICE_NAME
 
     readers = []
+    metric_exporter = span_exporter = span_processor = None
     if metrics_endpoint:
-        exporter = _metric_exporter(metrics_protocol, metrics_endpoint, metrics_base, headers, timeout_s)
-        readers.append(PeriodicExportingMetricReader(exporter, export_interval_millis=export_interval_millis))
+        metric_exporter = _metric_exporter(metrics_protocol, metrics_endpoint, metrics_base, headers, timeout_s)
+        readers.append(PeriodicExportingMetricReader(metric_exporter, export_interval_millis=export_interval_millis))
     # The gauges collected without the SDK's per-point exemplar work (telemetry/views.py).
     meter_provider = MeterProvider(resource=resource, metric_readers=readers, views=gauge_views())
     tracer_provider = TracerProvider(resource=resource)
     if traces_endpoint:
-        exporter = _span_exporter(traces_protocol, traces_endpoint, traces_base, headers, timeout_s)
-        tracer_provider.add_span_processor(BatchSpanProcessor(exporter))
+        span_exporter = _span_exporter(traces_protocol, traces_endpoint, traces_base, headers, timeout_s)
+        span_processor = BatchSpanProcessor(span_exporter)
+        tracer_provider.add_span_processor(span_processor)
     processor = ensure_processor(tracer_provider, meter_provider, max_sessions=sessions)
     exporting = bool(traces_endpoint or metrics_endpoint)
     if set_global:
@@ -279,7 +285,8 @@ def setup(service_name: str | None = None, *, endpoint: str | None = None, proto
         _instrument(tracer_provider, meter_provider)
     return Telemetry(MODE_OTLP if exporting else MODE_EMBEDDED, tracer_provider, meter_provider, processor,
                      local, traces_endpoint, metrics_endpoint,
-                     traces_protocol if traces_endpoint else (metrics_protocol if metrics_endpoint else None))
+                     traces_protocol if traces_endpoint else (metrics_protocol if metrics_endpoint else None),
+                     span_processor=span_processor, span_exporter=span_exporter, metric_exporter=metric_exporter)
 
 
 def _attach_store(store: bool | None, *, exporting: bool, data_dir: Any,

@@ -1,0 +1,152 @@
+"""What a command whose job is exporting (``ctxscope replay``) delivered, and its stop at the first failure.
+
+A live application keeps the SDK's behaviour: an unreachable backend costs it
+nothing but the data, each batch retried within the exporter's timeout. A
+replay is different: every batch after a failed one would wait out the same
+retries (a dead endpoint made a one-session replay wait 22 s), and the user
+has to replay again anyway. :class:`Delivery` wraps the exporters
+:func:`ctxscope.setup` built (their ``export``, on the instance): it counts
+what was sent and what failed, and after the first failed export it sends
+nothing more (each later export fails at once, counted). The SDK's own
+exporter messages (a warning per retry) are held back while it watches
+(:meth:`Delivery.quiet`); the first is kept for :meth:`Delivery.problem`, the
+one line the command prints.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from contextlib import contextmanager
+from typing import Any, Callable, Iterator
+
+__all__ = ["Delivery"]
+
+# The loggers of the SDK's OTLP exporters and their HTTP client (1.45), and their parents' prefix.
+_EXPORTER_LOGGERS = "opentelemetry.exporter."
+
+
+class _Signal:
+    __slots__ = ("exports", "failed", "items", "failed_items")
+
+    def __init__(self) -> None:
+        self.exports = self.failed = self.items = self.failed_items = 0
+
+
+class Delivery:
+    """Counts of a telemetry set-up's exports; after the first failure, nothing more is sent."""
+
+    def __init__(self, endpoint: str | None) -> None:
+        self.endpoint = endpoint
+        self._lock = threading.Lock()
+        self._signals = {"spans": _Signal(), "metrics": _Signal()}
+        self._failed = False
+        self._message: str | None = None  # the exporter's first message at WARNING or above
+
+    @classmethod
+    def watch(cls, telemetry: Any) -> "Delivery":
+        """A :class:`Delivery` over ``telemetry``'s exporters (those :func:`ctxscope.setup` built)."""
+        delivery = cls(telemetry.traces_endpoint or telemetry.metrics_endpoint)
+        if telemetry.span_exporter is not None:
+            delivery._wrap(telemetry.span_exporter, "spans", len)
+        if telemetry.metric_exporter is not None:
+            delivery._wrap(telemetry.metric_exporter, "metrics", _points)
+        return delivery
+
+    @property
+    def failed(self) -> bool:
+        """An export failed: nothing has been sent since."""
+        return self._failed
+
+    def _wrap(self, exporter: Any, signal: str, count: Callable[[Any], int]) -> None:
+        export = exporter.export
+        counts = self._signals[signal]
+        failure = _failure(signal)
+
+        def watched(data: Any, *args: Any, **kwargs: Any) -> Any:
+            items = count(data)
+            if self._failed:
+                with self._lock:
+                    counts.exports += 1
+                    counts.failed += 1
+                    counts.items += items
+                    counts.failed_items += items
+                return failure
+            result = export(data, *args, **kwargs)
+            ok = getattr(result, "name", None) == "SUCCESS"
+            with self._lock:
+                counts.exports += 1
+                counts.items += items
+                if not ok:
+                    counts.failed += 1
+                    counts.failed_items += items
+                    self._failed = True
+            return result
+
+        exporter.export = watched
+
+    @contextmanager
+    def quiet(self) -> Iterator[None]:
+        """The SDK exporters' messages held back (the root logger's handlers), the first one kept."""
+        held = _Hold(self)
+        handlers = list(logging.getLogger().handlers)
+        for handler in handlers:
+            handler.addFilter(held)
+        try:
+            yield
+        finally:
+            for handler in handlers:
+                handler.removeFilter(held)
+
+    def _keep(self, record: logging.LogRecord) -> None:
+        if self._message is None and record.levelno >= logging.WARNING:
+            try:
+                self._message = record.getMessage()
+            except Exception:  # noqa: BLE001 - a message that cannot be formatted: its template
+                self._message = str(record.msg)
+
+    def problem(self) -> str | None:
+        """One line on what was not delivered and why; None when every export succeeded."""
+        with self._lock:
+            spans, metrics = self._signals["spans"], self._signals["metrics"]
+            if not spans.failed and not metrics.failed:
+                return None
+            lost = []
+            if spans.failed:
+                lost.append(f"{spans.failed_items:,} of {spans.items:,} spans")
+            if metrics.failed:
+                lost.append(f"{metrics.failed_items:,} of {metrics.items:,} metric points")
+            said = f" (the exporter's first message: {self._message})" if self._message else ""
+        return (f"{self.endpoint} did not take the telemetry: {' and '.join(lost)} not delivered, "
+                f"nothing sent after the first failed export{said}")
+
+
+class _Hold(logging.Filter):
+    def __init__(self, delivery: Delivery) -> None:
+        super().__init__()
+        self._delivery = delivery
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.name.startswith(_EXPORTER_LOGGERS):
+            self._delivery._keep(record)  # noqa: SLF001
+            return False
+        return True
+
+
+def _failure(signal: str) -> Any:
+    if signal == "spans":
+        from opentelemetry.sdk.trace.export import SpanExportResult
+
+        return SpanExportResult.FAILURE
+    from opentelemetry.sdk.metrics.export import MetricExportResult
+
+    return MetricExportResult.FAILURE
+
+
+def _points(metrics_data: Any) -> int:
+    """The data points of a ``MetricsData``."""
+    try:
+        return sum(len(metric.data.data_points) for resource in metrics_data.resource_metrics
+                   for scope in resource.scope_metrics for metric in scope.metrics)
+    except Exception:  # noqa: BLE001 - not the SDK's shape: counted as none
+        return 0

@@ -1,0 +1,68 @@
+"""``ctxscope replay`` to an endpoint nobody listens on: a bounded wait, one message, exit 1.
+
+The process is run whole (its exit included) against a real closed port: no exporter is mocked.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+SRC = Path(__file__).resolve().parents[2] / "src"
+
+
+def _closed_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]  # closed when the block ends: connections are refused
+
+
+def _two_calls(path: Path) -> Path:
+    lines, parent = [], None
+    for n in range(2):
+        stamp = f"2026-02-11T10:00:{n:02d}.000Z"
+        lines.append({"type": "user", "uuid": f"u{n}", "parentUuid": parent, "sessionId": "s-unreachable",
+                      "timestamp": stamp, "message": {"role": "user", "content": f"question {n}"}})
+        lines.append({"type": "assistant", "uuid": f"a{n}", "parentUuid": f"u{n}", "sessionId": "s-unreachable",
+                      "timestamp": stamp, "requestId": f"req{n}",
+                      "message": {"id": f"msg{n}", "role": "assistant", "model": "claude-sonnet-4-5",
+                                  "content": [{"type": "text", "text": f"answer {n}"}],
+                                  "usage": {"input_tokens": 100 + n, "output_tokens": 1}}})
+        parent = f"a{n}"
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    return path
+
+
+@pytest.mark.parametrize("protocol", ["http/protobuf", "grpc"])
+def test_replay_to_a_closed_port_waits_a_few_seconds_says_so_once_and_exits_1(tmp_path, protocol):
+    """Two calls replayed to a closed port: the process ends within the replay's export timeout
+    (3 s by default) plus start-up, not the 20 s of the SDK's retries and two exit budgets; one line
+    names the endpoint and what was not delivered (4 spans: 2 calls, the capture-start marker, the
+    session-end marker), none of the SDK's per-retry warnings; exit status 1."""
+    endpoint = f"http://127.0.0.1:{_closed_port()}"
+    env = {key: value for key, value in os.environ.items()
+           if not key.startswith(("OTEL_", "CTXSCOPE_"))}
+    env.update({"PYTHONPATH": str(SRC), "OTEL_EXPORTER_OTLP_ENDPOINT": endpoint,
+                "OTEL_EXPORTER_OTLP_PROTOCOL": protocol})
+    started = time.monotonic()
+    done = subprocess.run([sys.executable, "-c", "from ctxscope.cli import run; run()", "replay",
+                           "--tokenizer", "chars", str(_two_calls(tmp_path / "s.jsonl"))],
+                          env=env, capture_output=True, text=True, timeout=60)
+    elapsed = time.monotonic() - started
+    assert done.returncode == 1, done.stderr
+    assert elapsed < 10.0, f"{elapsed:.1f} s: {done.stderr}"  # 3 s of export, start-up on a loaded machine
+    lines = done.stderr.splitlines()
+    said = [line for line in lines if "not delivered" in line]
+    assert len(said) == 1, done.stderr
+    assert said[0].startswith(f"ctxscope: {endpoint} did not take the telemetry: 4 of 4 spans and ")
+    assert " metric points not delivered, nothing sent after the first failed export" in said[0]
+    assert not [line for line in lines if "Transient error" in line and line is not said[0]]
+    assert lines[0] == f"replayed 2 calls of 1 session to {endpoint}"
+    assert len(lines) == 2, done.stderr
