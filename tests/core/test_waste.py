@@ -7,7 +7,7 @@ import random
 import pytest
 
 from ctxscope.schema import Category, Item, WasteKind
-from ctxscope.core.waste import WasteOptions, WasteTracker, analyze, waste_of
+from ctxscope.core.waste import Report, WasteOptions, WasteTracker, analyze, waste_of
 
 
 def result(ref: str | None, body: str, tokens: int, n: int = 0) -> Item:
@@ -207,3 +207,28 @@ def test_tracker_over_random_histories_against_each_context_from_scratch():
         for ref, item in kept.items():
             if digests.count(item.digest) == 1 and item.tokens > 0:
                 assert (ref in aging) == (last_added[ref] <= tracker.calls - 1 - options.aging_calls), (seed, ref)
+
+
+def test_report_counts_after_a_rewind_and_a_compaction():
+    """The report's counts of a group follow removals, not only appends (worked out by hand).
+
+    A: x100, y450, x100, z900 -> dup 1 (the old x, 100), stale 2 (x 100, y 450).
+    Rewind the z and read y again in the same call -> x100 y450 x100 y450: dup 2 (y 450 and
+    the old x 100), stale 1 (the newer x, 100). Compaction to the newest x and y -> stale 1 (x, 100).
+    """
+    def counts(report: Report) -> dict[str, tuple[int, int]]:
+        return {f.kind: (f.count, f.tokens_saved) for f in report.findings
+                if f.reference == "A" and f.kind in ("duplicate", "stale")}
+
+    options = WasteOptions(result_cap=10_000)
+    x1, y1, x2, z = result("A", "x", 100, 1), result("A", "y", 450, 1), result("A", "x", 100, 2), result("A", "z", 900)
+    tracker = WasteTracker(options)
+    tracker.observe_items([x1, y1, x2, z])
+    assert counts(tracker.report(10_000)) == {"duplicate": (1, 100), "stale": (2, 550)}
+    y2 = result("A", "y", 450, 2)
+    tracker.observe_items([x1, y1, x2, y2])
+    assert counts(tracker.report(10_000)) == {"duplicate": (2, 550), "stale": (1, 100)}
+    tracker.observe_items([x2, y2])
+    assert counts(tracker.report(10_000)) == {"stale": (1, 100)}
+    # The same contexts from scratch agree.
+    assert counts(analyze([x1, y1, x2, y2], 10_000, options)) == {"duplicate": (2, 550), "stale": (1, 100)}
