@@ -115,7 +115,8 @@ CTXSCOPE_SHUTDOWN_TIMEOUT_MS = "CTXSCOPE_SHUTDOWN_TIMEOUT_MS"
 CTXSCOPE_REPLAY_EXPORT_TIMEOUT_MS = "CTXSCOPE_REPLAY_EXPORT_TIMEOUT_MS"
 """``ctxscope replay``: one export's time (ms, default 3000), its retries included, unless an
 ``OTEL_EXPORTER_OTLP[_TRACES|_METRICS]_TIMEOUT`` sets the exporters' own; past it the export has failed,
-and the replay sends nothing more and exits 1 (docs/replay-watch.md)."""
+and the replay sends nothing more and exits 1 (a batch rejected at once: that batch lost, exit 1;
+docs/replay-watch.md)."""
 
 CTXSCOPE_METRICS_SESSION_KEY = "CTXSCOPE_METRICS_SESSION_KEY"
 """``on`` (default): per-session gauges keyed by ``llm.context.session.id``; ``off`` (fleet mode): no

@@ -29,8 +29,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                     "llm.context.* metrics, reset to 0 when the replay ends. Exporters follow the "
                     "OTEL_* variables (OTEL_EXPORTER_OTLP_ENDPOINT, OTEL_EXPORTER_OTLP_PROTOCOL, ...). "
                     "Each export may take CTXSCOPE_REPLAY_EXPORT_TIMEOUT_MS (default 3000) unless "
-                    "OTEL_EXPORTER_OTLP_TIMEOUT is set; after a failed export nothing more is sent, "
-                    "one line says what was not delivered, and the exit status is 1.")
+                    "OTEL_EXPORTER_OTLP_TIMEOUT is set; after an export that failed once its retries had "
+                    "waited (the endpoint unreachable) nothing more is sent; a batch rejected at once "
+                    "costs that batch only; one line says what was not delivered, and the exit status is 1.")
     parser.add_argument("files", nargs="+", metavar="FILE", help="transcript files (JSONL)")
     add_transcript_options(parser)
     parser.add_argument("--speed", type=float, default=0.0, metavar="X",
@@ -73,7 +74,7 @@ def _run(args: argparse.Namespace) -> int:
         raise UserError(f"--speed must be 0 (as fast as possible) or more, got {args.speed}")
     paths = transcript_paths(args.files, subagents=not args.no_subagents)
     telemetry = export_setup(SERVICE_NAME, timeout_s=export_timeout_s())
-    # A replay's job is the export: after a failed one it sends nothing more, and says so once (delivery).
+    # A replay's job is the export: after one that failed waiting it sends nothing more, and says so once (delivery).
     delivery = Delivery.watch(telemetry)
     with delivery.quiet():
         try:

@@ -6,8 +6,12 @@ replay is different: every batch after a failed one would wait out the same
 retries (a dead endpoint made a one-session replay wait 22 s), and the user
 has to replay again anyway. :class:`Delivery` wraps the exporters
 :func:`ctxscope.setup` built (their ``export``, on the instance): it counts
-what was sent and what failed, and after the first failed export it sends
-nothing more (each later export fails at once, counted). The SDK's own
+what was sent and what failed, and after the first export that failed only
+once its retries had waited (:data:`GIVE_UP_AFTER_S`: refused, timed out, a
+retryable status that persisted) it sends nothing more (each later export
+fails at once, counted). A rejection answered at once (an HTTP 400 or 500,
+which the SDK does not retry) costs that batch only: the receiver is there,
+waiting is not the problem, and the later batches are still sent. The SDK's own
 exporter messages (a warning per retry) are held back while it watches
 (:meth:`Delivery.quiet`); the first is kept for :meth:`Delivery.problem`, the
 one line the command prints.
@@ -17,10 +21,17 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from contextlib import contextmanager
 from typing import Any, Callable, Iterator
 
-__all__ = ["Delivery"]
+__all__ = ["GIVE_UP_AFTER_S", "Delivery"]
+
+# A failed export that took this long waited (a retry's backoff, the SDK's first 1 s; a connection or an
+# answer that did not come): the endpoint is unreachable or keeps refusing, and every later export would
+# wait as long. A quicker failure was a rejection answered at once (a round trip, not retried): only that
+# batch is lost, and the later ones cost no wait.
+GIVE_UP_AFTER_S = 0.5
 
 # The loggers of the SDK's OTLP exporters and their HTTP client (1.45), and their parents' prefix.
 _EXPORTER_LOGGERS = "opentelemetry.exporter."
@@ -34,7 +45,7 @@ class _Signal:
 
 
 class Delivery:
-    """Counts of a telemetry set-up's exports; after the first failure, nothing more is sent."""
+    """Counts of a telemetry set-up's exports; after the first failure that waited, nothing more is sent."""
 
     def __init__(self, endpoint: str | None) -> None:
         self.endpoint = endpoint
@@ -55,7 +66,7 @@ class Delivery:
 
     @property
     def failed(self) -> bool:
-        """An export failed: nothing has been sent since."""
+        """An export failed after waiting for its retries: nothing has been sent since."""
         return self._failed
 
     def _wrap(self, exporter: Any, signal: str, count: Callable[[Any], int]) -> None:
@@ -72,6 +83,7 @@ class Delivery:
                     counts.items += items
                     counts.failed_items += items
                 return failure
+            started = time.monotonic()
             result = export(data, *args, **kwargs)
             ok = getattr(result, "name", None) == "SUCCESS"
             with self._lock:
@@ -80,7 +92,8 @@ class Delivery:
                 if not ok:
                     counts.failed += 1
                     counts.failed_items += items
-                    self._failed = True
+                    if time.monotonic() - started >= GIVE_UP_AFTER_S:
+                        self._failed = True
             return result
 
         exporter.export = watched
@@ -117,8 +130,8 @@ class Delivery:
             if metrics.failed:
                 lost.append(f"{metrics.failed_items:,} of {metrics.items:,} metric points")
             said = f" (the exporter's first message: {self._message})" if self._message else ""
-        return (f"{self.endpoint} did not take the telemetry: {' and '.join(lost)} not delivered, "
-                f"nothing sent after the first failed export{said}")
+            stopped = ", nothing sent after the first failed export" if self._failed else ""
+        return f"{self.endpoint} did not take the telemetry: {' and '.join(lost)} not delivered{stopped}{said}"
 
 
 class _Hold(logging.Filter):
