@@ -508,3 +508,15 @@ def test_liveframing_is_a_deprecated_alias_of_framing_incremental():
     assert old.FramingCache is incremental.FramingCache
     assert old.parts_to_items is framing.parts_to_items
 
+
+
+def test_a_framing_digest_is_equal_exactly_when_key_and_tokens_are():
+    """messages/3 twice: one digest; messages/4, priming/3 and a text "messages:3" each another."""
+    from ctxscope.core.framing.parts import framing_item
+    from ctxscope.transcripts import _items
+
+    digest = framing_item("messages", 3).digest
+    assert framing_item("messages", 3).digest == digest
+    others = [framing_item("messages", 4).digest, framing_item("priming", 3).digest,
+              _items.text_item("t", "messages:3", "user").digest, framing_item("messages:3", 3).digest]
+    assert digest not in others and len(set(others)) == 4

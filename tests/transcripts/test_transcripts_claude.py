@@ -83,6 +83,42 @@ def test_a_call_is_its_two_ids_whatever_the_line_before(tmp_path: Path):
     assert [len(c.items) for c in calls] == [1, 3, 5]
 
 
+def _idless_line(uuid, parent):
+    return _line(type="assistant", uuid=uuid, parentUuid=parent, sessionId="s",
+                 message={"role": "assistant", "model": "claude-x", "content": [{"type": "text", "text": uuid}]})
+
+
+def test_lines_without_ids_are_a_call_each_even_one_after_another(tmp_path: Path):
+    """No message id, no requestId: the uuid is the key, so x1, x2 and x3 (lines 2, 3, 5) are 3 calls
+    of 1, 2 and 4 items (u1; u1 x1; u1 x1 x2 u2), none taken for a later line of the one before."""
+    path = tmp_path / "s.jsonl"
+    path.write_text(_user("u1", None, "first") + _idless_line("x1", "u1") + _idless_line("x2", "x1")
+                    + _user("u2", "x2", "second") + _idless_line("x3", "u2"))
+    calls = list(TranscriptFile(str(path)).calls())
+    assert [c.line for c in calls] == [2, 3, 5]
+    assert [len(c.items) for c in calls] == [1, 2, 4]
+
+
+def test_a_later_line_of_a_retired_call_or_after_a_user_line_starts_no_call(tmp_path: Path, monkeypatch):
+    """Keys past 2 x 2 retire: m0/r0 at line 9 is retired (read back) and m5/r5 at line 10 follows a
+    user line; neither is a call: calls at lines 2-7 and 11, the last with 10 items (u1 a0-a5 u2 a6 a7)."""
+    from ctxscope.transcripts import claude_code
+
+    monkeypatch.setattr(claude_code, "_RECENT_CALLS", 2)
+    text = _user("u1", None, "first")
+    parent = "u1"
+    for n in range(6):
+        text += _response_line(f"a{n}", parent, f"m{n}", f"r{n}")
+        parent = f"a{n}"
+    text += (_user("u2", "a5", "a result") + _response_line("a6", "u2", "m0", "r0")
+             + _response_line("a7", "a6", "m5", "r5") + _response_line("a8", "a7", "m6", "r6"))
+    path = tmp_path / "s.jsonl"
+    path.write_text(text)
+    calls = list(TranscriptFile(str(path)).calls())
+    assert [c.line for c in calls] == [2, 3, 4, 5, 6, 7, 11]
+    assert len(calls[-1].items) == 10
+
+
 def test_rewind_takes_the_live_chain_not_the_abandoned_branch(tmp_path: Path):
     """After a rewind to u1, the third call's context is u1, a1, u3: the branch u2/a2 is gone."""
     path = tmp_path / "s.jsonl"
