@@ -232,3 +232,34 @@ def test_ledger_snapshot_is_transcript_observed_partial_with_unattributed():
     calibrated = snapshot.calibrated()
     assert calibrated[Category.UNATTRIBUTED] == 36526 - ann.estimated_tokens > 0
     assert sum(calibrated.values()) == 36526
+
+
+def test_rarer_and_unknown_blocks_are_counted_by_the_request_body_rule(tmp_path: Path):
+    """Blocks the reader used to drop in silence: redacted thinking (12 base64 chars, 8 bytes: 2 tokens),
+    a server tool's result named after its call (its content's compact JSON, 52 chars), a type this
+    version does not know as its compact JSON in its role's part (25 and 24 chars), said once a file and
+    type with its line; Claude Code's model-fallback marker is no context and not said."""
+    zz = {"type": "zz_block", "v": 1}
+    assistant = _line(type="assistant", uuid="a1", parentUuid="u1", sessionId="s", requestId="r1", message={
+        "id": "m1", "role": "assistant", "model": "claude-x", "content": [
+            {"type": "redacted_thinking", "data": "QUJDREVGR0g="},
+            {"type": "server_tool_use", "id": "st1", "name": "web_search", "input": {"query": "q"}},
+            {"type": "web_search_tool_result", "tool_use_id": "st1",
+             "content": [{"type": "web_search_result", "url": "u", "title": "t"}]},
+            {"type": "fallback", "from": {"model": "a"}, "to": {"model": "b"}},
+            zz, zz]})
+    user = _line(type="user", uuid="u2", parentUuid="a1", sessionId="s", message={
+        "role": "user", "content": [{"type": "zz_user", "v": 2}, {"type": "text", "text": "next"}]})
+    path = tmp_path / "s.jsonl"
+    path.write_text(_user("u1", None, "first") + assistant + user + _assistant("a2", "u2", "m2", "done", 100))
+    source = TranscriptFile(str(path))
+    calls = list(source.calls())
+    assert len(calls) == 2
+    got = [(i.part, i.chars, i.fixed_tokens) for i in calls[1].items]
+    assert got == [("prompts/text", 5, None), ("assistant/thinking", 0, 2), ("assistant/calls/web_search", 13, None),
+                   ("results/web_search", 52, None), ("assistant/text", 25, None), ("assistant/text", 25, None),
+                   ("prompts/text", 24, None), ("prompts/text", 4, None)]
+    assert calls[1].items[3].source_call_id == "st1"
+    assert [(p.line, p.message) for p in source.problems] == [
+        (2, "content type 'zz_block' is new to ctxscope: counted as its JSON in assistant content (said once a file)"),
+        (3, "content type 'zz_user' is new to ctxscope: counted as its JSON in user content (said once a file)")]

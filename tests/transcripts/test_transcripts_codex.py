@@ -91,3 +91,90 @@ def test_subagent_rollout_names_its_parent(tmp_path: Path):
     path.write_text("\n".join([json.dumps(meta), *lines[1:]]) + "\n")
     calls = list(TranscriptFile(str(path)).calls())
     assert {(c.session_id, c.parent_session_id) for c in calls} == {("child", "parent-thread")}
+
+
+def _rollout(tmp_path: Path, items: list[dict], name: str = "r.jsonl") -> TranscriptFile:
+    """A rollout of response items after a session_meta, no token_count (calls priced by nothing)."""
+    lines = [{"timestamp": "2026-01-01T00:00:00Z", "type": "session_meta", "payload": {"id": "s"}}]
+    lines += [{"timestamp": "2026-01-01T00:00:01Z", "type": "response_item", "payload": p} for p in items]
+    path = tmp_path / name
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    return TranscriptFile(str(path))
+
+
+def _user(text: str) -> dict:
+    return {"type": "message", "role": "user", "content": [{"type": "input_text", "text": text}]}
+
+
+def test_unknown_item_inside_an_output_run_neither_splits_the_call_nor_is_dropped(tmp_path: Path):
+    """reasoning, an unknown item, a function call: one call, not two (the unknown type used to end the
+    run); the unknown item counted as its compact JSON (26 chars) in assistant/text, said once on line 4."""
+    unknown = {"type": "zz_future", "x": 1}  # compact JSON: {"type":"zz_future","x":1}
+    source = _rollout(tmp_path, [
+        _user("hi"),
+        {"type": "reasoning", "summary": [{"type": "summary_text", "text": "think"}]},
+        unknown,
+        {"type": "function_call", "name": "shell", "arguments": "{}", "call_id": "c1"},
+        {"type": "function_call_output", "call_id": "c1", "output": "ok"},
+        unknown,
+        _user("more"),
+        {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "done"}]},
+    ])
+    calls = list(source.calls())
+    assert len(calls) == 2
+    first, second = calls
+    assert [i.text for i in first.items] == ["hi"]
+    counted = [i for i in second.items if i.label == "zz_future"]
+    assert [(i.part, i.chars) for i in counted] == [("assistant/text", 26), ("prompts/text", 26)]
+    assert [(p.line, p.message) for p in source.problems] == [
+        (4, "content type 'zz_future' is new to ctxscope: counted as its JSON in assistant content (said once a file)")]
+
+
+def test_ghost_snapshot_is_not_context_and_does_not_split(tmp_path: Path):
+    """Codex's /undo snapshot between two output items: no item, no problem, one call."""
+    source = _rollout(tmp_path, [
+        _user("hi"),
+        {"type": "reasoning", "summary": [{"type": "summary_text", "text": "think"}]},
+        {"type": "ghost_snapshot", "ghost_commit": {"id": "abc", "parent": "def"}},
+        {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "done"}]},
+        _user("next"),
+        {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "ok"}]},
+    ])
+    calls = list(source.calls())
+    assert [[i.text for i in c.items] for c in calls] == [["hi"], ["hi", "think", "done", "next"]]
+    assert source.problems == []
+
+
+def test_agent_message_compaction_and_unnamed_tool_types(tmp_path: Path):
+    """Codex 0.146's items, and tool types by their names' ending, as request bodies read them:
+    an agent_message's text is results/agent_message (12 chars); a ``*_call`` is a call (its own name)
+    that starts a call, its ``*_call_output`` the result named after it; a compaction in a replacement
+    history is summaries at 2 tokens (12 base64 chars decode to 8 bytes, 4 a token)."""
+    _rollout(tmp_path, [
+        {"type": "agent_message", "author": "a", "recipient": "b",
+         "content": [{"type": "input_text", "text": "from agent b"}]},
+        {"type": "zz_search_call", "call_id": "z1", "status": "completed", "action": {"q": "x"}},
+        {"type": "zz_search_call_output", "call_id": "z1", "output": "found"},
+        {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "done"}]},
+    ])
+    path = tmp_path / "r.jsonl"
+    history = [
+        _user("kept"), {"type": "compaction", "encrypted_content": "QUJDREVGR0g="},
+        {"type": "ghost_snapshot", "ghost_commit": {"id": "abc"}}]
+    compacted = {"timestamp": "2026-01-01T00:00:02Z", "type": "compacted",
+                 "payload": {"message": "", "replacement_history": history}}
+    after = [{"timestamp": "2026-01-01T00:00:03Z", "type": "response_item", "payload": p}
+             for p in (_user("go on"), {"type": "message", "role": "assistant",
+                                         "content": [{"type": "output_text", "text": "ok"}]})]
+    with path.open("a") as f:
+        f.write("".join(json.dumps(line) + "\n" for line in (compacted, *after)))
+    calls = list(TranscriptFile(str(path)).calls())
+    assert len(calls) == 3
+    assert [(i.part, i.label, i.chars) for i in calls[0].items] == [("results/agent_message", "agent_message", 12)]
+    result = calls[1].items[-1]
+    assert (result.part, result.label, result.text, result.source_call_id) == ("results/zz_search", "zz_search",
+                                                                              "found", "z1")
+    assert calls[1].items[1].part == "assistant/calls/zz_search"
+    summary = [i for i in calls[2].items if i.category is Category.SUMMARIES]
+    assert [(i.part, i.chars, i.fixed_tokens) for i in summary] == [("summaries", 0, 2)]
+    assert [i.text for i in calls[2].items if i.category is not Category.SUMMARIES] == ["kept", "go on"]

@@ -189,6 +189,27 @@ def result_item(item_id: str, tool: str | None, text: str, call_id: str | None,
                 call_id, ref, content_digest(text))  # positional: see text_item
 
 
+def encrypted_item(item_id: str, data: Any, part: str, label: str) -> Item:
+    """Content the provider keeps encrypted (redacted thinking, a compaction's summary), counted by its
+    decoded size, by the rule request bodies follow (``payload.b64_len_tokens`` at
+    ``ENCRYPTED_BYTES_PER_TOKEN``): the text is not there to count."""
+    tokens = payload.b64_len_tokens(data, payload.ENCRYPTED_BYTES_PER_TOKEN)
+    return Item(id=item_id, category=_part_category(part), part=part, chars=0, fixed_tokens=tokens, label=label,
+                source_kind=label, digest=content_digest(data if isinstance(data, str) and data else item_id))
+
+
+def unknown_item(item_id: str, value: Any, kind: str, role: str) -> Item:
+    """Content of a type this version does not know, counted as its compact JSON in its role's default
+    part: the rule request bodies follow (``core.apis._builder``'s ``structured``; docs/items.md,
+    "Nothing is dropped"). The reader says once a file that it did so."""
+    from ctxscope.core.apis._builder import role_part  # here: the readers' start-up does not load the extractors
+
+    text = payload.compact_json(value)
+    part = role_part(role)
+    return Item(item_id, _part_category(part), part, len(text), text, None, kind, kind,
+                None, None, content_digest(text))  # positional: see text_item
+
+
 def image_item(item_id: str, source: Any, provider: str, role: str, kind: str = "image",
                tokens: int | None = None, model: str | None = None) -> Item:
     """An image or document, counted by its pixel size where the header gives it, never its base64.

@@ -35,11 +35,13 @@ from typing import TYPE_CHECKING, Any, Iterator, Mapping
 
 from ctxscope._record import Record
 from ctxscope.core.diff import ItemRun
+from ctxscope.core.payload import compact_json
 from ctxscope.schema import Category, CompactionTrigger, Item
 from ctxscope.transcripts import _items
 from ctxscope.transcripts.spill import KeyOffsets, LinkOffsets
 from ctxscope.transcripts.model import (FORMAT_CLAUDE_CODE, Compaction, Problem, TranscriptCall, anthropic_usage,
-                                        as_int, dumps, note_new_type, parse_timestamp_ns, record_type)
+                                        as_int, dumps, note_new_content, note_new_type, parse_timestamp_ns,
+                                        record_type)
 
 if TYPE_CHECKING:
     from ctxscope.transcripts.source import LineSource
@@ -62,6 +64,12 @@ CLEARED_RESULT_TEXT = "[Old tool result content cleared]"
 # twice this many, all but the latest go to their lines (KeyOffsets), when the file can be read again.
 _RECENT_CALLS = 2048
 _NO_IDS: frozenset[str] = frozenset()  # a link that clears nothing (built once, not a call a link)
+# Content blocks that are a call, and block types that never reach the model: Claude Code's marker of
+# a model fallback (2.1.80: ``from``, ``to``), which the API would refuse, so the harness drops it.
+_CALL_BLOCKS = frozenset({"tool_use", "server_tool_use", "mcp_tool_use"})
+_NO_CONTEXT_BLOCKS = frozenset({"fallback"})
+# API block types counted as their JSON, as request bodies count them, without being said new.
+_JSON_BLOCKS = frozenset({"search_result"})
 _ATTACHMENT_PARTS = {"skill_listing": "skills", "invoked_skills": "skills", "dynamic_skill": "skills",
                      "nested_memory": "rules", "deferred_tools_delta": "tools",
                      "mcp_instructions_delta": "system"}
@@ -190,9 +198,9 @@ class ClaudeCodeReader:
                 call = self._maybe_call(session, record, message, parent, line)
                 if call is not None:
                     calls.append(call)
-            items = self._assistant_items(uuid, message)
+            items = self._assistant_items(uuid, message, line)
         else:
-            items = self._user_items(uuid, record, message)
+            items = self._user_items(uuid, record, message, line)
         session.nodes[uuid] = _Node(parent, items, offset)
         return calls
 
@@ -476,7 +484,7 @@ class ClaudeCodeReader:
             if not isinstance(message, dict):
                 continue
             for item_id, kind, block in _blocks(str(record.get("uuid")), message.get("content")):
-                if kind in ("tool_use", "server_tool_use"):
+                if kind in _CALL_BLOCKS:
                     block_id = block.get("id")
                     if (block_id if isinstance(block_id, str) else item_id) == call_id:
                         tool = str(block.get("name") or "unknown")  # the line's last block of the id noted last
@@ -528,7 +536,7 @@ class ClaudeCodeReader:
 
     # -- items ------------------------------------------------------------------
 
-    def _assistant_items(self, uuid: str, message: Mapping[str, Any]) -> tuple[Item, ...]:
+    def _assistant_items(self, uuid: str, message: Mapping[str, Any], line: int) -> tuple[Item, ...]:
         content = message.get("content")
         if isinstance(content, str):
             return (_items.text_item(f"{uuid}:0", content, "assistant"),) if content else ()
@@ -547,7 +555,7 @@ class ClaudeCodeReader:
                     item_id = f"{uuid}:{index}"
                     out.append(_items.text_item(item_id, text, "assistant") if kind == "text"
                                else _items.thinking_item(item_id, text))
-            elif kind == "tool_use" or kind == "server_tool_use":
+            elif kind == "tool_use" or kind == "server_tool_use" or kind == "mcp_tool_use":
                 call_id = block.get("id")
                 if not isinstance(call_id, str):
                     call_id = f"{uuid}:{index}"
@@ -564,9 +572,12 @@ class ClaudeCodeReader:
                         # the results read before this one, when they are read again (_freed_call).
                         self._free_calls([call_id], [note[3]])
                 out.append(self._tools.call_item(call_id, tool, args, self.line_offset))
+            else:
+                out.extend(self._other_block(f"{uuid}:{index}", kind, block, "assistant", line))
         return tuple(out)
 
-    def _user_items(self, uuid: str, record: Mapping[str, Any], message: Mapping[str, Any]) -> tuple[Item, ...]:
+    def _user_items(self, uuid: str, record: Mapping[str, Any], message: Mapping[str, Any],
+                    line: int) -> tuple[Item, ...]:
         content = message.get("content")
         summary = record.get("isCompactSummary") is True
         if isinstance(content, str):
@@ -596,7 +607,32 @@ class ClaudeCodeReader:
                     out.extend(_items.text_items(f"{uuid}:{index}", text, "user", summary=summary))
             elif kind == "image" or kind == "document":
                 out.extend(_items.media_items(f"{uuid}:{index}", block.get("source"), PROVIDER, "user", kind))
+            else:
+                out.extend(self._other_block(f"{uuid}:{index}", kind, block, "user", line))
         return tuple(out)
+
+    def _other_block(self, item_id: str, kind: Any, block: dict[str, Any], role: str, line: int) -> list[Item]:
+        """A block the loops above do not name: Anthropic's rarer types by the rule request bodies follow
+        (``core.apis._builder.content``), one this version does not know counted as its JSON, said once."""
+        name = kind if isinstance(kind, str) else "unknown"  # a list or a number names no type
+        if name == "redacted_thinking":
+            return [_items.encrypted_item(item_id, block.get("data"), "assistant/thinking", "thinking")]
+        if name == "compaction":  # server-side compaction: the summary standing for what it replaced
+            text = block.get("content")
+            return _items.text_items(item_id, text, role, summary=True) if isinstance(text, str) and text else []
+        if name.endswith("_tool_result"):
+            # An MCP connector's or a server tool's result (web search, code execution...), in the
+            # assistant turn: named after its call, as a tool_result is.
+            body = block.get("content")
+            text = _items.block_text(body) if name == "mcp_tool_result" or isinstance(body, str) else compact_json(body)
+            use_id = block.get("tool_use_id")
+            call = self._freed_call(use_id) if self._freed_calls is not None or self._restoring else None
+            return self._tools.result_items(use_id, text, lambda: item_id, call)
+        if name in _NO_CONTEXT_BLOCKS:
+            return []
+        if name not in _JSON_BLOCKS:
+            note_new_content(name, line, self._new_types, self.problems, f"{role} content")
+        return [_items.unknown_item(item_id, block, name, role)]
 
     def _attachment_items(self, uuid: str, attachment: Any) -> tuple[Item, ...]:
         if not isinstance(attachment, dict):

@@ -24,13 +24,20 @@ from ctxscope.core.observation import Usage
 from ctxscope.schema import CompactionTrigger, Item
 from ctxscope.transcripts import _items
 from ctxscope.transcripts.model import (FORMAT_CODEX, Compaction, Problem, TranscriptCall, as_int, dumps,
-                    note_new_type, parse_timestamp_ns, record_type)
+                    note_new_content, note_new_type, parse_timestamp_ns, record_type)
 
 PROVIDER = "openai"
 _OUTPUT_TYPES = {"reasoning", "function_call", "custom_tool_call", "local_shell_call",
                  "web_search_call", "tool_search_call", "image_generation_call"}
 _RESULT_TYPES = {"function_call_output", "custom_tool_call_output", "tool_search_output",
                  "local_shell_call_output"}
+# Input items besides messages and results: another agent's message to this one (Codex 0.146's
+# multi-agent threads: ``author``, ``recipient``, input_text content) and a remote compaction's
+# encrypted summary (``compaction``, once ``compaction_summary``).
+_INPUT_TYPES = {"agent_message", "compaction", "compaction_summary"}
+# Items a rollout records that never reach the model: the harness's git snapshot for /undo
+# (Codex filters it out of every prompt).
+_HARNESS_TYPES = {"ghost_snapshot"}
 # Top-level record types this reader knows: those it reads, the older rollouts' items, and those seen
 # (../shared/corpus) that carry no context. Others come with new versions: skipped, said once a file.
 KNOWN_TYPES = frozenset({"session_meta", "turn_context", "response_item", "event_msg", "compacted", "message",
@@ -132,12 +139,15 @@ class CodexReader:
     def _response_item(self, payload: Mapping[str, Any], line: int, timestamp: int | None) -> list[TranscriptCall]:
         kind = payload.get("type")
         kind = kind if isinstance(kind, str) else None
-        role = payload.get("role")
-        is_output = kind in _OUTPUT_TYPES or (kind == "message" and role == "assistant")
+        side = _side(kind, payload.get("role"))
         out: list[TranscriptCall] = []
-        if is_output and not self._in_output:
+        if side is None:
+            # Neither side of a call: it neither starts nor ends a run of output items.
+            self._unknown(payload, kind, line, "assistant" if self._in_output else "user")
+            return out
+        if side and not self._in_output:
             out.extend(self._start_call(line, timestamp))
-        self._in_output = is_output
+        self._in_output = side
         for item in self._convert(payload):
             self._add(item)
         return out
@@ -187,9 +197,14 @@ class CodexReader:
         self._since_call = []
         if isinstance(history, list):
             for entry in history:
-                if isinstance(entry, dict):
-                    for item in self._convert(entry, summary=True):
-                        self._add(item)
+                if not isinstance(entry, dict):
+                    continue
+                kind = entry.get("type")
+                if isinstance(kind, str) and _side(kind, entry.get("role")) is None:
+                    self._unknown(entry, kind, line, "user")
+                    continue
+                for item in self._convert(entry, summary=True):
+                    self._add(item)
         message = payload.get("message")
         if isinstance(message, str) and message:
             self._add(_items.text_item(self._next_id("summary"), message, "user", summary=True))
@@ -204,6 +219,15 @@ class CodexReader:
         self._items.append(item)
         self._since_call.append(item)
 
+    def _unknown(self, payload: Mapping[str, Any], kind: str | None, line: int, role: str) -> None:
+        """An item on neither side of a call: the harness's own (not context), or one of a type this
+        version does not know, counted as its JSON in ``role``'s part and said once a file."""
+        if kind in _HARNESS_TYPES:
+            return
+        name = str(kind)
+        note_new_content(name, line, self._new_types, self.problems, f"{role} content")
+        self._add(_items.unknown_item(self._next_id("item"), payload, name, role))
+
     def _next_id(self, prefix: str) -> str:
         self._counter += 1
         return f"{prefix}:{self._counter}"
@@ -211,7 +235,7 @@ class CodexReader:
     def _convert(self, payload: Mapping[str, Any], summary: bool = False) -> list[Item]:
         kind = payload.get("type")
         kind = kind if isinstance(kind, str) else None
-        if kind == "message":
+        if kind == "message" or (kind is None and isinstance(payload.get("role"), str)):
             role = payload.get("role")
             role = role if isinstance(role, str) else "user"
             content = payload.get("content")
@@ -261,4 +285,49 @@ class CodexReader:
                 return []
             item, _ = _items.call_item(self._next_id(kind), kind, action)
             return [item]
+        if kind == "agent_message":
+            # Another agent's words delivered to this one: a result of its work, as a subagent's
+            # report is a result in Claude Code (results/agent_message).
+            text = _items.block_text(payload.get("content"))
+            if not text:
+                return []
+            return [_items.result_item(self._next_id("agent_message"), "agent_message", text, None, None)]
+        if kind in ("compaction", "compaction_summary"):
+            # A remote compaction's summary, encrypted: counted by its size, as in request bodies.
+            return [_items.encrypted_item(self._next_id("summary"), payload.get("encrypted_content"), "summaries",
+                                          "summary")]
+        if kind is not None and kind.endswith("_output"):
+            # A tool's output of a type this version does not name (``*_call_output``...): a result.
+            return self._tools.result_items(payload.get("call_id"), _items.block_text(payload.get("output")),
+                                            lambda: self._next_id("result"))
+        if kind is not None and kind.endswith("_call"):
+            # A hosted or local tool call this version does not name: its arguments, as in request bodies.
+            args = {k: v for k, v in payload.items() if k not in ("type", "id", "call_id", "status")}
+            call_id = payload.get("call_id") or payload.get("id")
+            call_id = call_id if isinstance(call_id, str) else self._next_id("call")
+            return [self._tools.call_item(call_id, kind[: -len("_call")], args.get("action", args))]
         return []
+
+
+def _side(kind: str | None, role: Any) -> bool | None:
+    """Which side of a model call a response item is on: True output, False input, None neither.
+
+    By name where this version does not know the type, as request bodies read them: ``*_output`` is a
+    tool's output (input), ``*_call`` a tool call (output). None: the harness's own record, or a type
+    with neither ending, which cannot say where a call starts.
+    """
+    if kind == "message" or (kind is None and isinstance(role, str)):
+        return role == "assistant"
+    if kind is None:
+        return False  # an item without a type: input, and nothing in it is read (as before)
+    if kind in _OUTPUT_TYPES:
+        return True
+    if kind in _RESULT_TYPES or kind in _INPUT_TYPES:
+        return False
+    if kind in _HARNESS_TYPES:
+        return None
+    if kind.endswith("_output"):
+        return False
+    if kind.endswith("_call"):
+        return True
+    return None

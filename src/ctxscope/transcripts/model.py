@@ -104,6 +104,21 @@ def record_type(record: Any, line: int, problems: list[Problem]) -> str | None:
     return kind
 
 
+def note_new_content(kind: str, line: int, said: set[str], problems: list[Problem], where: str) -> None:
+    """Say once a file that content of a type this version does not know was counted as its JSON.
+
+    A block or item type inside a message (a new Anthropic block, a new Codex response item) may be
+    context: it is counted by the rule request bodies follow (docs/items.md, "Nothing is dropped"),
+    and said, since the count is then only as good as the JSON's length.
+    """
+    key = "content:" + kind  # the record types' set, kept apart from their names
+    if key in said:
+        return
+    said.add(key)
+    problems.append(Problem(line, f"content type {kind!r} is new to ctxscope: counted as its JSON in {where} "
+                                  "(said once a file)"))
+
+
 def note_new_type(kind: str, line: int, said: set[str], problems: list[Problem]) -> None:
     """Say once a file that a record type this version does not know was read as carrying no context.
 
