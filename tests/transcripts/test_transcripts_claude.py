@@ -263,3 +263,41 @@ def test_rarer_and_unknown_blocks_are_counted_by_the_request_body_rule(tmp_path:
     assert [(p.line, p.message) for p in source.problems] == [
         (2, "content type 'zz_block' is new to ctxscope: counted as its JSON in assistant content (said once a file)"),
         (3, "content type 'zz_user' is new to ctxscope: counted as its JSON in user content (said once a file)")]
+
+
+def _png_b64(width: int, height: int) -> str:
+    """A PNG's signature and IHDR chunk: all an image's size is read from (ctxscope.core.media)."""
+    import base64
+    import struct
+    import zlib
+
+    ihdr = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
+    chunk = struct.pack(">I", len(ihdr)) + b"IHDR" + ihdr + struct.pack(">I", zlib.crc32(b"IHDR" + ihdr))
+    return base64.b64encode(b"\x89PNG\r\n\x1a\n" + chunk).decode()
+
+
+def test_a_tool_results_blocks_other_than_text_are_counted_not_dropped(tmp_path: Path):
+    """A tool result's list: its text (7 chars), a deferred tool's ``tool_reference`` as its compact JSON
+    (50 chars, not said: an API type) and a type new to ctxscope as its JSON (23 chars, said once with its
+    line), one result of 7 + 1 + 50 + 1 + 23 = 82 chars; its image (150 x 100 px: 150 * 100 / 750 = 20
+    tokens) an item of its own, named after the call as request bodies name it (it was results/media). The
+    reader used to count 7 chars and the image."""
+    call = _line(type="assistant", uuid="a1", parentUuid="u1", sessionId="s", requestId="r1", message={
+        "id": "m1", "role": "assistant", "model": "claude-x",
+        "content": [{"type": "tool_use", "id": "t1", "name": "ToolSearch", "input": {"query": "task"}}]})
+    result = _line(type="user", uuid="u2", parentUuid="a1", sessionId="s", message={
+        "role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": [
+            {"type": "text", "text": "found 2"},
+            {"type": "tool_reference", "tool_name": "TaskCreate"},
+            {"type": "zz_res", "v": 3},
+            {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": _png_b64(150, 100)}},
+        ]}]})
+    path = tmp_path / "s.jsonl"
+    path.write_text(_user("u1", None, "first") + call + result + _assistant("a2", "u2", "m2", "done", 100))
+    source = TranscriptFile(str(path))
+    calls = list(source.calls())
+    assert len(calls) == 2
+    results = [(i.id, i.part, i.chars, i.fixed_tokens) for i in calls[1].items if i.category is Category.RESULTS]
+    assert results == [("result:t1", "results/ToolSearch", 82, None), ("u2:0:3", "results/ToolSearch", 0, 20)]
+    assert [(p.line, p.message) for p in source.problems] == [
+        (3, "content type 'zz_res' is new to ctxscope: counted as its JSON in a tool result (said once a file)")]

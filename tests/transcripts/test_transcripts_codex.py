@@ -178,3 +178,22 @@ def test_agent_message_compaction_and_unnamed_tool_types(tmp_path: Path):
     summary = [i for i in calls[2].items if i.category is Category.SUMMARIES]
     assert [(i.part, i.chars, i.fixed_tokens) for i in summary] == [("summaries", 0, 2)]
     assert [i.text for i in calls[2].items if i.category is not Category.SUMMARIES] == ["kept", "go on"]
+
+
+def test_a_tool_outputs_blocks_other_than_text_are_counted_not_dropped(tmp_path: Path):
+    """A function_call_output's list: its input_text (2 chars) and a type new to ctxscope as its compact
+    JSON (26 chars, said once with its line: 4, after the session_meta), one result of 2 + 1 + 26 = 29
+    chars. The reader used to count only the text's 2."""
+    source = _rollout(tmp_path, [
+        _user("hi"),
+        {"type": "function_call", "name": "shell", "arguments": "{}", "call_id": "c1"},
+        {"type": "function_call_output", "call_id": "c1",
+         "output": [{"type": "input_text", "text": "ok"}, {"type": "zz_output", "n": 7}]},
+        {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "done"}]},
+    ])
+    calls = list(source.calls())
+    assert len(calls) == 2
+    results = [(i.id, i.part, i.chars) for i in calls[1].items if i.category is Category.RESULTS]
+    assert results == [("result:c1", "results/shell", 29)]
+    assert [(p.line, p.message) for p in source.problems] == [
+        (4, "content type 'zz_output' is new to ctxscope: counted as its JSON in a tool result (said once a file)")]

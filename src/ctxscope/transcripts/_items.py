@@ -256,8 +256,23 @@ def _b64_data(source: Any) -> str | None:
     return data if isinstance(data, str) else None
 
 
-def block_text(content: Any) -> str:
-    """The text of a tool result's content: a string, or the text blocks of a list."""
+# A tool result's blocks by how they count (the rule of ``core.apis._builder``'s ``Builder.result``):
+# text as text, media by their own rule (the reader makes their items: ``result_media``), any other
+# block as its compact JSON. The JSON types below are the API's own, counted without being said new.
+TEXT_BLOCKS = frozenset({"text", "input_text", "output_text"})
+MEDIA_BLOCKS = frozenset({"image", "input_image", "document"})
+JSON_BLOCKS = frozenset({"search_result", "tool_reference"})
+
+
+def block_text(content: Any, new_kinds: list[str] | None = None) -> str:
+    """The text of a tool result's content: a string, or its blocks one after another (``\\n``).
+
+    A text block gives its text, an image or a document nothing (the reader counts it as media:
+    :func:`result_media`), any other block its compact JSON, as request bodies count it: a
+    deferred tool's ``tool_reference`` or a block type ctxscope does not know is context, not
+    nothing (docs/items.md, "Nothing is dropped"). The types of blocks not in :data:`JSON_BLOCKS`
+    counted that way are appended to ``new_kinds``, for the reader to say once.
+    """
     if isinstance(content, str):
         return content
     if isinstance(content, list):
@@ -266,13 +281,43 @@ def block_text(content: Any) -> str:
             if isinstance(block, str):
                 out.append(block)
             elif isinstance(block, dict):
+                kind = block.get("type")
                 text = block.get("text")
-                if isinstance(text, str):
+                if isinstance(text, str) and (kind is None or kind in TEXT_BLOCKS):
                     out.append(text)
+                elif kind not in MEDIA_BLOCKS and kind not in TEXT_BLOCKS:
+                    out.append(payload.compact_json(block))
+                    if new_kinds is not None and kind not in JSON_BLOCKS:
+                        new_kinds.append(kind if isinstance(kind, str) else "unknown")
         return "\n".join(out)
     if content is None:
         return ""
     return dumps(content)
+
+
+def result_media(item_id: str, content: Any, provider: str, result: Item, model: str | None = None) -> list[Item]:
+    """The images and documents of a tool result's content (a list of blocks), ids ``<item_id>:<n>``,
+    counted by the rule request bodies follow (:func:`media_items`) and named as that rule names them:
+    ``result``'s part, tool, call and reference (docs/items.md). :func:`block_text` has the rest."""
+    out: list[Item] = []
+    if not isinstance(content, list):
+        return out
+    for n, block in enumerate(content):
+        if not isinstance(block, dict):
+            continue
+        kind = block.get("type")
+        if kind == "image" or kind == "input_image":  # Anthropic's source, or a Responses image_url (Codex)
+            source = block.get("source") if "source" in block else block.get("image_url")
+            media = [image_item(f"{item_id}:{n}", source, provider, "tool", model=model)]
+        elif kind == "document":  # Anthropic: a PDF's page images and text, or its text
+            media = media_items(f"{item_id}:{n}", block.get("source"), provider, "tool", "document")
+        else:
+            continue
+        for item in media:
+            item.part, item.label, item.source_kind = result.part, result.label, "tool_result"
+            item.source_call_id, item.reference = result.source_call_id, result.reference
+        out.extend(media)
+    return out
 
 
 def _maybe_json(args: Any) -> Any:

@@ -594,13 +594,11 @@ class ClaudeCodeReader:
                 body = block.get("content")
                 use_id = block.get("tool_use_id")
                 call = self._freed_call(use_id) if self._freed_calls is not None or self._restoring else None
-                out.extend(self._tools.result_items(use_id, _items.block_text(body),
-                                                    lambda: f"{uuid}:{index}", call))  # noqa: B023 - called at once, or never
+                result = self._tools.result_items(use_id, self._result_text(body, line),
+                                                  lambda: f"{uuid}:{index}", call)  # noqa: B023 - called at once, or never
+                out.extend(result)
                 if isinstance(body, list):
-                    for sub, part in enumerate(body):
-                        if isinstance(part, dict) and part.get("type") == "image":
-                            out.append(_items.image_item(f"{uuid}:{index}:{sub}", part.get("source"), PROVIDER,
-                                                         "tool"))
+                    out.extend(_items.result_media(f"{uuid}:{index}", body, PROVIDER, result[0]))
             elif kind == "text":
                 text = block.get("text")
                 if isinstance(text, str) and text:
@@ -610,6 +608,16 @@ class ClaudeCodeReader:
             else:
                 out.extend(self._other_block(f"{uuid}:{index}", kind, block, "user", line))
         return tuple(out)
+
+    def _result_text(self, body: Any, line: int) -> str:
+        """A tool result's text (:func:`_items.block_text`): a block type new to ctxscope is said once."""
+        if not isinstance(body, list):
+            return _items.block_text(body)
+        new_kinds: list[str] = []
+        text = _items.block_text(body, new_kinds)
+        for kind in new_kinds:
+            note_new_content(kind, line, self._new_types, self.problems, "a tool result")
+        return text
 
     def _other_block(self, item_id: str, kind: Any, block: dict[str, Any], role: str, line: int) -> list[Item]:
         """A block the loops above do not name: Anthropic's rarer types by the rule request bodies follow
@@ -624,10 +632,14 @@ class ClaudeCodeReader:
             # An MCP connector's or a server tool's result (web search, code execution...), in the
             # assistant turn: named after its call, as a tool_result is.
             body = block.get("content")
-            text = _items.block_text(body) if name == "mcp_tool_result" or isinstance(body, str) else compact_json(body)
+            mcp_or_text = name == "mcp_tool_result" or isinstance(body, str)
+            text = self._result_text(body, line) if mcp_or_text else compact_json(body)
             use_id = block.get("tool_use_id")
             call = self._freed_call(use_id) if self._freed_calls is not None or self._restoring else None
-            return self._tools.result_items(use_id, text, lambda: item_id, call)
+            items = self._tools.result_items(use_id, text, lambda: item_id, call)
+            if name == "mcp_tool_result" and isinstance(body, list):
+                items.extend(_items.result_media(item_id, body, PROVIDER, items[0]))
+            return items
         if name in _NO_CONTEXT_BLOCKS:
             return []
         if name not in _JSON_BLOCKS:

@@ -148,7 +148,7 @@ class CodexReader:
         if side and not self._in_output:
             out.extend(self._start_call(line, timestamp))
         self._in_output = side
-        for item in self._convert(payload):
+        for item in self._convert(payload, line):
             self._add(item)
         return out
 
@@ -203,7 +203,7 @@ class CodexReader:
                 if isinstance(kind, str) and _side(kind, entry.get("role")) is None:
                     self._unknown(entry, kind, line, "user")
                     continue
-                for item in self._convert(entry, summary=True):
+                for item in self._convert(entry, line, summary=True):
                     self._add(item)
         message = payload.get("message")
         if isinstance(message, str) and message:
@@ -228,11 +228,24 @@ class CodexReader:
         note_new_content(name, line, self._new_types, self.problems, f"{role} content")
         self._add(_items.unknown_item(self._next_id("item"), payload, name, role))
 
+    def _result(self, call_id: Any, output: Any, line: int) -> list[Item]:
+        """A tool's output: its text (:func:`_items.block_text`, a block type new to ctxscope said once)
+        and its images (:func:`_items.result_media`)."""
+        new_kinds: list[str] = []
+        text = _items.block_text(output, new_kinds)
+        for kind in new_kinds:
+            note_new_content(kind, line, self._new_types, self.problems, "a tool result")
+        items = self._tools.result_items(call_id, text, lambda: self._next_id("result"))
+        if isinstance(output, list) and any(isinstance(b, dict) and b.get("type") in _items.MEDIA_BLOCKS
+                                            for b in output):
+            items.extend(_items.result_media(self._next_id("image"), output, PROVIDER, items[0], self._model))
+        return items
+
     def _next_id(self, prefix: str) -> str:
         self._counter += 1
         return f"{prefix}:{self._counter}"
 
-    def _convert(self, payload: Mapping[str, Any], summary: bool = False) -> list[Item]:
+    def _convert(self, payload: Mapping[str, Any], line: int, summary: bool = False) -> list[Item]:
         kind = payload.get("type")
         kind = kind if isinstance(kind, str) else None
         if kind == "message" or (kind is None and isinstance(payload.get("role"), str)):
@@ -276,8 +289,7 @@ class CodexReader:
             output = payload.get("output")
             if isinstance(output, dict):
                 output = output.get("content", output)
-            return self._tools.result_items(payload.get("call_id"), _items.block_text(output),
-                                            lambda: self._next_id("result"))
+            return self._result(payload.get("call_id"), output, line)
         if kind in ("web_search_call", "tool_search_call", "image_generation_call"):
             action = payload.get("action")
             text = dumps(action) if action is not None else ""
@@ -298,8 +310,7 @@ class CodexReader:
                                           "summary")]
         if kind is not None and kind.endswith("_output"):
             # A tool's output of a type this version does not name (``*_call_output``...): a result.
-            return self._tools.result_items(payload.get("call_id"), _items.block_text(payload.get("output")),
-                                            lambda: self._next_id("result"))
+            return self._result(payload.get("call_id"), payload.get("output"), line)
         if kind is not None and kind.endswith("_call"):
             # A hosted or local tool call this version does not name: its arguments, as in request bodies.
             args = {k: v for k, v in payload.items() if k not in ("type", "id", "call_id", "status")}
