@@ -33,6 +33,17 @@ EXIT_ERROR = 1
 EXIT_THRESHOLD = 2
 
 
+class _Prefixed(logging.Formatter):
+    """Each message ``ctxscope: ``-prefixed once: most of ctxscope's own carry it already (a library
+    user's log names where they come from), the SDK's and a few of ours do not."""
+
+    PREFIX = "ctxscope: "
+
+    def format(self, record: logging.LogRecord) -> str:
+        text = super().format(record)
+        return text if text.startswith(self.PREFIX) else self.PREFIX + text
+
+
 class _VersionAction(argparse.Action):
     """``--version``: the installed version, looked up only when asked (package metadata is slow to import)."""
 
@@ -82,7 +93,9 @@ def build_parser(commands: Sequence[str] = COMMANDS) -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    logging.basicConfig(level=logging.WARNING, format="ctxscope: %(message)s")
+    said = logging.StreamHandler()
+    said.setFormatter(_Prefixed("%(message)s"))
+    logging.basicConfig(level=logging.WARNING, handlers=[said])
     words = list(sys.argv[1:] if argv is None else argv)
     # A command line that starts with a command needs only that command's module:
     # importing all eight (the store, the watcher, fidelity...) is most of the start-up

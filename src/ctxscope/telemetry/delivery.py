@@ -15,6 +15,13 @@ waiting is not the problem, and the later batches are still sent. The SDK's own
 exporter messages (a warning per retry) are held back while it watches
 (:meth:`Delivery.quiet`); the first is kept for :meth:`Delivery.problem`, the
 one line the command prints.
+
+It also knows when an export is under way (:meth:`Delivery.exporting`): the
+command's final export (``Telemetry.shutdown``) waits for those, each bounded
+by its own timeout, rather than cutting them at the exit's budget, which a
+receiver taking 1.2 s a request outlasted (three exports in a row) while it
+took everything. When that end did not finish all the same
+(:meth:`Delivery.unfinished`), the line says so and nothing more is sent.
 """
 
 from __future__ import annotations
@@ -53,6 +60,8 @@ class Delivery:
         self._signals = {"spans": _Signal(), "metrics": _Signal()}
         self._failed = False
         self._message: str | None = None  # the exporter's first message at WARNING or above
+        self._under_way = 0  # exports started and not returned
+        self._unfinished: str | None = None  # why the final export was left behind (unfinished())
 
     @classmethod
     def watch(cls, telemetry: Any) -> "Delivery":
@@ -84,7 +93,13 @@ class Delivery:
                     counts.failed_items += items
                 return failure
             started = time.monotonic()
-            result = export(data, *args, **kwargs)
+            with self._lock:
+                self._under_way += 1
+            try:
+                result = export(data, *args, **kwargs)
+            finally:
+                with self._lock:
+                    self._under_way -= 1
             ok = getattr(result, "name", None) == "SUCCESS"
             with self._lock:
                 counts.exports += 1
@@ -97,6 +112,20 @@ class Delivery:
             return result
 
         exporter.export = watched
+
+    def exporting(self) -> bool:
+        """An export is under way (bounded by the exporter's own timeout, retries included)."""
+        with self._lock:
+            return self._under_way > 0
+
+    def unfinished(self, why: str) -> None:
+        """The final export was left behind (``why``): what it had not sent is lost, and nothing more is sent.
+
+        From then on every export fails at once, counted, the abandoned thread's and the exit's alike.
+        """
+        with self._lock:
+            self._unfinished = why
+            self._failed = True
 
     @contextmanager
     def quiet(self) -> Iterator[None]:
@@ -122,7 +151,7 @@ class Delivery:
         """One line on what was not delivered and why; None when every export succeeded."""
         with self._lock:
             spans, metrics = self._signals["spans"], self._signals["metrics"]
-            if not spans.failed and not metrics.failed:
+            if not spans.failed and not metrics.failed and self._unfinished is None:
                 return None
             lost = []
             if spans.failed:
@@ -130,6 +159,10 @@ class Delivery:
             if metrics.failed:
                 lost.append(f"{metrics.failed_items:,} of {metrics.items:,} metric points")
             said = f" (the exporter's first message: {self._message})" if self._message else ""
+            if self._unfinished is not None:  # what the abandoned end had not exported cannot be counted
+                also = f", nor {' and '.join(lost)}" if lost else ""
+                return (f"the final export to {self.endpoint} {self._unfinished}; what it had not sent is not "
+                        f"delivered{also}{said}")
             stopped = ", nothing sent after the first failed export" if self._failed else ""
         return f"{self.endpoint} did not take the telemetry: {' and '.join(lost)} not delivered{stopped}{said}"
 

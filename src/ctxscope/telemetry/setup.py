@@ -24,7 +24,7 @@ import os
 import sys
 import threading
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 from opentelemetry import metrics as otel_metrics
 from opentelemetry import trace as otel_trace
@@ -99,15 +99,19 @@ class Telemetry:
                 ok = False
         return ok
 
-    def shutdown(self) -> None:
-        """End the recording (live values, then zeros), export it, shut down. Idempotent.
+    def shutdown(self, *, exporting: Callable[[], bool] | None = None, warn: bool = True) -> bool:
+        """End the recording (live values, then zeros), export it, shut down. Idempotent. False: not finished.
 
         Bounded by ctxscope's shutdown budget (``CTXSCOPE_SHUTDOWN_TIMEOUT_MS``,
         :mod:`ctxscope.telemetry.shutdown`): with the backend down, what is left past it is dropped.
+        A command whose job is the export (``ctxscope replay``) passes ``exporting`` (an export is
+        under way: :meth:`~ctxscope.telemetry.delivery.Delivery.exporting`): the exports' own time,
+        each bounded by its timeout, is then not counted against the budget; and ``warn=False``
+        when it says itself what was not delivered (:func:`~ctxscope.telemetry.shutdown.run_within`).
         """
         with self._lock:
             if self._done:
-                return
+                return True
             self._done = True
         if self.store is not None:
             self.store.detach()
@@ -116,8 +120,10 @@ class Telemetry:
             steps.append(self.processor.stop)  # final values and zeros exported before any shutdown
         if self.owns_providers:
             steps += [self.tracer_provider.shutdown, self.meter_provider.shutdown]
-        if steps:
-            _shutdown.run_within(steps, _shutdown.budget_s(), "ctxscope.Telemetry.shutdown()")
+        if not steps:
+            return True
+        return _shutdown.run_within(steps, _shutdown.budget_s(), "ctxscope.Telemetry.shutdown()",
+                                    exporting=exporting, warn=warn)
 
 
 # ---------------------------------------------------------------------------

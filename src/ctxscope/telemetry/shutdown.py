@@ -53,10 +53,19 @@ def budget_s() -> float:
     return settings().shutdown_timeout_ms / 1000
 
 
-def run_within(steps: Iterable[Callable[[], Any]], timeout_s: float, what: str) -> bool:
+# How often a wait that spares the exports' time looks again (run_within's ``exporting``).
+_POLL_S = 0.05
+
+
+def run_within(steps: Iterable[Callable[[], Any]], timeout_s: float, what: str, *,
+               exporting: Callable[[], bool] | None = None, warn: bool = True) -> bool:
     """Run ``steps`` in order on a daemon thread; wait at most ``timeout_s``. False when they did not finish.
 
-    A step that raises is logged and the next one runs.
+    A step that raises is logged and the next one runs. ``exporting`` (a command whose job is the
+    export: ``ctxscope replay``) says when an export is under way: that time does not count against
+    ``timeout_s``, each export being bounded by its exporter's own timeout, so a slow receiver that
+    answers is waited for and only ``timeout_s`` of the steps' own work is not. ``warn=False``: the
+    caller says what was not delivered, and this says nothing.
     """
     def work() -> None:
         for step in steps:
@@ -68,11 +77,21 @@ def run_within(steps: Iterable[Callable[[], Any]], timeout_s: float, what: str) 
     worker = threading.Thread(target=work, name="ctxscope-shutdown", daemon=True)
     started = time.monotonic()
     worker.start()
-    worker.join(timeout_s)
+    if exporting is None:
+        worker.join(timeout_s)
+    else:
+        idle = 0.0  # time with no export under way, at either end of a look
+        while worker.is_alive() and idle < timeout_s:
+            before = time.monotonic()
+            busy = exporting()
+            worker.join(min(_POLL_S, timeout_s - idle))
+            if not (busy or exporting()):
+                idle += time.monotonic() - before
     if worker.is_alive():
-        _log.warning("ctxscope: %s did not finish within %.1f s (%s); the rest is dropped. "
-                     "Is the telemetry backend reachable?", what, time.monotonic() - started,
-                     CTXSCOPE_SHUTDOWN_TIMEOUT_MS)
+        if warn:
+            _log.warning("ctxscope: %s did not finish within %.1f s (%s); the rest is dropped. "
+                         "Is the telemetry backend reachable?", what, time.monotonic() - started,
+                         CTXSCOPE_SHUTDOWN_TIMEOUT_MS)
         return False
     return True
 
