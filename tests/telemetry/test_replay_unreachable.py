@@ -5,9 +5,7 @@ The process is run whole (its exit included) against a real closed port: no expo
 
 from __future__ import annotations
 
-import json
 import os
-import socket
 import subprocess
 import sys
 import threading
@@ -16,30 +14,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
+from _delivery_support import closed_port, two_calls
 
 SRC = Path(__file__).resolve().parents[2] / "src"
-
-
-def _closed_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]  # closed when the block ends: connections are refused
-
-
-def _two_calls(path: Path) -> Path:
-    lines, parent = [], None
-    for n in range(2):
-        stamp = f"2026-02-11T10:00:{n:02d}.000Z"
-        lines.append({"type": "user", "uuid": f"u{n}", "parentUuid": parent, "sessionId": "s-unreachable",
-                      "timestamp": stamp, "message": {"role": "user", "content": f"question {n}"}})
-        lines.append({"type": "assistant", "uuid": f"a{n}", "parentUuid": f"u{n}", "sessionId": "s-unreachable",
-                      "timestamp": stamp, "requestId": f"req{n}",
-                      "message": {"id": f"msg{n}", "role": "assistant", "model": "claude-sonnet-4-5",
-                                  "content": [{"type": "text", "text": f"answer {n}"}],
-                                  "usage": {"input_tokens": 100 + n, "output_tokens": 1}}})
-        parent = f"a{n}"
-    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
-    return path
 
 
 @pytest.mark.parametrize("protocol", ["http/protobuf", "grpc"])
@@ -48,14 +25,14 @@ def test_replay_to_a_closed_port_waits_a_few_seconds_says_so_once_and_exits_1(tm
     (3 s by default) plus start-up, not the 20 s of the SDK's retries and two exit budgets; one line
     names the endpoint and what was not delivered (4 spans: 2 calls, the capture-start marker, the
     session-end marker), none of the SDK's per-retry warnings; exit status 1."""
-    endpoint = f"http://127.0.0.1:{_closed_port()}"
+    endpoint = f"http://127.0.0.1:{closed_port()}"
     env = {key: value for key, value in os.environ.items()
            if not key.startswith(("OTEL_", "CTXSCOPE_"))}
     env.update({"PYTHONPATH": str(SRC), "OTEL_EXPORTER_OTLP_ENDPOINT": endpoint,
                 "OTEL_EXPORTER_OTLP_PROTOCOL": protocol})
     started = time.monotonic()
     done = subprocess.run([sys.executable, "-c", "from ctxscope.cli import run; run()", "replay",
-                           "--tokenizer", "chars", str(_two_calls(tmp_path / "s.jsonl"))],
+                           "--tokenizer", "chars", str(two_calls(tmp_path / "s.jsonl"))],
                           env=env, capture_output=True, text=True, timeout=60)
     elapsed = time.monotonic() - started
     assert done.returncode == 1, done.stderr
@@ -120,7 +97,7 @@ def test_replay_after_a_batch_rejected_at_once_sends_the_rest_and_exits_1(tmp_pa
                 "OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf", "OTEL_METRIC_EXPORT_INTERVAL": "600000"})
     try:
         done = subprocess.run([sys.executable, "-c", "from ctxscope.cli import run; run()", "replay",
-                               "--tokenizer", "chars", str(_two_calls(tmp_path / "s.jsonl"))],
+                               "--tokenizer", "chars", str(two_calls(tmp_path / "s.jsonl"))],
                               env=env, capture_output=True, text=True, timeout=60)
     finally:
         server.shutdown()

@@ -4,7 +4,8 @@ Follows the session files as the agents write them and exports each new
 provider call through the standard ``OTEL_*`` settings (``ctxscope.setup()``;
 with no endpoint the calls go to the local store). Runs until interrupted
 (SIGINT/SIGTERM): the recording then ends and the state is saved, so the
-next ``watch`` resumes where this one stopped.
+next ``watch`` resumes where this one stopped. What the backend did not take
+is said then, once, and the exit status is 1, as for ``replay``.
 """
 
 from __future__ import annotations
@@ -53,6 +54,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from ctxscope.watch import WatchState, Watcher, default_dirs, default_state_path
     from ctxscope.config import watch_kill_at
+    from ctxscope.telemetry.delivery import Delivery
     from ctxscope.watch.watcher import STEPS, install_signal_handlers, kill_at
 
     for name in ("idle", "poll", "rescan"):
@@ -70,6 +72,9 @@ def run(args: argparse.Namespace) -> int:
         raise UserError("no folder to watch: pass the folders that hold the session files")
     state_path = args.state or str(default_state_path())
     telemetry = export_setup(SERVICE_NAME)
+    # Counted as a replay's exports are, but live until the end: a failed export costs its batch and
+    # the watch carries on, the exporter's messages shown as they come (delivery).
+    delivery = Delivery.watch(telemetry, give_up=False)
     try:
         # Held until each round's commit, with ids derived from the call: see watch/watcher.py.
         emitter = emitter_for(telemetry, args.tokenizer, stable_ids=True, hold=True)
@@ -86,7 +91,13 @@ def run(args: argparse.Namespace) -> int:
             f"ctxscope: watching {', '.join(dirs)} ({watcher.notifier.name}); exporting to {where}; "
             f"state {state_path}", file=sys.stderr, flush=True))
     finally:
-        telemetry.shutdown()
+        # The zeros and the providers' shutdown, the exports under way waited for (a slow receiver
+        # that answers gets everything); what was not delivered is said once, below, exit 1.
+        with delivery.quiet():
+            delivery.end(telemetry)
     print(f"ctxscope: watch stopped after {watcher.emitted} new call{'s' * (watcher.emitted != 1)}; "
           f"state saved to {state_path}", file=sys.stderr)
+    undelivered = delivery.problem()
+    if undelivered is not None:
+        raise UserError(undelivered)
     return 0

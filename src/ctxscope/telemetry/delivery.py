@@ -17,11 +17,16 @@ exporter messages (a warning per retry) are held back while it watches
 one line the command prints.
 
 It also knows when an export is under way (:meth:`Delivery.exporting`): the
-command's final export (``Telemetry.shutdown``) waits for those, each bounded
-by its own timeout, rather than cutting them at the exit's budget, which a
-receiver taking 1.2 s a request outlasted (three exports in a row) while it
-took everything. When that end did not finish all the same
+command's end (:meth:`Delivery.end`: ``Telemetry.shutdown``) waits for those,
+each bounded by its own timeout, rather than cutting them at the exit's
+budget, which a receiver taking 1.2 s a request outlasted (three exports in a
+row) while it took everything. When that end did not finish all the same
 (:meth:`Delivery.unfinished`), the line says so and nothing more is sent.
+
+``ctxscope watch`` counts the same way but keeps a live application's
+behaviour while it runs (``give_up=False``: a failed export costs its batch,
+the next ones are still sent, the SDK's messages are shown as they come); it
+stops sending only at its end, once an export failed having waited.
 """
 
 from __future__ import annotations
@@ -52,21 +57,27 @@ class _Signal:
 
 
 class Delivery:
-    """Counts of a telemetry set-up's exports; after the first failure that waited, nothing more is sent."""
+    """Counts of a set-up's exports; after the first failure that waited (a watch: at its end), nothing more is sent."""
 
-    def __init__(self, endpoint: str | None) -> None:
+    def __init__(self, endpoint: str | None, *, give_up: bool = True) -> None:
         self.endpoint = endpoint
         self._lock = threading.Lock()
         self._signals = {"spans": _Signal(), "metrics": _Signal()}
         self._failed = False
+        # Stop sending at the first export that failed having waited: a replay from the start, a watch
+        # from its end (end()). And whether the last export did (the backend is down).
+        self._give_up, self._from_start, self._down = give_up, give_up, False
         self._message: str | None = None  # the exporter's first message at WARNING or above
         self._under_way = 0  # exports started and not returned
         self._unfinished: str | None = None  # why the final export was left behind (unfinished())
 
     @classmethod
-    def watch(cls, telemetry: Any) -> "Delivery":
-        """A :class:`Delivery` over ``telemetry``'s exporters (those :func:`ctxscope.setup` built)."""
-        delivery = cls(telemetry.traces_endpoint or telemetry.metrics_endpoint)
+    def watch(cls, telemetry: Any, *, give_up: bool = True) -> "Delivery":
+        """A :class:`Delivery` over ``telemetry``'s exporters (those :func:`ctxscope.setup` built).
+
+        ``give_up=False`` (``ctxscope watch``): a failure that waited stops the sending only from :meth:`end`.
+        """
+        delivery = cls(telemetry.traces_endpoint or telemetry.metrics_endpoint, give_up=give_up)
         if telemetry.span_exporter is not None:
             delivery._wrap(telemetry.span_exporter, "spans", len)
         if telemetry.metric_exporter is not None:
@@ -104,11 +115,12 @@ class Delivery:
             with self._lock:
                 counts.exports += 1
                 counts.items += items
+                self._down = not ok and time.monotonic() - started >= GIVE_UP_AFTER_S
                 if not ok:
                     counts.failed += 1
                     counts.failed_items += items
-                    if time.monotonic() - started >= GIVE_UP_AFTER_S:
-                        self._failed = True
+                if self._down and self._give_up:
+                    self._failed = True
             return result
 
         exporter.export = watched
@@ -117,6 +129,25 @@ class Delivery:
         """An export is under way (bounded by the exporter's own timeout, retries included)."""
         with self._lock:
             return self._under_way > 0
+
+    def end(self, telemetry: Any) -> None:
+        """The command's end: ``telemetry.shutdown()`` (the final values and zeros, the providers' shutdown).
+
+        The exports it waits for, each bounded by its own timeout, are not cut at the exit's budget: a
+        slow receiver that answers gets everything; only ctxscope's own work past the budget is left
+        behind (:meth:`unfinished`). From here a failure that waited stops the sending, and does at
+        once when the last export failed so (a backend found down costs one export timeout, not three).
+        Nothing is logged: :meth:`problem` says what was not delivered, once.
+        """
+        from ctxscope.config import CTXSCOPE_SHUTDOWN_TIMEOUT_MS
+        from ctxscope.telemetry.shutdown import budget_s
+
+        with self._lock:
+            self._give_up = True
+            self._failed = self._failed or self._down
+        if not telemetry.shutdown(exporting=self.exporting, warn=False):
+            self.unfinished(f"did not finish within {budget_s():.1f} s of its own work "
+                            f"({CTXSCOPE_SHUTDOWN_TIMEOUT_MS})")
 
     def unfinished(self, why: str) -> None:
         """The final export was left behind (``why``): what it had not sent is lost, and nothing more is sent.
@@ -163,7 +194,8 @@ class Delivery:
                 also = f", nor {' and '.join(lost)}" if lost else ""
                 return (f"the final export to {self.endpoint} {self._unfinished}; what it had not sent is not "
                         f"delivered{also}{said}")
-            stopped = ", nothing sent after the first failed export" if self._failed else ""
+            stopped = ("" if not self._failed else ", nothing sent after the first failed export" if self._from_start
+                       else ", nothing sent at the end after a failed export")
         return f"{self.endpoint} did not take the telemetry: {' and '.join(lost)} not delivered{stopped}{said}"
 
 

@@ -104,8 +104,8 @@ class Telemetry:
 
         Bounded by ctxscope's shutdown budget (``CTXSCOPE_SHUTDOWN_TIMEOUT_MS``,
         :mod:`ctxscope.telemetry.shutdown`): with the backend down, what is left past it is dropped.
-        A command whose job is the export (``ctxscope replay``) passes ``exporting`` (an export is
-        under way: :meth:`~ctxscope.telemetry.delivery.Delivery.exporting`): the exports' own time,
+        A command whose job is the export (``replay``, ``watch``: :meth:`~ctxscope.telemetry.delivery.Delivery.end`)
+        passes ``exporting`` (an export is under way): the exports' own time,
         each bounded by its timeout, is then not counted against the budget; and ``warn=False``
         when it says itself what was not delivered (:func:`~ctxscope.telemetry.shutdown.run_within`).
         """
@@ -119,6 +119,10 @@ class Telemetry:
         if self.processor is not None:
             steps.append(self.processor.stop)  # final values and zeros exported before any shutdown
         if self.owns_providers:
+            # Shut down here, once: should this be left behind past the budget, the exit's handler
+            # must not shut them down again (the SDK's "shutdown can only be called once").
+            for provider in (self.tracer_provider, self.meter_provider):
+                _shutdown.take_exit_handler(provider)
             steps += [self.tracer_provider.shutdown, self.meter_provider.shutdown]
         if not steps:
             return True

@@ -31,8 +31,7 @@ from typing import Any, Callable, Iterable
 from ctxscope.config import CTXSCOPE_SHUTDOWN_TIMEOUT_MS, DEFAULT_SHUTDOWN_TIMEOUT_MS, settings
 
 __all__ = ["DEFAULT_SHUTDOWN_TIMEOUT_MS", "at_exit", "budget_s", "drain_pending", "end_process", "forget_drain",
-           "on_drain",
-           "run_within", "watch"]
+           "on_drain", "run_within", "take_exit_handler", "watch"]
 
 _log = logging.getLogger(__name__)
 
@@ -162,7 +161,7 @@ def _register() -> None:
     atexit.register(end_process)
 
 
-def _exit_handlers(provider: Any) -> Callable[[], Any] | None:
+def take_exit_handler(provider: Any) -> Callable[[], Any] | None:
     """A provider's shutdown when the SDK would run it at exit (its own atexit handler), taken over."""
     for name in ("_atexit_handler", "_at_exit_handler"):
         handler = getattr(provider, name, None)
@@ -213,7 +212,7 @@ def end_process() -> None:
         if provider is None or id(provider) in seen:
             continue
         seen.add(id(provider))
-        shutdown = _exit_handlers(provider)
+        shutdown = take_exit_handler(provider)
         if shutdown is not None:
             steps.append(shutdown)
     if steps:  # the budget is the whole exit's: what the drain took is not given again
