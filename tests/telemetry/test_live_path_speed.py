@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from opentelemetry.sdk.metrics import MeterProvider
@@ -24,6 +25,7 @@ from ctxscope.core.items import API_ANTHROPIC, API_OPENAI_CHAT, RequestExtractor
 from ctxscope.telemetry.processor import ContextSpanProcessor, reading_from_attributes
 from ctxscope.schema import (
     Annotation,
+    Attr,
     Category,
     CompactionTrigger,
     Coverage,
@@ -261,6 +263,19 @@ def test_reading_from_attributes_takes_what_the_metrics_need():
         Stage.POST_COMPACTION, CompactionTrigger.MANUAL, 80, 100)
     assert reading.waste == {WasteKind.DUPLICATE: 20} and reading.sample_offset_ns == 5
     assert reading_from_attributes({GenAI.CONVERSATION_ID: "s"}) is None
+
+
+def test_reading_from_attributes_makes_ints_of_other_numbers_and_refuses_an_unknown_stage():
+    """A float or bool count is read as its int (30.0 -> 30, True -> 1); a stage outside the spec raises."""
+    attrs = {**_annotation().to_attributes(), Attr.category(Category.SYSTEM): 30.0,
+             Attr.waste(WasteKind.DUPLICATE): True}
+    reading = reading_from_attributes(attrs)
+    assert reading is not None
+    assert reading.categories == {Category.SYSTEM: 30, Category.RESULTS: 70}
+    assert type(reading.categories[Category.SYSTEM]) is int
+    assert reading.waste == {WasteKind.DUPLICATE: 1} and type(reading.waste[WasteKind.DUPLICATE]) is int
+    with pytest.raises(ValueError):
+        reading_from_attributes({**attrs, Attr.STAGE: "request"})
 
 
 def test_on_end_gauges_are_the_calibrated_view_of_the_span_attributes():

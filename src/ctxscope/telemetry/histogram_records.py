@@ -55,7 +55,6 @@ except ImportError:  # pragma: no cover - another SDK release
     pass
 
 _new_measurement = object.__new__
-_set = object.__setattr__
 
 
 class _Plan:
@@ -147,7 +146,8 @@ class HistogramRecorder:
 
     def _aggregated(self, plan: _Plan, value: Any, attributes: dict[str, Any], key: Any) -> bool:
         """The measurement aggregated as the SDK's record would; False: nothing done, record() must."""
-        if value.__class__ not in (int, float) or value < 0 or not math.isfinite(value):
+        kind = value.__class__
+        if not (value >= 0 if kind is int else kind is float and value >= 0 and math.isfinite(value)):
             return False
         aggregations = []
         for table in plan.tables:
@@ -155,23 +155,23 @@ class HistogramRecorder:
             if aggregation is None:
                 return False
             aggregations.append(aggregation)
+        context = plan.context
+        now = time_ns()
         try:
             # The SDK's Measurement, its attributes the dict the SDK's cleaning gives (shared:
-            # the aggregation and the exemplar reservoir only read them).
+            # the aggregation and the exemplar reservoir only read them). Its fields are set
+            # at once in its __dict__ (a frozen dataclass: no __setattr__, one call for each).
             measurement = _new_measurement(Measurement)
-            _set(measurement, "value", value)
-            _set(measurement, "time_unix_nano", time_ns())
-            _set(measurement, "instrument", self.histogram)
-            _set(measurement, "context", plan.context)
-            _set(measurement, "attributes", attributes)
+            measurement.__dict__.update(value=value, time_unix_nano=now, instrument=self.histogram,
+                                        context=context, attributes=attributes)
             exemplar_filter = plan.exemplar_filter
-            if plan.context is self._sampled_context and type(exemplar_filter) is _TraceBasedFilter:
+            if context is self._sampled_context and type(exemplar_filter) is _TraceBasedFilter:
                 # The SDK's trace-based filter decides on the context alone: a call's
                 # measurements (one context) share the decision of its first.
                 sample = self._sampled
             else:
-                sample = exemplar_filter.should_sample(value, measurement.time_unix_nano, attributes, plan.context)
-                self._sampled_context, self._sampled = plan.context, sample
+                sample = exemplar_filter.should_sample(value, now, attributes, context)
+                self._sampled_context, self._sampled = context, sample
         except (AttributeError, TypeError):
             self._internals_differ()
             return False

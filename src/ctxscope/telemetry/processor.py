@@ -92,6 +92,8 @@ _GENAI_METRIC_KEYS = (GenAI.OPERATION_NAME, GenAI.PROVIDER_NAME, GenAI.REQUEST_M
 
 # A series of one session: ((model, provider), the instrument's own label value).
 _Key = tuple[Any, ...]
+# A label of a reading's values (a category, a waste kind).
+_L = TypeVar("_L")
 
 # Ended series waiting for their last collection; bounded when nothing collects.
 _MAX_ENDINGS = 4 * DEFAULT_MAX_SESSIONS
@@ -139,6 +141,7 @@ def calibrated_view(categories: Mapping[Category, int], reported: int | None) ->
 # Attribute key -> value, built once from schema (the names are never retyped).
 _CATEGORY_KEYS = tuple((Attr.category(c), c) for c in CATEGORIES)
 _WASTE_KEYS = tuple((Attr.waste(k), k) for k in WasteKind)
+_STAGES: dict[Any, Stage] = {stage.value: stage for stage in Stage}
 _LIMIT_KEYS = ((Attr.WINDOW_TOKENS, LimitKind.WINDOW),
                (Attr.EFFECTIVE_WINDOW_TOKENS, LimitKind.EFFECTIVE_WINDOW),
                (Attr.COMPACT_THRESHOLD_TOKENS, LimitKind.COMPACT_THRESHOLD))
@@ -165,6 +168,20 @@ def _int_or_none(value: Any) -> int | None:
     return int(value) if value is not None else None
 
 
+def _present_ints(get: Callable[[str], Any], keys: Iterable[tuple[str, _L]]) -> dict[_L, int]:
+    """``label: int(value)`` of each ``(attribute key, label)`` whose attribute is there.
+
+    A loop rather than a comprehension (3.11 calls each as a function), and ``int()`` only
+    where the value is not an int already: every annotated span is read so.
+    """
+    out: dict[_L, int] = {}
+    for key, label in keys:
+        value = get(key)
+        if value is not None:
+            out[label] = value if value.__class__ is int else int(value)
+    return out
+
+
 def reading_from_attributes(attrs: Mapping[str, Any]) -> SpanReading | None:
     """The metrics' part of the annotation on span attributes; None when there is none.
 
@@ -180,13 +197,15 @@ def reading_from_attributes(attrs: Mapping[str, Any]) -> SpanReading | None:
     trigger = get(Attr.COMPACTION_TRIGGER)
     model = get(Attr.MODEL)
     return SpanReading(
-        stage=Stage(stage),
-        categories={c: int(v) for key, c in _CATEGORY_KEYS if (v := get(key)) is not None},
+        # A known stage's member in one dict get (the enum's call is several Python calls); Stage() says
+        # what is wrong with another value.
+        stage=_STAGES.get(stage) or Stage(stage),
+        categories=_present_ints(get, _CATEGORY_KEYS),
         estimated=int(estimated),
         reported=_int_or_none(get(Attr.REPORTED_TOKENS)),
         learned_correction=_int_or_none(get(Attr.LEARNED_CORRECTION_TOKENS)),
         limits={kind: int(v) for key, kind in _LIMIT_KEYS if (v := get(key)) is not None and v > 0},
-        waste={k: int(v) for key, k in _WASTE_KEYS if (v := get(key)) is not None},
+        waste=_present_ints(get, _WASTE_KEYS),
         trigger=CompactionTrigger(trigger) if trigger is not None else None,
         sample_offset_ns=int(get(Attr.SAMPLE_OFFSET_NS) or 0),
         model=str(model) if model is not None else None,
@@ -559,8 +578,8 @@ class ContextSpanProcessor(SpanProcessor):
                 session.reported = None
                 session.raw = {}
             if reading.stage in _CALL_STAGES and not reading.baseline:
-                added = {c: v - session.raw.get(c, 0) for c, v in reading.categories.items()
-                         if v > session.raw.get(c, 0)}
+                before = session.raw.get
+                added = {c: v - was for c, v in reading.categories.items() if v > (was := before(c, 0))}
                 records = records or _Records(model, provider)
                 records.added = added
             session.raw = reading.categories
