@@ -34,6 +34,7 @@ __all__ = [
     "CLAUDE_CONFIG_DIR",
     "CODEX_HOME",
     "agent_session_dirs",
+    "scratch_dir",
     "excluded_hosts",
     "HttpClientEnvironment",
     "http_client_environment",
@@ -57,6 +58,7 @@ __all__ = [
     "DEFAULT_SHUTDOWN_TIMEOUT_MS",
     "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT",
     "Settings",
+    "TMPDIR",
     "TOKENIZERS",
     "LimitRule",
     "otel",
@@ -132,6 +134,10 @@ N-th (default first) commit that released calls, at STEP: ``released`` (spans wr
 
 CLAUDE_CONFIG_DIR = "CLAUDE_CONFIG_DIR"
 """Claude Code's configuration directory (default ``~/.claude``), as Claude Code reads it: sessions in ``projects/``."""
+
+TMPDIR = "TMPDIR"
+"""The folder of temporary files, read first as :mod:`tempfile` reads it: where ``analyze`` makes its unnamed
+scratch file (a long session's per-call rows, ``ctxscope._scratch``); default ``/tmp``."""
 
 CODEX_HOME = "CODEX_HOME"
 """Codex CLI's home (default ``~/.codex``), as Codex reads it: sessions are in ``sessions/``."""
@@ -258,6 +264,12 @@ def watch_kill_at(steps: tuple[str, ...], environ: Mapping[str, str] | None = No
         _warn(CTXSCOPE_WATCH_KILL_AT, raw, "no fault hook")
         return None
     return step.strip(), n
+
+
+def scratch_dir(environ: Mapping[str, str] | None = None) -> str:
+    """The folder of ctxscope's unnamed scratch files: ``TMPDIR``, else ``/tmp``."""
+    env = os.environ if environ is None else environ
+    return env.get(TMPDIR) or "/tmp"
 
 
 def agent_session_dirs(environ: Mapping[str, str] | None = None) -> list[Path]:

@@ -142,3 +142,74 @@ def test_a_copy_is_rows_of_its_own_as_a_list_s_copy_is():
     assert len(rows) == 4 and [r.index for r in rows] == [0, 1, 2, 3]
     assert len(copied) == 4 and [r.index for r in copied] == [0, 1, 2, 30] and copied[3].model == "m2"
     assert rows[3].model == "m1" and copied[0].waste is True
+
+
+def _spilling(monkeypatch) -> None:
+    """Batches of 2 rows; past 3 rows in the columns, the next batches go to the scratch file."""
+    from ctxscope.report import call_rows
+
+    monkeypatch.setattr(call_rows, "PENDING_ROWS", 2)
+    monkeypatch.setattr(call_rows, "SPILL_ROWS", 3)
+
+
+def test_rows_past_spill_rows_go_to_the_scratch_file_a_batch_at_a_time_and_read_back(monkeypatch):
+    """9 rows: 0-3 in the columns (two batches, the columns still under 3 before the second), 4-5, 6-7 and
+    8 (flushed by the read) to the file; a batch is 88 bytes a row (11 int64s), 2 codes and 2 tokens of
+    8 bytes a row: 212 bytes for two rows. Reads across the columns' and the batches' edges are the rows."""
+    _spilling(monkeypatch)
+    given = [_row(k) for k in range(9)]
+    given[6] = _row(6, used=9_000)  # the largest used is in the file
+    rows = CallRows(given)
+    assert len(rows) == 9 and rows == given
+    assert len(rows._cat_ends) == 4
+    assert rows._batches == [(4, 2, 0, 176, 4, 32), (6, 2, 212, 176, 4, 32), (8, 1, 424, 88, 2, 16)]
+    assert rows.max_used() == 9_000 and rows.int64
+    assert [fields[0] for fields in rows.field_tuples(3, 7)] == [3, 4, 5, 6]
+    assert [fields[7] for fields in rows.field_tuples(7, 9, shown=True)] == [{"prompts": 67, "results": 40},
+                                                                             {"prompts": 68, "results": 40}]
+    assert rows[-1].index == 8 and rows[5] == given[5] and rows[2:6] == given[2:6]
+
+
+def test_a_row_only_the_columns_take_brings_the_spilled_rows_back_first(monkeypatch):
+    """A bool after 9 rows, 5 of them in the file: every row back in the columns, in order, the file gone."""
+    _spilling(monkeypatch)
+    given = [_row(k) for k in range(9)] + [_row(9, waste=True)]
+    rows = CallRows(given)
+    assert rows._batches == [] and rows._spill is None and len(rows._cat_ends) == 10
+    assert rows == given and rows[9].waste is True and not rows.int64
+
+
+def test_a_scratch_file_that_fails_leaves_the_rows_in_memory(monkeypatch):
+    """The file takes the first batch (rows 4-5) and refuses the second: rows 4-7 end in the columns, in
+    order, and no later batch tries the file again."""
+    from ctxscope import _scratch
+
+    _spilling(monkeypatch)
+    append = _scratch.ScratchFile.append
+    calls = []
+
+    def fail_second(self, data):
+        calls.append(len(data))
+        if len(calls) == 2:
+            raise OSError(28, "No space left on device")
+        return append(self, data)
+
+    monkeypatch.setattr(_scratch.ScratchFile, "append", fail_second)
+    given = [_row(k) for k in range(11)]
+    rows = CallRows(given)
+    assert rows == given and rows._spill is False and rows._batches == [] and len(rows._cat_ends) == 11
+    assert calls == [212, 212]
+
+
+def test_a_copy_of_spilled_rows_has_a_file_of_its_own(monkeypatch):
+    """copy.copy of 9 rows, 5 in the file: each side then adds its own row and reads back its own 10."""
+    import copy
+
+    _spilling(monkeypatch)
+    rows = CallRows([_row(k) for k in range(9)])
+    copied = copy.copy(rows)
+    assert copied._spill is not rows._spill
+    rows.append(_row(9))
+    copied.append(_row(90))
+    del rows._spill  # the original's file closed: the copy reads its own
+    assert [r.index for r in copied] == [*range(9), 90]

@@ -14,6 +14,7 @@ import random
 
 import pytest
 
+from ctxscope.report import call_rows
 from ctxscope.report.call_rows import PENDING_ROWS, CallRow, CallRows
 from ctxscope.report.json_report import _NAMED
 from ctxscope.schema import CATEGORIES
@@ -104,8 +105,12 @@ def _check_reads(r: random.Random, rows: CallRows, given: list[CallRow]) -> None
         assert [_fields(row) for row in copy.copy(rows)] == [_fields(row) for row in given]
 
 
+@pytest.mark.parametrize("spill_rows", [4096, 0, 50])
 @pytest.mark.parametrize("seed", range(len(_ODD) + 1))
-def test_call_rows_read_as_the_list_of_their_rows_whatever_the_order_of_adds_and_reads(seed):
+def test_call_rows_read_as_the_list_of_their_rows_whatever_the_order_of_adds_and_reads(seed, spill_rows,
+                                                                                      monkeypatch):
+    """Also with rows spilled to the scratch file past 0 and 50 of them (SPILL_ROWS), not only past 4,096."""
+    monkeypatch.setattr(call_rows, "SPILL_ROWS", spill_rows)
     r = random.Random(seed)
     odd = [None, *_ODD][seed]  # one kind of odd value a session, most rows plain
     names = r.choice([3, 300])

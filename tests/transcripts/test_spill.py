@@ -43,3 +43,52 @@ def test_call_keys_keep_their_whole_hash():
     assert keys.find("key-0") == [0]
     assert keys.find("key-4999") == [4999]
     assert all(keys.find(f"other-{n}") == [] for n in range(200))
+
+
+def test_entries_past_spill_entries_go_to_the_scratch_file_and_are_found_there(monkeypatch):
+    """SPILL_ENTRIES 3: adds of 2, 2 and 1 links make a block of 4 (32 bytes: 4 hashes of 4, then 4
+    offsets of 4) and leave 1 held; "a" written at 10, 30 and 50 is found in both, latest first."""
+    from ctxscope.transcripts import spill
+
+    monkeypatch.setattr(spill, "SPILL_ENTRIES", 3)
+    freed = LinkOffsets()
+    freed.add(["a", "b"], [10, 20])
+    freed.add(["a", "c"], [30, 40])
+    freed.add(["a"], [50])
+    assert freed._blocks == [(4, 0, 16, "i")] and len(freed._offsets) == 1 and len(freed) == 5
+    assert freed.find("a") == [50, 30, 10] and freed.find("c") == [40] and freed.find("d") == []
+    assert len(freed.hashes()) == 5 * 4
+    freed.add(["d", "e"], [2**31 + 5, 60])  # past 32 bits: the held offsets widen, then a block of 'q'
+    assert freed._blocks[1] == (3, 32, 12, "q") and freed.find("d") == [2**31 + 5]
+
+
+def test_call_keys_in_the_scratch_file_are_found_and_rebuild_the_filter(monkeypatch):
+    """5,000 keys spilled 1,000 at a time: the filter, rebuilt from every hash, still finds each one."""
+    from ctxscope.transcripts import spill
+
+    monkeypatch.setattr(spill, "SPILL_ENTRIES", 1000)
+    keys = KeyOffsets()
+    for start in range(0, 5000, 500):
+        keys.add([f"key-{n}" for n in range(start, start + 500)], list(range(start, start + 500)))
+    assert len(keys) == 5000 and len(keys._index._blocks) == 5
+    assert all(keys.find(f"key-{n}") == [n] for n in (0, 999, 1000, 4999))
+    assert all(keys.find(f"other-{n}") == [] for n in range(200))
+
+
+def test_a_scratch_file_that_fails_keeps_the_entries_in_memory(monkeypatch):
+    """The file cannot be made: the 4 entries stay held, found as before, and no later add tries again."""
+    from ctxscope import _scratch
+    from ctxscope.transcripts import spill
+
+    monkeypatch.setattr(spill, "SPILL_ENTRIES", 3)
+    tries = []
+
+    def no_file():
+        tries.append(1)
+        raise OSError(24, "Too many open files")
+
+    monkeypatch.setattr(_scratch, "_open", no_file)
+    freed = LinkOffsets()
+    freed.add(["a", "b", "c"], [1, 2, 3])
+    freed.add(["a"], [4])
+    assert freed._blocks == [] and len(freed) == 4 and freed.find("a") == [4, 1] and tries == [1]

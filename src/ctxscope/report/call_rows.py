@@ -21,6 +21,16 @@ are most of what still grows with it).
 Rows come in packed (one ``struct`` call a row, not an array append a value:
 an append converts its value through ``PyArg_Parse``) and reach the columns
 :data:`PENDING_ROWS` at a time, or at the first read.
+
+Flat in the session's length: the columns take the first :data:`SPILL_ROWS`
+rows (about 300 KB); the rows after them go, each batch packed as it came, to
+an unnamed scratch file (:class:`ctxscope._scratch.ScratchFile`), and a read
+brings back one batch at a time (:meth:`CallRows._batch`, the last one kept).
+On a 200 MB compacting session the rows were most of what still grew with it
+(22,392 calls, 2 MB live). A session shorter than that never opens the file.
+A row the packed path cannot take (a value past int64, a bool) brings the
+spilled rows back into the columns first (:meth:`CallRows._unspill`): such a
+session stays in memory, in order, exact.
 """
 
 from __future__ import annotations
@@ -29,13 +39,16 @@ import copy
 import struct
 from array import array
 from functools import lru_cache
-from itertools import accumulate, islice
+from itertools import accumulate, chain, islice
 from collections.abc import Iterator, MutableSequence
 from dataclasses import dataclass
-from typing import Any, overload
+from typing import TYPE_CHECKING, Any, overload
 
 from ctxscope._record import Record
 from ctxscope.schema import CATEGORIES, Category
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ctxscope._scratch import ScratchFile
 
 __all__ = ["CallRow", "CallRows"]
 
@@ -73,6 +86,8 @@ _ROW_FIELDS = 11
 _ROW_ITEMSIZE = 8
 # Rows kept packed before the columns take them: a batch's working set (~100 KB on a dense session).
 PENDING_ROWS = 1024
+# Rows the columns hold; the later ones go to the scratch file a batch at a time (the module's docstring).
+SPILL_ROWS = 4096
 
 _REPORT_ORDER = {category: rank for rank, category in enumerate(CATEGORIES)}  # field_tuples(shown=True)
 
@@ -86,7 +101,8 @@ class CallRows:
 
     __slots__ = ("_ints", "_packed", "_model", "_compaction", "_names", "_name_codes",
                  "_cat_codes", "_cat_values", "_cat_ends", "_categories", "_category_codes",
-                 "_pending", "_pending_rows", "_pending_codes", "_pending_values", "_codes_of")
+                 "_pending", "_pending_rows", "_pending_codes", "_pending_values", "_codes_of",
+                 "_spill", "_batches", "_spilled_rows", "_spilled_used", "_loaded")
 
     def __init__(self, rows: list[CallRow] | None = None) -> None:
         self._ints: list[Column] = [array(_FIRST_TYPE[name]) for name in _INT_FIELDS]
@@ -112,6 +128,14 @@ class CallRows:
         self._pending_codes = bytearray()
         self._pending_values = bytearray()
         self._codes_of: dict[tuple[Category, ...], bytes] = {}  # a row's categories -> their codes
+        # Rows past the columns' SPILL_ROWS, in the scratch file: each batch (its first row, rows, offset,
+        # and the sizes of its rows', codes' and tokens' bytes) as _flush had it pending. _spill is False
+        # once the file failed (the rows stay in memory); _loaded is the batch read last (_batch).
+        self._spill: ScratchFile | bool | None = None
+        self._batches: list[tuple[int, int, int, int, int, int]] = []
+        self._spilled_rows = 0
+        self._spilled_used: int | None = None  # the largest ``used`` of the spilled rows
+        self._loaded: tuple[int, CallRows] | None = None
         for row in rows or ():
             self.append(row)
 
@@ -161,6 +185,8 @@ class CallRows:
                     self._flush()
                 return
         self._flush()  # the rows before this one first
+        if self._batches:
+            self._unspill()  # this row goes to the columns: every row before it too
         self._add_ints(values)
         try:
             self._model.append(self._name_code(model))
@@ -190,6 +216,19 @@ class CallRows:
         return codes
 
     def _flush(self) -> None:
+        """The pending rows into the columns, or past SPILL_ROWS of them to the scratch file."""
+        if not self._pending:
+            return
+        if (self._batches or len(self._cat_ends) >= SPILL_ROWS) and self._spill is not False:
+            try:
+                self._spill_pending()
+                return
+            except OSError:  # no scratch file (a full disk, no temporary folder): rows stay in memory
+                self._unspill()
+                self._spill = False
+        self._flush_columns()
+
+    def _flush_columns(self) -> None:
         """The pending rows into the columns, a column at a time (each widens as a value needs)."""
         rows = self._pending
         if not rows:
@@ -222,6 +261,59 @@ class CallRows:
         self._pending_rows = bytearray()
         self._pending_codes = bytearray()
         self._pending_values = bytearray()
+
+    def _spill_pending(self) -> None:
+        """The pending rows to the scratch file as one batch, their bytes as they are packed."""
+        from ctxscope._scratch import ScratchFile
+
+        if not isinstance(self._spill, ScratchFile):
+            self._spill = ScratchFile()
+        rows, packed, codes, tokens = self._pending, self._pending_rows, self._pending_codes, self._pending_values
+        offset = self._spill.append(packed + codes + tokens)
+        values = array("q")
+        values.frombytes(packed)
+        used = max(values[7::_ROW_FIELDS])
+        if self._spilled_used is None or used > self._spilled_used:
+            self._spilled_used = used
+        self._batches.append((len(self) - rows, rows, offset, len(packed), len(codes), len(tokens)))
+        self._spilled_rows += rows
+        self._pending = 0
+        self._pending_rows = bytearray()
+        self._pending_codes = bytearray()
+        self._pending_values = bytearray()
+
+    def _read_batch(self, batch: tuple[int, int, int, int, int, int]) -> tuple[int, bytearray, bytearray, bytearray]:
+        """A spilled batch's rows, and its rows', codes' and tokens' bytes."""
+        _, rows, offset, packed, codes, tokens = batch
+        assert not isinstance(self._spill, bool) and self._spill is not None
+        data = self._spill.read(offset, packed + codes + tokens)
+        return rows, data[:packed], data[packed:packed + codes], data[packed + codes:]
+
+    def _batch(self, i: int) -> CallRows:
+        """Spilled batch ``i`` as rows of their own (the session's names and categories), kept till the next."""
+        loaded = self._loaded
+        if loaded is not None and loaded[0] == i:
+            return loaded[1]
+        batch = CallRows()
+        batch._names, batch._categories = self._names, self._categories  # the codes are the session's
+        batch._pending, batch._pending_rows, batch._pending_codes, batch._pending_values = \
+            self._read_batch(self._batches[i])
+        batch._flush_columns()
+        self._loaded = (i, batch)
+        return batch
+
+    def _unspill(self) -> None:
+        """Every spilled row back into the columns, in order; the pending rows stay pending, after them."""
+        batches, pending = self._batches, (self._pending, self._pending_rows, self._pending_codes,
+                                           self._pending_values)
+        for batch in batches:
+            self._pending, self._pending_rows, self._pending_codes, self._pending_values = self._read_batch(batch)
+            self._flush_columns()
+        self._pending, self._pending_rows, self._pending_codes, self._pending_values = pending
+        self._batches, self._spilled_rows, self._spilled_used, self._loaded = [], 0, None, None
+        spill, self._spill = self._spill, None
+        if spill:
+            spill.close()  # type: ignore[union-attr]
 
     def _add_ints(self, values: tuple[Any, ...]) -> None:
         """A row's int values one by one: a column widens, or becomes a list, for a value it cannot hold."""
@@ -260,7 +352,7 @@ class CallRows:
                 values.append(tokens)
 
     def __len__(self) -> int:
-        return len(self._cat_ends) + self._pending
+        return len(self._cat_ends) + self._spilled_rows + self._pending
 
     @overload
     def __getitem__(self, i: int) -> CallRow: ...
@@ -310,6 +402,23 @@ class CallRows:
         """
         self._flush()
         start, stop, _ = slice(start, stop).indices(len(self))
+        stop = max(start, stop)  # no rows when stop comes first, as in a slice
+        columns = len(self._cat_ends)
+        if stop <= columns:
+            return self._column_tuples(start, stop, shown)
+        # The columns' part, then each spilled batch's (its rows of their own, read one at a time).
+        parts = [self._column_tuples(start, columns, shown)] if start < columns else []
+        batches = self._batches
+        for i in range(_batch_of(batches, max(start, columns)), len(batches)):
+            first, rows = batches[i][:2]
+            if first >= stop:
+                break
+            parts.append(self._batch(i).field_tuples(max(start, first) - first, min(stop, first + rows) - first,
+                                                     shown))
+        return chain.from_iterable(parts)
+
+    def _column_tuples(self, start: int, stop: int, shown: bool) -> Iterator[tuple[Any, ...]]:
+        """field_tuples of rows the columns hold (``0 <= start <= stop <= len(self._cat_ends)``)."""
         ints = self._ints
         index, line, timestamp_ns, estimated, reported, inferred, waste, used = (c[start:stop] for c in ints)
         # _row's _value, a column at a time: the sentinel is None while the column is an array.
@@ -374,7 +483,10 @@ class CallRows:
     def max_used(self) -> int:
         """The largest ``used`` of the rows, 0 without rows (the session's peak)."""
         self._flush()
-        return max(self._ints[7], default=0)
+        used = max(self._ints[7], default=None)
+        if self._spilled_used is not None and (used is None or self._spilled_used > used):
+            used = self._spilled_used
+        return 0 if used is None else used
 
     # -- internals ------------------------------------------------------------
 
@@ -388,6 +500,9 @@ class CallRows:
         return code
 
     def _row(self, k: int) -> CallRow:
+        if k >= len(self._cat_ends):  # a spilled row
+            i = _batch_of(self._batches, k)
+            return self._batch(i)[k - self._batches[i][0]]
         index, line, timestamp_ns, estimated, reported, inferred, waste, used = (c[k] for c in self._ints)
         start = self._cat_ends[k - 1] if k else 0
         categories = self._categories
@@ -398,6 +513,21 @@ class CallRows:
                        None if model == _NO_NAME else self._names[model], estimated,
                        _value(self._ints[4], reported), inferred, calibrated, waste,
                        None if compaction == _NO_NAME else self._names[compaction], used)
+
+
+def _batch_of(batches: list[tuple[int, int, int, int, int, int]], k: int) -> int:
+    """Which of the spilled ``batches`` (CallRows._batches, in order) holds row ``k``, one of theirs.
+
+    A bisection written out: ``bisect`` would load its C module (a shared library) for one search.
+    """
+    low, high = 0, len(batches)
+    while high - low > 1:
+        middle = (low + high) // 2
+        if batches[middle][0] <= k:
+            low = middle
+        else:
+            high = middle
+    return low
 
 
 @lru_cache(maxsize=None)
