@@ -197,3 +197,18 @@ def test_a_tool_outputs_blocks_other_than_text_are_counted_not_dropped(tmp_path:
     assert results == [("result:c1", "results/shell", 29)]
     assert [(p.line, p.message) for p in source.problems] == [
         (4, "content type 'zz_output' is new to ctxscope: counted as its JSON in a tool result (said once a file)")]
+
+
+def test_a_tool_output_written_as_one_content_item_counts_its_text(tmp_path: Path):
+    """Codex 0.146 writes a function_call_output's output as one input_text item, not a list (corpus
+    stage0-codex-small-cli0.146, line 11): its text counts (6 chars), not the item's JSON (69, as it was counted)."""
+    item = {"type": "input_text", "text": "a.txt\n", "detail": None, "image_url": None}
+    source = _rollout(tmp_path, [
+        _user("hi"),
+        {"type": "function_call", "name": "shell", "arguments": "{}", "call_id": "c1"},
+        {"type": "function_call_output", "call_id": "c1", "output": item},
+        {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "done"}]},
+    ])
+    calls = list(source.calls())
+    assert [(i.id, i.chars) for i in calls[1].items if i.category is Category.RESULTS] == [("result:c1", 6)]
+    assert source.problems == []

@@ -288,7 +288,8 @@ class CodexReader:
         if kind in _RESULT_TYPES:
             output = payload.get("output")
             if isinstance(output, dict):
-                output = output.get("content", output)
+                # {"content": ...}, or one content item written alone (Codex 0.146: an input_text)
+                output = output["content"] if "content" in output else [output] if "type" in output else output
             return self._result(payload.get("call_id"), output, line)
         if kind in ("web_search_call", "tool_search_call", "image_generation_call"):
             action = payload.get("action")
