@@ -64,7 +64,7 @@ DENSE = ["--bash-scale", "0.06", "--file-lines", "100", "--thinking-words", "250
 COMPACTING = [*DENSE, "--compact-every", "300"]
 SESSIONS = {"default": ("50", []), "dense50": ("50", DENSE), "dense200": ("200", DENSE),
             "compact50": ("50", COMPACTING), "compact200": ("200", COMPACTING)}
-# What issue 14 asks (docs/analyze.md, "Speed and memory").
+# What issue 14 asks (docs/analyze.md, "Performance").
 TARGET_SPEEDUP = 10.0
 TARGET_MEMORY = 0.2
 TARGET_TIKTOKEN = 2.0
