@@ -181,22 +181,24 @@ def test_agent_message_compaction_and_unnamed_tool_types(tmp_path: Path):
 
 
 def test_a_tool_outputs_blocks_other_than_text_are_counted_not_dropped(tmp_path: Path):
-    """A function_call_output's list: its input_text (2 chars) and a type new to ctxscope as its compact
-    JSON (26 chars, said once with its line: 4, after the session_meta), one result of 2 + 1 + 26 = 29
-    chars. The reader used to count only the text's 2."""
+    """A function_call_output's list: its input_text (2 chars), a type new to ctxscope as its compact
+    JSON (26 chars, said once with its line: 4, after the session_meta) and a block whose type is a
+    list, which names no type (its JSON, 14 chars, said as 'unknown'): one result of 2 + 1 + 26 + 1 + 14
+    = 44 chars. The reader used to count only the text's 2."""
     source = _rollout(tmp_path, [
         _user("hi"),
         {"type": "function_call", "name": "shell", "arguments": "{}", "call_id": "c1"},
         {"type": "function_call_output", "call_id": "c1",
-         "output": [{"type": "input_text", "text": "ok"}, {"type": "zz_output", "n": 7}]},
+         "output": [{"type": "input_text", "text": "ok"}, {"type": "zz_output", "n": 7}, {"type": ["x"]}]},
         {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "done"}]},
     ])
     calls = list(source.calls())
     assert len(calls) == 2
     results = [(i.id, i.part, i.chars) for i in calls[1].items if i.category is Category.RESULTS]
-    assert results == [("result:c1", "results/shell", 29)]
+    assert results == [("result:c1", "results/shell", 44)]
     assert [(p.line, p.message) for p in source.problems] == [
-        (4, "content type 'zz_output' is new to ctxscope: counted as its JSON in a tool result (said once a file)")]
+        (4, "content type 'zz_output' is new to ctxscope: counted as its JSON in a tool result (said once a file)"),
+        (4, "content type 'unknown' is new to ctxscope: counted as its JSON in a tool result (said once a file)")]
 
 
 def test_a_tool_output_written_as_one_content_item_counts_its_text(tmp_path: Path):

@@ -286,13 +286,15 @@ def block_text(content: Any, new_kinds: list[str] | None = None) -> str:
                 out.append(block)
             elif isinstance(block, dict):
                 kind = block.get("type")
+                if kind is not None and not isinstance(kind, str):
+                    kind = "unknown"  # a list or a number names no type (and a list cannot be looked up)
                 text = block.get("text")
                 if isinstance(text, str) and (kind is None or kind in TEXT_BLOCKS):
                     out.append(text)
                 elif kind not in MEDIA_BLOCKS and kind not in TEXT_BLOCKS:
                     out.append(payload.compact_json(block))
                     if new_kinds is not None and kind not in JSON_BLOCKS:
-                        new_kinds.append(kind if isinstance(kind, str) else "unknown")
+                        new_kinds.append(kind or "unknown")
         return "\n".join(out)
     if content is None:
         return ""

@@ -236,8 +236,8 @@ class CodexReader:
         for kind in new_kinds:
             note_new_content(kind, line, self._new_types, self.problems, "a tool result")
         items = self._tools.result_items(call_id, text, lambda: self._next_id("result"))
-        if isinstance(output, list) and any(isinstance(b, dict) and b.get("type") in _items.MEDIA_BLOCKS
-                                            for b in output):
+        if isinstance(output, list) and any(isinstance(b, dict) and isinstance(b.get("type"), str)
+                                            and b["type"] in _items.MEDIA_BLOCKS for b in output):
             items.extend(_items.result_media(self._next_id("image"), output, PROVIDER, items[0], self._model))
         return items
 
