@@ -16,7 +16,7 @@ from ctxscope.core import classify as _classify
 from ctxscope.core import payload
 from ctxscope.schema import Category, Item
 from ctxscope.core.tokens import DEFAULT_IMAGE_TOKENS
-from ctxscope.transcripts.model import content_digest, dumps
+from ctxscope.transcripts.model import Problem, content_digest, dumps, note_new_content
 
 # Enum members read once: on this Python an enum class's attribute is looked up through
 # EnumType's __getattr__ hook (~850 instructions, several times a plain global); a reader
@@ -299,6 +299,18 @@ def block_text(content: Any, new_kinds: list[str] | None = None) -> str:
     if content is None:
         return ""
     return dumps(content)
+
+
+def result_text(content: Any, line: int, said: set[str], problems: list[Problem]) -> str:
+    """:func:`block_text` of a tool result read at ``line``; a block type new to ctxscope is said once
+    a file (:func:`~ctxscope.transcripts.model.note_new_content`, ``said``: the reader's set)."""
+    if not isinstance(content, list):
+        return block_text(content)
+    new_kinds: list[str] = []
+    text = block_text(content, new_kinds)
+    for kind in new_kinds:
+        note_new_content(kind, line, said, problems, "a tool result")
+    return text
 
 
 def result_media(item_id: str, content: Any, provider: str, result: Item, model: str | None = None) -> list[Item]:

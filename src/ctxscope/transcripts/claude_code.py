@@ -594,8 +594,9 @@ class ClaudeCodeReader:
                 body = block.get("content")
                 use_id = block.get("tool_use_id")
                 call = self._freed_call(use_id) if self._freed_calls is not None or self._restoring else None
-                result = self._tools.result_items(use_id, self._result_text(body, line),
-                                                  lambda: f"{uuid}:{index}", call)  # noqa: B023 - called at once, or never
+                body_text = _items.result_text(body, line, self._new_types, self.problems)
+                result = self._tools.result_items(use_id, body_text, lambda: f"{uuid}:{index}",  # noqa: B023 - called at once, or never
+                                                  call)
                 out.extend(result)
                 if isinstance(body, list):
                     out.extend(_items.result_media(f"{uuid}:{index}", body, PROVIDER, result[0]))
@@ -608,16 +609,6 @@ class ClaudeCodeReader:
             else:
                 out.extend(self._other_block(f"{uuid}:{index}", kind, block, "user", line))
         return tuple(out)
-
-    def _result_text(self, body: Any, line: int) -> str:
-        """A tool result's text (:func:`_items.block_text`): a block type new to ctxscope is said once."""
-        if not isinstance(body, list):
-            return _items.block_text(body)
-        new_kinds: list[str] = []
-        text = _items.block_text(body, new_kinds)
-        for kind in new_kinds:
-            note_new_content(kind, line, self._new_types, self.problems, "a tool result")
-        return text
 
     def _other_block(self, item_id: str, kind: Any, block: dict[str, Any], role: str, line: int) -> list[Item]:
         """A block the loops above do not name: Anthropic's rarer types by the rule request bodies follow
@@ -633,7 +624,7 @@ class ClaudeCodeReader:
             # assistant turn: named after its call, as a tool_result is.
             body = block.get("content")
             mcp_or_text = name == "mcp_tool_result" or isinstance(body, str)
-            text = self._result_text(body, line) if mcp_or_text else compact_json(body)
+            text = _items.result_text(body, line, self._new_types, self.problems) if mcp_or_text else compact_json(body)
             use_id = block.get("tool_use_id")
             call = self._freed_call(use_id) if self._freed_calls is not None or self._restoring else None
             items = self._tools.result_items(use_id, text, lambda: item_id, call)

@@ -231,10 +231,7 @@ class CodexReader:
     def _result(self, call_id: Any, output: Any, line: int) -> list[Item]:
         """A tool's output: its text (:func:`_items.block_text`, a block type new to ctxscope said once)
         and its images (:func:`_items.result_media`)."""
-        new_kinds: list[str] = []
-        text = _items.block_text(output, new_kinds)
-        for kind in new_kinds:
-            note_new_content(kind, line, self._new_types, self.problems, "a tool result")
+        text = _items.result_text(output, line, self._new_types, self.problems)
         items = self._tools.result_items(call_id, text, lambda: self._next_id("result"))
         if isinstance(output, list) and any(isinstance(b, dict) and isinstance(b.get("type"), str)
                                             and b["type"] in _items.MEDIA_BLOCKS for b in output):
