@@ -262,7 +262,8 @@ def _b64_data(source: Any) -> str | None:
 
 # A tool result's blocks by how they count (the rule of ``core.apis._builder``'s ``Builder.result``):
 # text as text, media by their own rule (the reader makes their items: ``result_media``), any other
-# block as its compact JSON. The JSON types below are the API's own, counted without being said new.
+# block as its compact JSON. The JSON types below are the API's own, counted without being said new
+# (in a tool result, and by the Claude reader in a message's content).
 TEXT_BLOCKS = frozenset({"text", "input_text", "output_text"})
 MEDIA_BLOCKS = frozenset({"image", "input_image", "document"})
 JSON_BLOCKS = frozenset({"search_result", "tool_reference"})

@@ -68,8 +68,6 @@ _NO_IDS: frozenset[str] = frozenset()  # a link that clears nothing (built once,
 # a model fallback (2.1.80: ``from``, ``to``), which the API would refuse, so the harness drops it.
 _CALL_BLOCKS = frozenset({"tool_use", "server_tool_use", "mcp_tool_use"})
 _NO_CONTEXT_BLOCKS = frozenset({"fallback"})
-# API block types counted as their JSON, as request bodies count them, without being said new.
-_JSON_BLOCKS = frozenset({"search_result"})
 _ATTACHMENT_PARTS = {"skill_listing": "skills", "invoked_skills": "skills", "dynamic_skill": "skills",
                      "nested_memory": "rules", "deferred_tools_delta": "tools",
                      "mcp_instructions_delta": "system"}
@@ -633,7 +631,7 @@ class ClaudeCodeReader:
             return items
         if name in _NO_CONTEXT_BLOCKS:
             return []
-        if name not in _JSON_BLOCKS:
+        if name not in _items.JSON_BLOCKS:
             note_new_content(name, line, self._new_types, self.problems, f"{role} content")
         return [_items.unknown_item(item_id, block, name, role)]
 

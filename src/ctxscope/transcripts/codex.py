@@ -233,9 +233,7 @@ class CodexReader:
         and its images (:func:`_items.result_media`)."""
         text = _items.result_text(output, line, self._new_types, self.problems)
         items = self._tools.result_items(call_id, text, lambda: self._next_id("result"))
-        if isinstance(output, list) and any(isinstance(b, dict) and isinstance(b.get("type"), str)
-                                            and b["type"] in _items.MEDIA_BLOCKS for b in output):
-            items.extend(_items.result_media(self._next_id("image"), output, PROVIDER, items[0], self._model))
+        items.extend(_items.result_media(items[0].id, output, PROVIDER, items[0], self._model))
         return items
 
     def _next_id(self, prefix: str) -> str:
